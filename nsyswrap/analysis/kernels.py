@@ -1,0 +1,33 @@
+"""Per-kernel totals, the numbers of NVIDIA's `cuda_gpu_kern_sum` report."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+KERNEL_SUMMARY_COLUMNS = [
+    "name", "short_name", "count", "total_ns", "mean_ns", "median_ns", "min_ns", "max_ns",
+    "std_ns", "share",
+]
+
+
+def kernel_summary(kernels: pd.DataFrame) -> pd.DataFrame:
+    """One row per kernel (demangled) name, heaviest first; `share` of all kernel time."""
+    if kernels.empty:
+        return pd.DataFrame(columns=KERNEL_SUMMARY_COLUMNS)
+    duration = (kernels["end_ns"] - kernels["start_ns"]).rename("duration")
+    frame = pd.DataFrame({"name": kernels["name"], "short_name": kernels["short_name"],
+                          "duration": duration})
+    g = frame.groupby("name", observed=True, sort=False)
+    out = g["duration"].agg(
+        count="size", total_ns="sum", mean_ns="mean", median_ns="median", min_ns="min",
+        max_ns="max", std_ns="std",
+    )
+    out["short_name"] = g["short_name"].first()
+    out["std_ns"] = out["std_ns"].fillna(0.0)
+    out["share"] = out["total_ns"] / out["total_ns"].sum()
+    out = out.reset_index()
+    out["name"] = out["name"].astype(str)
+    out["short_name"] = out["short_name"].astype(str)
+    return out.sort_values(["total_ns", "name"], ascending=[False, True], ignore_index=True)[
+        KERNEL_SUMMARY_COLUMNS
+    ]

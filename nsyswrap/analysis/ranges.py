@@ -1,0 +1,196 @@
+"""NVTX ranges and the GPU work they launched (the "GPU projection").
+
+A GPU operation (kernel, memcpy, memset, whole graph) belongs to a range when the runtime
+call that launched it started inside the range on the same thread (joined by correlation
+id in the loader). A range holds the work of the ranges nested in it, as in nsys's
+`nvtx_gpu_proj_sum`. Busy time is the union of the operations' intervals, so kernels that
+overlap on two streams count once; span runs from the first start to the last end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..intervals import assign_lanes, events_in_ranges, union_stats
+from ..report import Report
+
+# Copies between host and device (what a timed window should rarely contain).
+HOST_COPY_KINDS = frozenset({"HtoD", "DtoH", "HtoA", "AtoH", "HtoH", "UVM HtoD", "UVM DtoH"})
+
+
+@dataclass
+class Attribution:
+    """Which range holds what: the raw pairs behind the per-range numbers."""
+
+    gpu_ops: pd.DataFrame  # every GPU operation (kind, times, launch, name, copy details)
+    op_pairs: pd.DataFrame  # range_id, event (row of gpu_ops), innermost
+    call_pairs: pd.DataFrame  # range_id, event (row of blocking_calls), innermost
+    blocking_calls: pd.DataFrame  # report.api_calls plus range_id of the innermost range or -1
+    host_copies: pd.DataFrame  # host<->device memcpy rows plus range_id (innermost) or -1
+
+
+def gpu_ops(report: Report) -> pd.DataFrame:
+    """Kernels and transfers in one frame: kind, start_ns, end_ns, thread, launch_start_ns,
+    device_id, stream_id, name, copy_kind, bytes, src_kind, dst_kind."""
+    k = report.kernels
+    kernels = pd.DataFrame({
+        "kind": "kernel",
+        "start_ns": k["start_ns"], "end_ns": k["end_ns"], "thread": k["thread"],
+        "launch_start_ns": k["launch_start_ns"], "device_id": k["device_id"],
+        "stream_id": k["stream_id"], "pid": k["pid"], "name": k["short_name"].astype(str),
+        "copy_kind": "", "bytes": 0, "src_kind": "", "dst_kind": "",
+    })
+    t = report.transfers
+    transfers = pd.DataFrame({
+        "kind": t["op"], "start_ns": t["start_ns"], "end_ns": t["end_ns"], "thread": t["thread"],
+        "launch_start_ns": t["launch_start_ns"], "device_id": t["device_id"],
+        "stream_id": t["stream_id"], "pid": t["pid"], "name": t["op"],
+        "copy_kind": t["copy_kind"], "bytes": t["bytes"], "src_kind": t["src_kind"],
+        "dst_kind": t["dst_kind"],
+    })
+    parts = [p for p in (kernels, transfers) if not p.empty]
+    if not parts:
+        return kernels.iloc[0:0]
+    return pd.concat(parts, ignore_index=True)
+
+
+def attribute(report: Report) -> Attribution:
+    ranges = report.ranges.copy()
+    ranges["lane"] = assign_lanes(ranges)
+    ops = gpu_ops(report)
+    launched = ops[ops["launch_start_ns"] >= 0]
+    op_pairs = events_in_ranges(
+        ranges, pd.DataFrame({"thread": launched["thread"],
+                              "time_ns": launched["launch_start_ns"]}, index=launched.index)
+    )
+    calls = report.api_calls.reset_index(drop=True)
+    call_pairs = events_in_ranges(
+        ranges, pd.DataFrame({"thread": calls["thread"], "time_ns": calls["start_ns"]})
+    )
+    calls["range_id"] = _innermost_range(call_pairs, len(calls))
+    copies = ops[(ops["kind"] == "memcpy") & ops["copy_kind"].isin(HOST_COPY_KINDS)].copy()
+    inner = op_pairs[op_pairs["innermost"]].set_index("event")["range_id"]
+    copies["range_id"] = inner.reindex(copies.index).fillna(-1).astype("int64").to_numpy()
+    return Attribution(ops, op_pairs, call_pairs, calls, copies)
+
+
+def _innermost_range(pairs: pd.DataFrame, n: int) -> np.ndarray:
+    out = np.full(n, -1, dtype="int64")
+    inner = pairs[pairs["innermost"]]
+    out[inner["event"].to_numpy()] = inner["range_id"].to_numpy()
+    return out
+
+
+INSTANCE_COLUMNS = [
+    "range_id", "domain", "name", "pid", "tid", "style", "start_ns", "end_ns", "cpu_ns",
+    "index", "gpu_ops", "kernels", "gpu_busy_ns", "gpu_span_ns", "gpu_idle_ns",
+    "gpu_first_start_ns", "gpu_last_end_ns", "gaps", "max_gap_ns", "launch_latency_ns",
+    "syncs", "sync_ns", "copies", "copy_bytes", "copy_ns", "pageable_copies",
+]
+
+
+def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
+    """One row per NVTX range instance with its CPU time and its GPU projection.
+
+    GPU columns are NaN when the report has no CUDA trace (unknown), 0 when the range
+    launched nothing. `index` numbers the instances of each (domain, name) in time order.
+    syncs/copies count what happened anywhere inside the range, nested ranges included.
+    """
+    r = report.ranges
+    out = r[["range_id", "domain", "name", "pid", "tid", "style", "start_ns", "end_ns"]].copy()
+    out["cpu_ns"] = out["end_ns"] - out["start_ns"]
+    out["index"] = out.groupby(["domain", "name"], sort=False).cumcount()
+    out = out.set_index("range_id", drop=False)
+
+    ops = att.gpu_ops
+    pairs = att.op_pairs.merge(
+        ops[["start_ns", "end_ns", "kind", "launch_start_ns"]], left_on="event", right_index=True
+    )
+    proj = union_stats(pairs, "range_id")
+    kernel_pairs = pairs[pairs["kind"] == "kernel"]
+    latency = (kernel_pairs["start_ns"] - kernel_pairs["launch_start_ns"]).groupby(
+        kernel_pairs["range_id"]).median()
+    cols = {
+        "gpu_ops": proj["count"], "kernels": kernel_pairs.groupby("range_id").size(),
+        "gpu_busy_ns": proj["busy_ns"], "gpu_span_ns": proj["span_ns"],
+        "gpu_idle_ns": proj["idle_ns"], "gpu_first_start_ns": proj["first_start_ns"],
+        "gpu_last_end_ns": proj["last_end_ns"], "gaps": proj["gaps"],
+        "max_gap_ns": proj["max_gap_ns"], "launch_latency_ns": latency,
+    }
+    has_gpu = report.info.has_cuda
+    for col, values in cols.items():
+        series = values.reindex(out.index).astype("float64")
+        if has_gpu and col in ("gpu_ops", "kernels", "gpu_busy_ns", "gpu_span_ns",
+                               "gpu_idle_ns", "gaps", "max_gap_ns"):
+            series = series.fillna(0.0)
+        out[col] = series
+
+    # Blocking calls and host copies inside the range, nested ranges included.
+    calls = att.blocking_calls
+    call_pairs = att.call_pairs.merge(calls[["start_ns", "end_ns"]], left_on="event",
+                                      right_index=True)
+    call_ns = call_pairs["end_ns"] - call_pairs["start_ns"]
+    out["syncs"] = call_pairs.groupby("range_id").size().reindex(out.index).fillna(0)
+    out["sync_ns"] = call_ns.groupby(call_pairs["range_id"]).sum().reindex(out.index).fillna(0)
+    copy_pairs = pairs[pairs["event"].isin(att.host_copies.index)].merge(
+        ops[["bytes", "src_kind", "dst_kind"]], left_on="event", right_index=True
+    )
+    g = copy_pairs.groupby("range_id")
+    out["copies"] = g.size().reindex(out.index).fillna(0)
+    out["copy_bytes"] = g["bytes"].sum().reindex(out.index).fillna(0)
+    out["copy_ns"] = (copy_pairs["end_ns"] - copy_pairs["start_ns"]).groupby(
+        copy_pairs["range_id"]).sum().reindex(out.index).fillna(0)
+    pageable = (copy_pairs["src_kind"] == "pageable") | (copy_pairs["dst_kind"] == "pageable")
+    out["pageable_copies"] = pageable.groupby(copy_pairs["range_id"]).sum().reindex(
+        out.index).fillna(0)
+    for col in ("syncs", "sync_ns", "copies", "copy_bytes", "copy_ns", "pageable_copies"):
+        out[col] = out[col].astype("int64")
+    return out.reset_index(drop=True)[INSTANCE_COLUMNS]
+
+
+SUMMARY_COLUMNS = [
+    "domain", "name", "count", "cpu_total_ns", "cpu_median_ns", "cpu_min_ns", "cpu_max_ns",
+    "gpu_busy_total_ns", "gpu_busy_median_ns", "gpu_busy_min_ns", "gpu_busy_max_ns",
+    "gpu_span_median_ns", "gpu_idle_share_median", "gpu_ops", "kernels",
+    "launch_latency_median_ns", "syncs", "sync_ns", "copies", "copy_bytes", "pageable_copies",
+]
+
+
+def range_summary(instances: pd.DataFrame, att: Attribution) -> pd.DataFrame:
+    """Instances grouped by (domain, name), heaviest CPU total first."""
+    if instances.empty:
+        return pd.DataFrame(columns=SUMMARY_COLUMNS)
+    inst = instances.copy()
+    span = inst["gpu_span_ns"]
+    inst["idle_share"] = (inst["gpu_idle_ns"] / span).where(span > 0)
+    g = inst.groupby(["domain", "name"], sort=False)
+    out = g.agg(
+        count=("range_id", "size"),
+        cpu_total_ns=("cpu_ns", "sum"), cpu_median_ns=("cpu_ns", "median"),
+        cpu_min_ns=("cpu_ns", "min"), cpu_max_ns=("cpu_ns", "max"),
+        gpu_busy_total_ns=("gpu_busy_ns", lambda s: s.sum(min_count=1)),
+        gpu_busy_median_ns=("gpu_busy_ns", "median"),
+        gpu_busy_min_ns=("gpu_busy_ns", "min"), gpu_busy_max_ns=("gpu_busy_ns", "max"),
+        gpu_span_median_ns=("gpu_span_ns", "median"),
+        gpu_idle_share_median=("idle_share", "median"),
+        gpu_ops=("gpu_ops", lambda s: s.sum(min_count=1)),
+        kernels=("kernels", lambda s: s.sum(min_count=1)),
+        syncs=("syncs", "sum"), sync_ns=("sync_ns", "sum"), copies=("copies", "sum"),
+        copy_bytes=("copy_bytes", "sum"), pageable_copies=("pageable_copies", "sum"),
+    )
+    # Launch latency pooled over every kernel of every instance, not a median of medians.
+    ops = att.gpu_ops
+    kp = att.op_pairs.merge(ops[["kind", "start_ns", "launch_start_ns"]], left_on="event",
+                            right_index=True)
+    kp = kp[kp["kind"] == "kernel"].merge(
+        instances[["range_id", "domain", "name"]], on="range_id")
+    latency = (kp["start_ns"] - kp["launch_start_ns"]).groupby(
+        [kp["domain"], kp["name"]]).median()
+    out["launch_latency_median_ns"] = latency.reindex(out.index)
+    out = out.reset_index()
+    return out.sort_values("cpu_total_ns", ascending=False, kind="stable", ignore_index=True)[
+        SUMMARY_COLUMNS
+    ]

@@ -1,0 +1,140 @@
+"""The `nsyswrap` command: parses options and calls the library. No analysis lives here."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from importlib import resources
+from pathlib import Path
+
+import click
+
+from . import __version__
+from .diagnose import CODES, Thresholds
+from .errors import BadInputError, NsysWrapError
+from .render import RENDERERS, render
+from .render.document import SECTIONS
+
+# Exit codes: 0 fine, 1 failure, 2 bad input or usage, 3 findings matched --fail-on.
+EXIT_FINDINGS = 3
+DEMO_REPORT = "demo-h100.sqlite"
+
+
+class _Group(click.Group):
+    """Turns library errors into one line on stderr and an exit code, never a traceback."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except NsysWrapError as e:
+            click.echo(f"nsyswrap: error: {e}", err=True)
+            ctx.exit(e.exit_code)
+        except KeyboardInterrupt:
+            click.echo("nsyswrap: interrupted", err=True)
+            ctx.exit(130)
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
+            raise
+        except Exception as e:  # a bug in nsyswrap: still one line unless asked for more
+            if os.environ.get("NSYSWRAP_DEBUG"):
+                raise
+            click.echo(f"nsyswrap: internal error: {type(e).__name__}: {e} "
+                       "(set NSYSWRAP_DEBUG=1 for the traceback, and please report it)",
+                       err=True)
+            ctx.exit(1)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="nsyswrap")
+def main() -> None:
+    """Honest GPU timing: what the kernels did, next to what your timers said."""
+
+
+def demo_report() -> Path:
+    return Path(str(resources.files("nsyswrap") / "data" / DEMO_REPORT))
+
+
+def _parse_thresholds(pairs: tuple[str, ...]) -> Thresholds:
+    overrides = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep:
+            raise BadInputError(f"--threshold takes NAME=VALUE, not {pair!r}")
+        overrides[name.strip()] = value.strip()
+    return Thresholds().with_overrides(overrides)
+
+
+def _parse_fail_on(value: str | None) -> set[str] | None:
+    if not value:
+        return None
+    codes = {c.strip().upper() for c in value.split(",") if c.strip()}
+    if "ANY" in codes:
+        return {"ANY"}
+    unknown = codes - set(CODES)
+    if unknown:
+        raise BadInputError(
+            f"--fail-on: unknown code(s) {', '.join(sorted(unknown))}; "
+            f"known: {', '.join(CODES)} or 'any'"
+        )
+    return codes
+
+
+def _thresholds_help() -> str:
+    return "\n".join(f"  {name} (default {default}): {text}"
+                     for name, default, text in Thresholds.describe())
+
+
+@main.command("compare", epilog="\b\nThresholds (--threshold NAME=VALUE):\n"
+              + _thresholds_help() + "\n\n\b\nExamples:\n"
+              "  nsyswrap compare run.sqlite\n"
+              "  nsyswrap compare run.nsys-rep --format json -o verdict.json\n"
+              "  nsyswrap compare run.sqlite --fail-on SYNC_IN_RANGE,TRANSFER_IN_RANGE\n"
+              "  nsyswrap compare run.sqlite --format csv --section kernels")
+@click.argument("report", required=False, type=click.Path(path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(sorted(RENDERERS)), default="table",
+              show_default=True, help="Output format. json is the CI contract "
+              "(schema nsyswrap.compare/1).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write to FILE instead of standard output.")
+@click.option("--section", type=click.Choice(SECTIONS),
+              help="csv: which table to write (default: ranges, or kernels without NVTX).")
+@click.option("--instances", is_flag=True, help="json: add one row per NVTX range instance.")
+@click.option("--top", type=int, default=10, show_default=True,
+              help="table/markdown: kernels to list (0: all).")
+@click.option("-t", "--threshold", "thresholds", multiple=True, metavar="NAME=VALUE",
+              help="Change a finding threshold (repeatable; names below).")
+@click.option("--fail-on", metavar="CODE[,CODE]|any",
+              help=f"Exit {EXIT_FINDINGS} when a finding with one of these codes is present.")
+@click.option("--nsys", metavar="PATH", help="nsys binary, to export a .nsys-rep.")
+@click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Where .nsys-rep exports go (default $NSYSWRAP_CACHE or ~/.cache/nsyswrap).")
+@click.option("--color/--no-color", default=None, help="Colour (default: only on a terminal).")
+def compare_command(report, fmt, output, section, instances, top, thresholds, fail_on, nsys,
+                    cache_dir, color):
+    """Analyse an Nsight Systems report (.sqlite or .nsys-rep) and say what distorts its
+    timings. Without REPORT, analyses the demo report bundled with nsyswrap."""
+    from .compare import compare  # imported here: `nsyswrap --help` stays fast
+
+    limits = _parse_thresholds(thresholds)
+    fail_codes = _parse_fail_on(fail_on)
+    if report is None:
+        report = demo_report()
+        click.echo(f"nsyswrap: no report given; comparing the bundled demo report {report.name} "
+                   "(try: nsyswrap compare YOUR_REPORT.sqlite)", err=True)
+    result = compare(report, limits, cache_dir=cache_dir, nsys=nsys)
+    to_terminal = output is None and sys.stdout.isatty()
+    use_color = color if color is not None else (to_terminal and "NO_COLOR" not in os.environ)
+    width = shutil.get_terminal_size((120, 40)).columns if to_terminal else 120
+    text = render(result, fmt, color=use_color, width=width, top=top, section=section,
+                  instances=instances)
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        output.write_text(text, encoding="utf-8")
+        click.echo(f"nsyswrap: wrote {fmt} to {output}", err=True)
+    if fail_codes:
+        hit = [f for f in result.findings if "ANY" in fail_codes or f.code in fail_codes]
+        if hit:
+            click.echo(f"nsyswrap: {len(hit)} finding(s) match --fail-on "
+                       f"({', '.join(sorted({f.code for f in hit}))})", err=True)
+            sys.exit(EXIT_FINDINGS)

@@ -1,0 +1,65 @@
+"""What CUDA API names mean for timing. Shared by the loader (which calls to read) and the
+analyses (how to classify them), so the two can never disagree."""
+
+from __future__ import annotations
+
+import re
+
+# nsys records runtime API names with a version suffix: cudaStreamSynchronize_v3020.
+_VERSION_SUFFIX = re.compile(r"_v\d+$")
+
+# Calls that block the calling host thread until GPU work finishes.
+SYNC_APIS = frozenset(
+    {
+        "cudaDeviceSynchronize",
+        "cudaStreamSynchronize",
+        "cudaEventSynchronize",
+        "cuCtxSynchronize",
+        "cuStreamSynchronize",
+        "cuEventSynchronize",
+    }
+)
+# Copies that are synchronous with the host by API (not by memory kind).
+SYNC_COPY_APIS = frozenset(
+    {
+        "cudaMemcpy",
+        "cudaMemcpy2D",
+        "cudaMemcpy3D",
+        "cudaMemcpyToSymbol",
+        "cudaMemcpyFromSymbol",
+        "cudaMemcpyPeer",
+        "cuMemcpy",
+        "cuMemcpyHtoD",
+        "cuMemcpyDtoH",
+        "cuMemcpyDtoD",
+        "cuMemcpy2D",
+        "cuMemcpy3D",
+    }
+)
+BLOCKING_APIS = SYNC_APIS | SYNC_COPY_APIS
+
+# Which sync call a user most likely wrote, for messages.
+SYNC_ORIGIN = {
+    "cudaDeviceSynchronize": "torch.cuda.synchronize() / cudaDeviceSynchronize",
+    "cuCtxSynchronize": "cuCtxSynchronize",
+    "cudaStreamSynchronize": "a stream sync (.item(), .cpu(), .tolist(), print of a CUDA "
+    "tensor, or stream.synchronize())",
+    "cuStreamSynchronize": "a stream sync",
+    "cudaEventSynchronize": "event.synchronize() / elapsed_time()",
+    "cuEventSynchronize": "an event sync",
+}
+
+
+def base_name(api: str) -> str:
+    """cudaStreamSynchronize_v3020 -> cudaStreamSynchronize."""
+    return _VERSION_SUFFIX.sub("", api)
+
+
+def sync_kind(api: str) -> str:
+    """'explicit' for a sync the user wrote, 'implicit' for one hidden in another call."""
+    if api in ("cudaDeviceSynchronize", "cuCtxSynchronize", "cudaEventSynchronize",
+               "cuEventSynchronize"):
+        return "explicit"
+    if api in SYNC_COPY_APIS:
+        return "synchronous copy"
+    return "implicit"

@@ -1,0 +1,83 @@
+"""The Finding record and the thresholds every check reads."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import BadInputError
+
+WARNING = "warning"
+INFO = "info"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing that distorts a timing, with the numbers that show it.
+
+    code: stable identifier (CI scripts match on it); range: "domain:name" of the range it
+    concerns, or None for the whole report; evidence: the numbers, keys with units.
+    """
+
+    code: str
+    severity: str
+    range: str | None
+    message: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+    suggestion: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _t(default, help_: str):
+    return field(default=default, metadata={"help": help_})
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """When a check speaks up. Change any with `--threshold NAME=VALUE`."""
+
+    idle_share: float = _t(0.5, "GPU_IDLE_IN_RANGE: median share of the GPU span left idle")
+    idle_min_span_ns: float = _t(10_000, "GPU_IDLE_IN_RANGE: ignore ranges whose GPU span is "
+                                         "shorter (ns)")
+    stall_share: float = _t(0.5, "GPU_IDLE_IN_RANGE: one gap holding this share of the idle "
+                                 "time is a host stall, else launch gaps")
+    cold_factor: float = _t(2.0, "COLD_START: a leading instance this many times the median "
+                                 "is cold")
+    cold_min_excess_ns: float = _t(5_000, "COLD_START: and at least this much slower (ns)")
+    cold_min_instances: int = _t(3, "COLD_START: only ranges repeated at least this often")
+    sync_share: float = _t(0.1, "SYNC_IN_RANGE: a warning (not info) when blocked for this "
+                                "share of the range")
+    transfer_share: float = _t(0.1, "TRANSFER_IN_RANGE: a warning (not info) when copies "
+                                    "take this share of the range, or use pageable memory")
+    fp32_gemm_share: float = _t(0.1, "FP32_GEMM: share of GPU time in fp32 SIMT GEMMs")
+
+    def with_overrides(self, overrides: dict[str, str]) -> Thresholds:
+        fields = {f.name: f for f in dataclasses.fields(self)}
+        values = {}
+        for name, raw in overrides.items():
+            if name not in fields:
+                raise BadInputError(
+                    f"unknown threshold {name!r}: choose from {', '.join(sorted(fields))}"
+                )
+            kind = type(getattr(self, name))
+            try:
+                values[name] = kind(float(raw)) if kind is int else kind(raw)
+            except ValueError:
+                raise BadInputError(f"threshold {name} needs a number, not {raw!r}") from None
+        return dataclasses.replace(self, **values)
+
+    def to_dict(self) -> dict[str, float]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def describe(cls) -> list[tuple[str, Any, str]]:
+        return [(f.name, f.default, f.metadata["help"]) for f in dataclasses.fields(cls)]
+
+
+def range_label(domain: str, name: str) -> str:
+    """How a range is named in findings and tables: 'domain:name', or 'name' for the
+    default domain (nsys writes ':name')."""
+    return f"{domain}:{name}" if domain else name

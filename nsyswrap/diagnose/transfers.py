@@ -1,0 +1,62 @@
+"""TRANSFER_IN_RANGE: host<->device copies inside a range, pageable memory called out."""
+
+from __future__ import annotations
+
+from ..analysis import Analysis
+from ..units import fmt_bytes, fmt_ns, fmt_share, plural
+from .finding import INFO, WARNING, Finding, Thresholds, range_label
+
+CODE = "TRANSFER_IN_RANGE"
+
+
+def check(a: Analysis, t: Thresholds) -> list[Finding]:
+    copies = a.attribution.host_copies
+    copies = copies[copies["range_id"] >= 0]
+    if copies.empty:
+        return []
+    inst = a.instances.set_index("range_id")
+    copies = copies.drop(columns="name").join(inst[["domain", "name", "cpu_ns"]], on="range_id")
+    copies = copies.assign(
+        copy_ns=copies["end_ns"] - copies["start_ns"],
+        pageable=(copies["src_kind"] == "pageable") | (copies["dst_kind"] == "pageable"),
+    )
+    counts = a.instances.groupby(["domain", "name"]).size()
+    findings = []
+    for (domain, name), g in copies.groupby(["domain", "name"], sort=False):
+        per_instance = g.groupby("range_id").agg(copy_ns=("copy_ns", "sum"),
+                                                 cpu_ns=("cpu_ns", "first"))
+        share = float((per_instance["copy_ns"] / per_instance["cpu_ns"]).median())
+        kinds = g["copy_kind"].value_counts()
+        pageable = int(g["pageable"].sum())
+        label = range_label(domain, name)
+        what = ", ".join(f"{n} {k}" for k, n in kinds.items())
+        per_copy_bytes = float(g["bytes"].median())
+        findings.append(Finding(
+            code=CODE,
+            severity=WARNING if (pageable or share >= t.transfer_share) else INFO,
+            range=label,
+            message=(
+                f"{label}: {plural(len(g), 'host-device copy', 'host-device copies')} ({what}; "
+                f"median {fmt_bytes(per_copy_bytes)}) in {len(per_instance)} of "
+                f"{plural(int(counts[(domain, name)]), 'instance')}, "
+                f"{fmt_ns(float(per_instance['copy_ns'].median()))} of copy time per instance "
+                f"({fmt_share(share)} of the range)"
+                + (f"; {pageable} from/to pageable memory, which the CPU stages and the "
+                   "host waits for" if pageable else "")
+            ),
+            evidence={
+                "copies": len(g),
+                "kinds": {str(k): int(v) for k, v in kinds.items()},
+                "bytes_total": int(g["bytes"].sum()),
+                "pageable_copies": pageable,
+                "copy_median_ns": float(per_instance["copy_ns"].median()),
+                "copy_share_median": share,
+                "instances_with_copies": len(per_instance),
+            },
+            suggestion=(
+                "Move inputs to the GPU before the timed region; if copies belong to the "
+                "workload, copy from pinned memory (tensor.pin_memory()) with "
+                "non_blocking=True so they overlap compute."
+            ),
+        ))
+    return findings

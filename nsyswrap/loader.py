@@ -1,0 +1,525 @@
+"""Read an Nsight Systems SQLite export into a `Report`. The only module that speaks SQL.
+
+Exports differ between nsys versions (see docs/nsys-schema.md): tables exist only for what
+was traced, NVTX text sits in `text` or in `textId` -> StringIds, the metadata table was
+renamed, kernel names are ids into StringIds. Every column beyond the core ones is optional.
+
+The file is opened read-only (SQLite URI `mode=ro`): nothing is ever written next to it.
+Bulk rows travel as Arrow columns through the ADBC SQLite driver; small lookups use sqlite3.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import urllib.parse
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from . import cuda_api
+from .errors import BadInputError
+from .report import (
+    API_COLUMNS,
+    KERNEL_COLUMNS,
+    MARK_COLUMNS,
+    METRIC_COLUMNS,
+    RANGE_COLUMNS,
+    TRANSFER_COLUMNS,
+    GpuInfo,
+    Report,
+    ReportInfo,
+    empty,
+)
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
+RUNTIME_TABLE = "CUPTI_ACTIVITY_KIND_RUNTIME"
+MEMCPY_TABLE = "CUPTI_ACTIVITY_KIND_MEMCPY"
+MEMSET_TABLE = "CUPTI_ACTIVITY_KIND_MEMSET"
+GRAPH_TABLE = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
+NVTX_TABLE = "NVTX_EVENTS"
+
+# ENUM_NSYS_EVENT_TYPE ids; the same in 2022.4 and 2025.3, read from the enum table when present.
+NVTX_EVENT_TYPES = {
+    "NvtxMark": 34,
+    "NvtxPushPopRange": 59,
+    "NvtxStartEndRange": 60,
+    "NvtxDomainCreate": 75,
+}
+# CUPTI enums (stable across CUPTI versions): ENUM_CUDA_MEMCPY_OPER, ENUM_CUDA_MEM_KIND.
+COPY_KINDS = {
+    0: "unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
+    8: "DtoD", 9: "HtoH", 10: "PtoP", 11: "UVM HtoD", 12: "UVM DtoH", 13: "UVM DtoD",
+}
+MEMORY_KINDS = {
+    0: "pageable", 1: "pinned", 2: "device", 3: "array", 4: "managed", 5: "device static",
+    6: "managed static", 7: "unknown",
+}
+# globalTid = marker | pid << 24 | tid; globalPid is the same with tid 0.
+_TID_BITS = 24
+_ID_MASK = (1 << _TID_BITS) - 1
+
+
+def load(path: str | os.PathLike, *, cache_dir: str | os.PathLike | None = None,
+         nsys: str | None = None) -> Report:
+    """Load an nsys report (`.sqlite` export, or `.nsys-rep`, exported on the fly).
+
+    A `.nsys-rep` is exported with `nsys export --type sqlite` into the cache folder
+    (`cache_dir`, else $NSYSWRAP_CACHE, else ~/.cache/nsyswrap), never beside the original.
+    Raises BadInputError with a one-line message for anything that is not a usable report.
+    """
+    source = Path(path)
+    if not source.exists():
+        raise BadInputError(f"{source}: no such file")
+    if source.is_dir():
+        raise BadInputError(f"{source} is a folder: give a .sqlite or .nsys-rep report")
+    notes: list[str] = []
+    sqlite_path = source
+    if source.suffix in (".nsys-rep", ".qdrep"):
+        from .nsys import export_report  # the export layer; imported only when needed
+
+        sqlite_path, note = export_report(source, cache_dir=cache_dir, nsys=nsys)
+        notes.append(note)
+    elif source.suffix == ".qdstrm":
+        raise BadInputError(
+            f"{source} is a raw capture that was never imported: make a report with "
+            f"`nsyswrap import {source}` (or QdstrmImporter -i {source}), then compare that"
+        )
+    check_sqlite_file(sqlite_path)
+    with _Database(sqlite_path) as db:
+        return _read_report(db, source, notes)
+
+
+def check_sqlite_file(path: Path) -> None:
+    """Refuse files that are not SQLite, or are shorter than their header says (truncated)."""
+    size = path.stat().st_size
+    if size == 0:
+        raise BadInputError(f"{path} is empty: not an Nsight Systems export")
+    with open(path, "rb") as f:
+        head = f.read(100)
+    if len(head) < 100 or not head.startswith(SQLITE_MAGIC):
+        raise BadInputError(
+            f"{path} is not a SQLite file: give an export made with "
+            "`nsys export --type sqlite` (or the .nsys-rep itself)"
+        )
+    page_size = int.from_bytes(head[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    page_count = int.from_bytes(head[28:32], "big")
+    # The in-header page count is valid when the change counter matches "version-valid-for".
+    if page_count and head[24:28] == head[92:96] and size < page_size * page_count:
+        raise BadInputError(
+            f"{path} is truncated ({size} of {page_size * page_count} bytes): "
+            "copy it again or re-export it from the .nsys-rep"
+        )
+
+
+class _Database:
+    """A read-only connection: sqlite3 for small lookups, ADBC for bulk frames."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.uri = "file:" + urllib.parse.quote(str(path.resolve())) + "?mode=ro"
+        try:
+            self.con = sqlite3.connect(self.uri, uri=True)
+            self.tables = {
+                name
+                for (name,) in self.con.execute(
+                    "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"
+                )
+            }
+        except sqlite3.DatabaseError as e:
+            raise BadInputError(f"{path} cannot be read as SQLite ({e}): is it damaged?") from e
+        self._bulk = None
+        self._columns: dict[str, set[str]] = {}
+
+    def __enter__(self) -> _Database:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.con.close()
+        if self._bulk is not None:
+            self._bulk.close()
+
+    def columns(self, table: str) -> set[str]:
+        if table not in self._columns:
+            self._columns[table] = {r[1] for r in self.con.execute(f'PRAGMA table_info("{table}")')}
+        return self._columns[table]
+
+    def rows(self, sql: str, params: Iterable = ()) -> list[tuple]:
+        try:
+            return self.con.execute(sql, tuple(params)).fetchall()
+        except sqlite3.DatabaseError as e:
+            raise BadInputError(f"{self.path} could not be read ({e}): is it damaged?") from e
+
+    def frame(self, sql: str) -> pd.DataFrame:
+        """Run a query whose columns are never NULL and return it as a DataFrame.
+
+        The ADBC driver infers column types from the first rows, so queries coalesce
+        nullable columns: a NULL-only first batch followed by text would fail.
+        """
+        import adbc_driver_sqlite.dbapi as adbc
+
+        try:
+            if self._bulk is None:
+                self._bulk = adbc.connect(self.uri)
+            cur = self._bulk.cursor()
+            try:
+                cur.execute(sql)
+                table = cur.fetch_arrow_table()
+            finally:
+                cur.close()
+        except adbc.Error as e:
+            raise BadInputError(f"{self.path} could not be read ({e}): is it damaged?") from e
+        return table.to_pandas()
+
+
+def _read_report(db: _Database, source: Path, notes: list[str]) -> Report:
+    if not ({"StringIds"} & db.tables or {"META_DATA_EXPORT", "EXPORT_META_DATA"} & db.tables):
+        raise BadInputError(
+            f"{db.path} is SQLite but not an Nsight Systems export "
+            "(no StringIds or export metadata table)"
+        )
+    event_types = _nvtx_event_types(db)
+    kernels = _kernels(db)
+    transfers = _transfers(db)
+    launches = _launches(db, kernels, transfers)
+    kernels = _attach_launches(kernels, launches)[KERNEL_COLUMNS]
+    transfers = _attach_launches(transfers, launches)[TRANSFER_COLUMNS]
+    api_calls = _blocking_api_calls(db)
+    domains = _nvtx_domains(db, event_types)
+    ranges, unterminated = _nvtx_ranges(db, event_types, domains)
+    if unterminated:
+        notes.append(f"{unterminated} NVTX range(s) never ended (program exited inside them); "
+                     "left out")
+    marks = _nvtx_marks(db, event_types, domains)
+    gpu_metrics = _gpu_clock_metrics(db)
+
+    info = _report_info(db, source)
+    info.notes.extend(notes)
+    info.has_cuda = KERNEL_TABLE in db.tables or RUNTIME_TABLE in db.tables
+    info.has_nvtx = NVTX_TABLE in db.tables
+    info.has_osrt = "OSRT_API" in db.tables
+    info.has_gpu_metrics = not gpu_metrics.empty
+    if not info.has_cuda:
+        info.notes.append("no CUDA trace in this report (profile with -t cuda): "
+                          "GPU columns are empty")
+    if not info.has_nvtx:
+        info.notes.append("no NVTX events in this report (profile with -t nvtx and annotate "
+                          "code with nsyswrap.annotate): no per-range analysis")
+    active_pids = set(kernels["pid"]) | set(transfers["pid"]) | set(ranges["pid"])
+    info.processes = {pid: name for pid, name in _process_names(db).items() if pid in active_pids}
+    return Report(info, kernels, transfers, api_calls, ranges, marks, gpu_metrics)
+
+
+def _nvtx_event_types(db: _Database) -> dict[str, int]:
+    types = dict(NVTX_EVENT_TYPES)
+    if "ENUM_NSYS_EVENT_TYPE" in db.tables:
+        placeholders = ",".join("?" * len(types))
+        for name, id_ in db.rows(
+            f"SELECT name, id FROM ENUM_NSYS_EVENT_TYPE WHERE name IN ({placeholders})", types
+        ):
+            types[name] = int(id_)
+    return types
+
+
+def _pid(global_id: pd.Series) -> np.ndarray:
+    return (global_id.to_numpy(dtype="int64") >> _TID_BITS) & _ID_MASK
+
+
+def _process_key(global_id: pd.Series) -> np.ndarray:
+    """Unique per process across the report (the pid alone could repeat across hosts)."""
+    return global_id.to_numpy(dtype="int64") >> _TID_BITS
+
+
+def _kernels(db: _Database) -> pd.DataFrame:
+    if KERNEL_TABLE not in db.tables:
+        return empty(KERNEL_COLUMNS + ["process_key"])
+    cols = db.columns(KERNEL_TABLE)
+    short = "k.shortName" if "shortName" in cols else "k.demangledName"
+    full = "k.demangledName" if "demangledName" in cols else short
+    df = db.frame(
+        f"""SELECT k.start AS start_ns, k."end" AS end_ns, k.deviceId AS device_id,
+                   k.streamId AS stream_id, k.globalPid AS global_pid,
+                   k.correlationId AS correlation_id,
+                   coalesce({short}, -1) AS short_id, coalesce({full}, {short}, -1) AS name_id
+            FROM {KERNEL_TABLE} AS k"""
+    ).sort_values("start_ns", kind="stable", ignore_index=True)
+    strings = _strings(db, pd.concat([df["short_id"], df["name_id"]]).unique())
+    df["short_name"] = _as_category(df.pop("short_id"), strings)
+    df["name"] = _as_category(df.pop("name_id"), strings)
+    return _with_process(df)
+
+
+def _strings(db: _Database, ids: Iterable[int]) -> dict[int, str]:
+    """StringIds values for the given ids (only those: the table can be large)."""
+    ids = sorted({int(i) for i in ids if i >= 0})
+    out: dict[int, str] = {}
+    for i in range(0, len(ids), 900):  # SQLite's default limit on bound parameters is 999
+        chunk = ids[i : i + 900]
+        out.update(db.rows(
+            f"SELECT id, value FROM StringIds WHERE id IN ({','.join('?' * len(chunk))})", chunk
+        ))
+    return out
+
+
+def _as_category(ids: pd.Series, strings: dict[int, str]) -> pd.Categorical:
+    """Map string ids to a categorical: a million kernels share a few hundred names."""
+    codes, uniques = pd.factorize(ids, sort=False)
+    labels = [strings.get(int(u), f"<unknown string {u}>") for u in uniques]
+    # Two ids can carry the same text; categories must be unique.
+    labels_unique, inverse = np.unique(np.array(labels, dtype=object), return_inverse=True)
+    return pd.Categorical.from_codes(inverse[codes], categories=list(labels_unique))
+
+
+def _with_process(df: pd.DataFrame) -> pd.DataFrame:
+    gp = df.pop("global_pid")
+    df["pid"] = _pid(gp)
+    df["process_key"] = _process_key(gp)
+    return df
+
+
+def _transfers(db: _Database) -> pd.DataFrame:
+    parts = []
+    if MEMCPY_TABLE in db.tables:
+        cols = db.columns(MEMCPY_TABLE)
+        src = "coalesce(srcKind, 7)" if "srcKind" in cols else "7"
+        dst = "coalesce(dstKind, 7)" if "dstKind" in cols else "7"
+        df = db.frame(
+            f"""SELECT start AS start_ns, "end" AS end_ns, deviceId AS device_id,
+                       streamId AS stream_id, globalPid AS global_pid,
+                       correlationId AS correlation_id, coalesce(bytes, 0) AS bytes,
+                       coalesce(copyKind, 0) AS copy_kind_id, {src} AS src_id, {dst} AS dst_id
+                FROM {MEMCPY_TABLE}"""
+        )
+        df["op"] = "memcpy"
+        df["copy_kind"] = df.pop("copy_kind_id").map(COPY_KINDS).fillna("unknown")
+        df["src_kind"] = df.pop("src_id").map(MEMORY_KINDS).fillna("unknown")
+        df["dst_kind"] = df.pop("dst_id").map(MEMORY_KINDS).fillna("unknown")
+        parts.append(df)
+    if MEMSET_TABLE in db.tables:
+        df = db.frame(
+            f"""SELECT start AS start_ns, "end" AS end_ns, deviceId AS device_id,
+                       streamId AS stream_id, globalPid AS global_pid,
+                       correlationId AS correlation_id, coalesce(bytes, 0) AS bytes
+                FROM {MEMSET_TABLE}"""
+        )
+        df["op"] = "memset"
+        parts.append(df)
+    if GRAPH_TABLE in db.tables:
+        # Graphs traced as a whole (--cuda-graph-trace=graph, the default): one row per launch.
+        df = db.frame(
+            f"""SELECT start AS start_ns, "end" AS end_ns, deviceId AS device_id,
+                       streamId AS stream_id, globalPid AS global_pid,
+                       correlationId AS correlation_id, 0 AS bytes
+                FROM {GRAPH_TABLE}"""
+        )
+        df["op"] = "graph"
+        parts.append(df)
+    if not parts:
+        return empty(TRANSFER_COLUMNS + ["process_key"])
+    df = pd.concat(parts, ignore_index=True)
+    for col in ("copy_kind", "src_kind", "dst_kind"):
+        df[col] = df[col].fillna("") if col in df else ""
+    df = df.sort_values("start_ns", kind="stable", ignore_index=True)
+    return _with_process(df)
+
+
+def _launches(db: _Database, *ops: pd.DataFrame) -> pd.DataFrame:
+    """The runtime call behind each GPU operation: (process, correlation id) -> thread, start."""
+    if RUNTIME_TABLE not in db.tables or all(op.empty for op in ops):
+        return pd.DataFrame({"process_key": [], "correlation_id": [], "launch_start_ns": [],
+                             "thread": []}, dtype="int64")
+    df = db.frame(
+        f"""SELECT globalTid AS thread, correlationId AS correlation_id,
+                   start AS launch_start_ns
+            FROM {RUNTIME_TABLE}"""
+    )
+    df["process_key"] = _process_key(df["thread"])
+    return df.drop_duplicates(["process_key", "correlation_id"])
+
+
+def _attach_launches(ops: pd.DataFrame, launches: pd.DataFrame) -> pd.DataFrame:
+    ops = ops.drop(columns=["launch_start_ns", "thread"], errors="ignore")
+    out = ops.merge(launches, how="left", on=["process_key", "correlation_id"], sort=False)
+    for col in ("launch_start_ns", "thread"):
+        out[col] = out[col].fillna(-1).astype("int64")
+    return out
+
+
+def _blocking_api_calls(db: _Database) -> pd.DataFrame:
+    """Runtime calls that block the host: syncs and synchronous copies."""
+    if RUNTIME_TABLE not in db.tables:
+        return empty(API_COLUMNS)
+    name_ids = {
+        id_: cuda_api.base_name(value)
+        for id_, value in db.rows(
+            "SELECT id, value FROM StringIds WHERE value LIKE 'cu%Synchronize%' "
+            "OR value LIKE 'cu%Memcpy%'"
+        )
+        if cuda_api.base_name(value) in cuda_api.BLOCKING_APIS
+    }
+    if not name_ids:
+        return empty(API_COLUMNS)
+    df = db.frame(
+        f"""SELECT start AS start_ns, "end" AS end_ns, globalTid AS thread,
+                   correlationId AS correlation_id, nameId AS name_id
+            FROM {RUNTIME_TABLE}
+            WHERE nameId IN ({','.join(str(i) for i in name_ids)})"""
+    ).sort_values("start_ns", kind="stable", ignore_index=True)
+    df["pid"] = _pid(df["thread"])
+    df["api"] = df.pop("name_id").map(name_ids)
+    return df[API_COLUMNS]
+
+
+def _nvtx_text_sql(db: _Database) -> tuple[str, str]:
+    """SQL for an NVTX event's text: `text` (ASCII) or `textId` -> StringIds (registered)."""
+    if "textId" in db.columns(NVTX_TABLE):
+        return "coalesce(e.text, s.value, '')", "LEFT JOIN StringIds AS s ON s.id = e.textId"
+    return "coalesce(e.text, '')", ""
+
+
+def _nvtx_domains(db: _Database, types: dict[str, int]) -> dict[tuple[int, int], str]:
+    """(process_key, domainId) -> domain name. Domain ids are per process; 0 is the default."""
+    if NVTX_TABLE not in db.tables:
+        return {}
+    text, join = _nvtx_text_sql(db)
+    return {
+        (int(tid) >> _TID_BITS, int(dom)): name
+        for tid, dom, name in db.rows(
+            f"""SELECT e.globalTid, e.domainId, {text} FROM {NVTX_TABLE} AS e {join}
+                WHERE e.eventType = ? AND e.domainId IS NOT NULL""",
+            (types["NvtxDomainCreate"],),
+        )
+    }
+
+
+def _domain_names(df: pd.DataFrame, domains: dict[tuple[int, int], str]) -> pd.Series:
+    process = _process_key(df["thread"])
+    keys = pd.Series(list(zip(process, df.pop("domain_id"), strict=True)), index=df.index)
+    return keys.map(domains).fillna("").astype(str)
+
+
+def _nvtx_ranges(db: _Database, types: dict[str, int],
+                 domains: dict[tuple[int, int], str]) -> tuple[pd.DataFrame, int]:
+    if NVTX_TABLE not in db.tables:
+        return empty(RANGE_COLUMNS), 0
+    text, join = _nvtx_text_sql(db)
+    pushpop, startend = types["NvtxPushPopRange"], types["NvtxStartEndRange"]
+    df = db.frame(
+        f"""SELECT e.start AS start_ns, e."end" AS end_ns, e.globalTid AS thread,
+                   coalesce(e.domainId, 0) AS domain_id, {text} AS name,
+                   e.eventType AS event_type
+            FROM {NVTX_TABLE} AS e {join}
+            WHERE e.eventType IN ({pushpop}, {startend}) AND e."end" IS NOT NULL"""
+    ).sort_values("start_ns", kind="stable", ignore_index=True)
+    (unterminated,) = db.rows(
+        f"""SELECT count(*) FROM {NVTX_TABLE}
+            WHERE eventType IN ({pushpop}, {startend}) AND "end" IS NULL"""
+    )[0]
+    df["range_id"] = np.arange(len(df), dtype="int64")
+    df["pid"] = _pid(df["thread"])
+    df["tid"] = df["thread"].to_numpy(dtype="int64") & _ID_MASK
+    df["domain"] = _domain_names(df, domains)
+    df["style"] = np.where(df.pop("event_type") == pushpop, "pushpop", "startend")
+    df["name"] = df["name"].astype(str)
+    return df[RANGE_COLUMNS], int(unterminated)
+
+
+def _nvtx_marks(db: _Database, types: dict[str, int],
+                domains: dict[tuple[int, int], str]) -> pd.DataFrame:
+    if NVTX_TABLE not in db.tables:
+        return empty(MARK_COLUMNS)
+    text, join = _nvtx_text_sql(db)
+    df = db.frame(
+        f"""SELECT e.start AS time_ns, e.globalTid AS thread,
+                   coalesce(e.domainId, 0) AS domain_id, {text} AS text
+            FROM {NVTX_TABLE} AS e {join}
+            WHERE e.eventType = {types["NvtxMark"]} ORDER BY e.start"""
+    )
+    df["pid"] = _pid(df["thread"])
+    df["domain"] = _domain_names(df, domains)
+    df["text"] = df["text"].astype(str)
+    return df[MARK_COLUMNS]
+
+
+def _gpu_clock_metrics(db: _Database) -> pd.DataFrame:
+    """Clock samples from --gpu-metrics-devices (GPC/SYS clock), in MHz."""
+    if "GPU_METRICS" not in db.tables or "TARGET_INFO_GPU_METRICS" not in db.tables:
+        return empty(METRIC_COLUMNS)
+    metric_ids = dict(db.rows(
+        "SELECT DISTINCT metricId, metricName FROM TARGET_INFO_GPU_METRICS "
+        "WHERE metricName LIKE '%Clock Frequency%'"
+    ))
+    if not metric_ids:
+        return empty(METRIC_COLUMNS)
+    df = db.frame(
+        f"""SELECT timestamp AS time_ns, typeId AS type_id, metricId AS metric_id,
+                   value FROM GPU_METRICS
+            WHERE metricId IN ({','.join(str(int(i)) for i in metric_ids)})
+            ORDER BY timestamp"""
+    )
+    # typeId names the sampled GPU; number them in order, as nsys lists GPUs.
+    df["device_id"] = pd.factorize(df.pop("type_id"), sort=True)[0].astype("int64")
+    df["metric"] = df.pop("metric_id").map(metric_ids).str.replace(" Frequency [MHz]", "")
+    # nsys 2025.3 stores clock values in Hz although the metric name says MHz.
+    value = df["value"].astype("float64")
+    df["value"] = np.where(value > 1e5, value / 1e6, value)
+    return df[METRIC_COLUMNS]
+
+
+def _meta(db: _Database) -> dict[str, str]:
+    for table in ("META_DATA_EXPORT", "EXPORT_META_DATA"):  # 2025.x, 2022.x
+        if table in db.tables:
+            return {str(k): str(v) for k, v in db.rows(f"SELECT name, value FROM {table}")}
+    return {}
+
+
+def _report_info(db: _Database, source: Path) -> ReportInfo:
+    meta = _meta(db)
+    start = end = None
+    if "ANALYSIS_DETAILS" in db.tables and {"startTime", "stopTime"} <= db.columns(
+        "ANALYSIS_DETAILS"
+    ):
+        row = db.rows("SELECT min(startTime), max(stopTime) FROM ANALYSIS_DETAILS")
+        if row and row[0][0] is not None:
+            start, end = int(row[0][0]), int(row[0][1])
+    return ReportInfo(
+        path=db.path,
+        source=source,
+        nsys_version=meta.get("EXPORT_PRODUCT_VERSION"),
+        schema_version=meta.get("EXPORT_SCHEMA_VERSION"),
+        start_ns=start,
+        end_ns=end,
+        gpus=_gpus(db),
+    )
+
+
+def _gpus(db: _Database) -> list[GpuInfo]:
+    if "TARGET_INFO_GPU" not in db.tables:
+        return []
+    cols = db.columns("TARGET_INFO_GPU")
+    want = ["id", "name", "smCount", "l2CacheSize", "computeMajor", "computeMinor", "clockRate"]
+    select = ", ".join(c if c in cols else "NULL" for c in want)
+    gpus = []
+    for id_, name, sms, l2, major, minor, clock in db.rows(
+        f"SELECT DISTINCT {select} FROM TARGET_INFO_GPU ORDER BY 1"
+    ):
+        gpus.append(GpuInfo(
+            device_id=int(id_) if id_ is not None else len(gpus),
+            name=str(name),
+            sm_count=int(sms) if sms is not None else None,
+            l2_bytes=int(l2) if l2 is not None else None,
+            compute_capability=f"{major}.{minor}" if major is not None else None,
+            max_clock_mhz=float(clock) / 1e6 if clock else None,  # clockRate is in Hz
+        ))
+    return gpus
+
+
+def _process_names(db: _Database) -> dict[int, str]:
+    if "PROCESSES" not in db.tables:
+        return {}
+    return {int(pid): str(name) for pid, name in db.rows("SELECT pid, name FROM PROCESSES")}

@@ -1,0 +1,142 @@
+"""Finding and driving the `nsys` binary: locate it, read its version, export reports.
+
+nsys is often half-installed (see docs/nsys-quirks.md): Debian's package puts the importer
+where its nsys does not look, the copy bundled with Nsight Compute cannot import without
+libdw. This module knows where to look; `capture` uses it to profile.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from .errors import BadInputError, NsysWrapError
+
+# Where nsys lives when it is not on PATH, most specific first.
+NSYS_SEARCH_GLOBS = (
+    "/usr/local/cuda/bin/nsys",
+    "/opt/nvidia/nsight-systems/*/bin/nsys",
+    "/opt/nvidia/nsight-systems-cli/*/bin/nsys",
+    "/usr/local/cuda-*/bin/nsys",
+    "/opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys",
+)
+NSYS_MISSING_HELP = (
+    "install Nsight Systems (https://developer.nvidia.com/nsight-systems; on Debian: "
+    "apt install nsight-systems nsight-systems-target from non-free), "
+    "or point to it with --nsys PATH or $NSYS"
+)
+
+
+def find_nsys(explicit: str | None = None) -> str | None:
+    """The nsys to use: `explicit`, $NSYS, PATH, then the usual install places (newest first)."""
+    if explicit:
+        return explicit if _is_executable(explicit) else None
+    env = os.environ.get("NSYS")
+    if env:
+        return env if _is_executable(env) else None
+    on_path = shutil.which("nsys")
+    if on_path:
+        return on_path
+    for pattern in NSYS_SEARCH_GLOBS:
+        for candidate in sorted(glob.glob(pattern), key=_version_key, reverse=True):
+            if _is_executable(candidate):
+                return candidate
+    return None
+
+
+def require_nsys(explicit: str | None = None, purpose: str = "this") -> str:
+    nsys = find_nsys(explicit)
+    if nsys is None:
+        where = explicit or os.environ.get("NSYS")
+        if where:
+            raise NsysWrapError(f"nsys not found at {where}: check the path ({purpose})")
+        raise NsysWrapError(f"nsys not found, needed for {purpose}: {NSYS_MISSING_HELP}")
+    return nsys
+
+
+def _is_executable(path: str) -> bool:
+    return os.path.isfile(path) and os.access(path, os.X_OK)
+
+
+def _version_key(path: str) -> tuple:
+    return tuple(int(n) for n in re.findall(r"\d+", path))
+
+
+def nsys_version(nsys: str) -> str | None:
+    """'2025.3.1.0' from `nsys --version`, or None when it does not answer."""
+    try:
+        out = subprocess.run([nsys, "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    m = re.search(r"(\d{4}\.\d+(?:\.\d+)*)", out.stdout + out.stderr)
+    return m.group(1) if m else None
+
+
+def real_nsys_path(nsys: str) -> Path:
+    """The real binary behind wrappers and links (Debian's /usr/bin/nsys is a link)."""
+    return Path(os.path.realpath(nsys))
+
+
+def cache_root(explicit: str | os.PathLike | None = None) -> Path:
+    if explicit:
+        return Path(explicit)
+    env = os.environ.get("NSYSWRAP_CACHE")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "nsyswrap"
+
+
+def export_report(rep: Path, *, cache_dir: str | os.PathLike | None = None,
+                  nsys: str | None = None) -> tuple[Path, str]:
+    """Export a .nsys-rep to SQLite without touching the original. Returns (sqlite, note).
+
+    Uses a sibling `<name>.sqlite` newer than the report (what `nsys stats` reuses too);
+    otherwise exports into the cache, keyed by the report's path, size and mtime, so a second
+    `compare` of the same report costs nothing.
+    """
+    sibling = rep.with_suffix(".sqlite")
+    if sibling.exists() and sibling.stat().st_mtime >= rep.stat().st_mtime:
+        return sibling, f"read the existing export {sibling} (newer than {rep.name})"
+    st = rep.stat()
+    key = hashlib.sha1(f"{rep.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()[:12]
+    folder = cache_root(cache_dir) / "exports"
+    target = folder / f"{rep.stem}-{key}.sqlite"
+    if target.exists():
+        return target, f"read the cached export {target}"
+    exe = find_nsys(nsys)
+    if exe is None:
+        raise BadInputError(
+            f"{rep} is a .nsys-rep and reading it needs nsys to export it to SQLite: "
+            f"{NSYS_MISSING_HELP}; or export it where nsys is installed "
+            f"(nsys export --type sqlite {rep.name}) and pass the .sqlite"
+        )
+    folder.mkdir(parents=True, exist_ok=True)
+    # Export to a temporary name first: a failed or interrupted export leaves nothing behind
+    # that a later run would mistake for a good cache entry.
+    fd, tmp = tempfile.mkstemp(prefix=f".{rep.stem}-", suffix=".sqlite", dir=folder)
+    os.close(fd)
+    try:
+        proc = subprocess.run(
+            [exe, "export", "--type", "sqlite", "--force-overwrite", "true", "-o", tmp, str(rep)],
+            capture_output=True, text=True,
+        )
+        if proc.returncode != 0 or os.path.getsize(tmp) == 0:
+            detail = _last_line(proc.stderr) or _last_line(proc.stdout) or f"exit {proc.returncode}"
+            raise BadInputError(f"nsys could not export {rep}: {detail}")
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return target, f"exported {rep.name} to {target}"
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.replace("\r", "\n").splitlines() if ln.strip()]
+    return lines[-1] if lines else ""

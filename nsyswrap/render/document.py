@@ -1,0 +1,110 @@
+"""The Comparison as plain rows and dicts: the JSON contract, and the rows every other
+format lays out. One place decides what each section holds."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .. import __version__
+from ..compare import SCHEMA, Comparison
+
+KERNEL_FIELDS = ["name", "short_name", "count", "total_ns", "mean_ns", "median_ns", "min_ns",
+                 "max_ns", "std_ns", "share"]
+RANGE_FIELDS = ["name", "domain", "count", "cpu_total_ns", "cpu_median_ns", "cpu_min_ns",
+                "cpu_max_ns", "gpu_busy_total_ns", "gpu_busy_median_ns", "gpu_busy_min_ns",
+                "gpu_busy_max_ns", "gpu_span_median_ns", "gpu_idle_share_median", "gpu_ops",
+                "kernels", "launch_latency_median_ns", "syncs", "sync_ns", "copies",
+                "copy_bytes", "pageable_copies"]
+INSTANCE_FIELDS = ["range_id", "name", "domain", "index", "pid", "tid", "style", "start_ns",
+                   "end_ns", "cpu_ns", "gpu_ops", "kernels", "gpu_busy_ns", "gpu_span_ns",
+                   "gpu_idle_ns", "gaps", "max_gap_ns", "launch_latency_ns", "syncs",
+                   "sync_ns", "copies", "copy_bytes", "copy_ns", "pageable_copies"]
+FINDING_FIELDS = ["code", "severity", "range", "message", "evidence", "suggestion"]
+SECTIONS = ("kernels", "ranges", "instances", "findings")
+
+
+def plain(value: Any) -> Any:
+    """numpy/pandas scalars to JSON-ready Python: NaN -> None, whole floats -> int."""
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.bool_, bool)):
+        return bool(value)
+    if isinstance(value, (float, np.floating)):
+        f = float(value)
+        if math.isnan(f):
+            return None
+        return int(f) if f.is_integer() and abs(f) < 2**53 else f
+    if value is pd.NA or value is pd.NaT:
+        return None
+    return value
+
+
+def records(df: pd.DataFrame, fields: list[str]) -> list[dict[str, Any]]:
+    rows = []
+    for rec in df[fields].to_dict("records"):
+        row = {k: plain(v) for k, v in rec.items()}
+        if "domain" in row and row["domain"] == "":
+            row["domain"] = None  # the default NVTX domain has no name
+        rows.append(row)
+    return rows
+
+
+def section_rows(c: Comparison, section: str) -> list[dict[str, Any]]:
+    a = c.analysis
+    if section == "kernels":
+        return records(a.kernels, KERNEL_FIELDS)
+    if section == "ranges":
+        return records(a.ranges, RANGE_FIELDS)
+    if section == "instances":
+        return records(a.instances, INSTANCE_FIELDS)
+    if section == "findings":
+        return [plain(f.to_dict()) for f in c.findings]
+    raise ValueError(f"unknown section {section!r}")
+
+
+def report_block(c: Comparison) -> dict[str, Any]:
+    info = c.info
+    a = c.analysis
+    return plain({
+        "path": str(info.path),
+        "source": str(info.source),
+        "nsys_version": info.nsys_version,
+        "schema_version": info.schema_version,
+        "duration_ns": info.duration_ns,
+        "gpus": [
+            {"device_id": g.device_id, "name": g.name, "sm_count": g.sm_count,
+             "l2_bytes": g.l2_bytes, "compute_capability": g.compute_capability,
+             "max_clock_mhz": g.max_clock_mhz}
+            for g in info.gpus
+        ],
+        "processes": [{"pid": pid, "name": name} for pid, name in sorted(info.processes.items())],
+        "traced": {"cuda": info.has_cuda, "nvtx": info.has_nvtx, "osrt": info.has_osrt,
+                   "gpu_metrics": info.has_gpu_metrics},
+        "counts": {
+            "kernels": int(a.kernels["count"].sum()) if not a.kernels.empty else 0,
+            "gpu_ops": len(a.attribution.gpu_ops),
+            "nvtx_ranges": len(a.instances),
+        },
+        "notes": list(info.notes),
+    })
+
+
+def document(c: Comparison) -> dict[str, Any]:
+    """The JSON contract `nsyswrap.compare/1` (see docs/json-schema.md)."""
+    return {
+        "schema": SCHEMA,
+        "tool": {"name": "nsyswrap", "version": __version__},
+        "report": report_block(c),
+        "thresholds": plain(c.thresholds.to_dict()),
+        "kernels": section_rows(c, "kernels"),
+        "ranges": section_rows(c, "ranges"),
+        "findings": section_rows(c, "findings"),
+    }

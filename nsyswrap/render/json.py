@@ -1,0 +1,18 @@
+"""JSON for CI: the `nsyswrap.compare/1` document."""
+
+from __future__ import annotations
+
+import json
+
+from ..compare import Comparison
+from .document import document
+
+
+class JsonRenderer:
+    def render(self, c: Comparison, *, instances: bool = False, **_) -> str:
+        doc = document(c)
+        if instances:
+            from .document import section_rows
+
+            doc["instances"] = section_rows(c, "instances")
+        return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"

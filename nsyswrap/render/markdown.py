@@ -1,0 +1,42 @@
+"""Markdown, for pull-request comments and notebooks."""
+
+from __future__ import annotations
+
+from ..compare import Comparison
+from .views import FINDING_COLUMNS, RANGE_COLUMNS, Column, cells, header_lines, kernel_columns, rows
+
+
+def _escape(cell: str) -> str:
+    return cell.replace("|", "\\|").replace("\n", " ")
+
+
+def _table(columns: list[Column], data: list[dict]) -> list[str]:
+    head = "| " + " | ".join(c.header for c in columns) + " |"
+    rule = "|" + "|".join("---:" if c.numeric else "---" for c in columns) + "|"
+    body = ["| " + " | ".join(_escape(x) for x in cells(columns, r)) + " |" for r in data]
+    return [head, rule, *body]
+
+
+class MarkdownRenderer:
+    def render(self, c: Comparison, *, top: int = 10, **_) -> str:
+        lines = header_lines(c)
+        out = [f"## nsyswrap compare: `{lines[0]}`", "", lines[1], ""]
+        out += [f"> note: {n}" for n in c.info.notes]
+        findings = rows(c, "findings")
+        out += ["", f"### Findings ({len(findings)})", ""]
+        if findings:
+            out += _table(FINDING_COLUMNS, findings)
+            out += ["", "Suggestions:", ""]
+            out += [f"- **{f['code']}** ({f['range'] or 'report'}): {f['suggestion']}"
+                    for f in findings]
+        else:
+            out.append("No findings.")
+        kernels = rows(c, "kernels")
+        if kernels:
+            out += ["", f"### GPU kernels (top {min(top, len(kernels))} of {len(kernels)})", ""]
+            out += _table(kernel_columns(80), kernels[:top] if top else kernels)
+        ranges = rows(c, "ranges")
+        if ranges:
+            out += ["", "### NVTX ranges", ""]
+            out += _table(RANGE_COLUMNS, ranges)
+        return "\n".join(out) + "\n"

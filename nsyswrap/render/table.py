@@ -1,0 +1,65 @@
+"""The terminal view: kernels, ranges, then the findings (the verdict reads last)."""
+
+from __future__ import annotations
+
+import io
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from ..compare import Comparison
+from .views import FINDING_COLUMNS, RANGE_COLUMNS, Column, cells, header_lines, kernel_columns, rows
+
+SEVERITY_STYLE = {"warning": "bold yellow", "info": "cyan"}
+
+
+class TableRenderer:
+    def render(self, c: Comparison, *, color: bool = False, width: int | None = None,
+               top: int = 10, **_) -> str:
+        buf = io.StringIO()
+        console = Console(file=buf, force_terminal=color, no_color=not color,
+                          width=width or 120, highlight=False, soft_wrap=False)
+        lines = header_lines(c)
+        console.print(Text(lines[0], style="bold"))
+        console.print(Text(lines[1], style="dim"))
+        for note in c.info.notes:
+            console.print(Text(f"note: {note}", style="dim"))
+
+        kernels = rows(c, "kernels")
+        if kernels:
+            shown = kernels[:top] if top else kernels
+            title = f"GPU kernels (top {len(shown)} of {len(kernels)} by total time)"
+            console.print(_table(title, kernel_columns(max(30, (width or 120) - 60)), shown))
+        ranges = rows(c, "ranges")
+        if ranges:
+            console.print(_table("NVTX ranges and the GPU work they launched", RANGE_COLUMNS,
+                                 ranges))
+        findings = rows(c, "findings")
+        if findings:
+            t = Table(title=f"Findings ({len(findings)})", box=box.SIMPLE_HEAD,
+                      title_justify="left", show_lines=False)
+            for col in FINDING_COLUMNS:
+                t.add_column(col.header, overflow="fold")
+            for f in findings:
+                style = SEVERITY_STYLE.get(f["severity"], "")
+                sev, code, rng, msg = cells(FINDING_COLUMNS, f)
+                message = Text(msg)
+                message.append(f"\n→ {f['suggestion']}", style="dim")
+                t.add_row(Text(sev, style=style), Text(code, style=style), rng, message)
+            console.print(t)
+        else:
+            console.print(Text("No findings: nothing distorts these timings at the current "
+                               "thresholds.", style="green"))
+        return buf.getvalue()
+
+
+def _table(title: str, columns: list[Column], data: list[dict]) -> Table:
+    t = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left")
+    for col in columns:
+        t.add_column(col.header, justify="right" if col.numeric else "left",
+                     overflow="ellipsis", no_wrap=not col.numeric or None)
+    for row in data:
+        t.add_row(*cells(columns, row))
+    return t

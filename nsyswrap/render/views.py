@@ -1,0 +1,98 @@
+"""What the human-readable formats (terminal table, Markdown) show: the columns of each
+section and how each cell reads. The renderers only lay these out."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..compare import Comparison
+from ..diagnose import range_label
+from ..units import fmt_ns, fmt_share
+from .document import report_block, section_rows
+from .names import shorten
+
+
+@dataclass(frozen=True)
+class Column:
+    header: str
+    cell: Callable[[dict[str, Any]], str]
+    numeric: bool = True
+
+
+def _ns(key: str) -> Callable[[dict[str, Any]], str]:
+    return lambda r: fmt_ns(r.get(key))
+
+
+def _without_label(message: str, label: str | None) -> str:
+    """Messages start with their range's name for readers of JSON; a table has a column."""
+    prefix = f"{label}: "
+    return message[len(prefix):] if label and message.startswith(prefix) else message
+
+
+def _copies(r: dict[str, Any]) -> str:
+    if not r["copies"]:
+        return "–"
+    pageable = f" ({r['pageable_copies']} pageable)" if r["pageable_copies"] else ""
+    return f"{r['copies']}{pageable}"
+
+
+def _ops_per_instance(r: dict[str, Any]) -> str:
+    return "–" if r["gpu_ops"] is None else f"{r['gpu_ops'] / r['count']:.3g}"
+
+
+def kernel_columns(name_width: int) -> list[Column]:
+    return [
+        Column("Kernel", lambda r: shorten(r["name"], name_width), numeric=False),
+        Column("Count", lambda r: str(r["count"])),
+        Column("Total", _ns("total_ns")),
+        Column("Median", _ns("median_ns")),
+        Column("Min", _ns("min_ns")),
+        Column("Max", _ns("max_ns")),
+        Column("Share", lambda r: fmt_share(r["share"])),
+    ]
+
+
+RANGE_COLUMNS = [
+    Column("Range", lambda r: range_label(r["domain"] or "", r["name"]), numeric=False),
+    Column("N", lambda r: str(r["count"])),
+    Column("CPU med", _ns("cpu_median_ns")),
+    Column("GPU busy med", _ns("gpu_busy_median_ns")),
+    Column("GPU span med", _ns("gpu_span_median_ns")),
+    Column("GPU idle", lambda r: fmt_share(r["gpu_idle_share_median"])),
+    Column("Ops/inst", _ops_per_instance),
+    Column("Launch lat", _ns("launch_latency_median_ns")),
+    Column("Syncs", lambda r: str(r["syncs"]) if r["syncs"] else "–"),
+    Column("Copies", _copies),
+]
+
+FINDING_COLUMNS = [
+    Column("Severity", lambda r: r["severity"], numeric=False),
+    Column("Code", lambda r: r["code"], numeric=False),
+    Column("Range", lambda r: r["range"] or "(report)", numeric=False),
+    Column("Finding", lambda r: _without_label(r["message"], r["range"]), numeric=False),
+]
+
+
+def header_lines(c: Comparison) -> list[str]:
+    rep = report_block(c)
+    gpus = ", ".join(g["name"] for g in rep["gpus"]) or "no GPU info"
+    traced = ", ".join(k for k, v in rep["traced"].items() if v) or "nothing"
+    counts = rep["counts"]
+    lines = [
+        f"{rep['source']}",
+        f"nsys {rep['nsys_version'] or '?'} · {gpus} · traced: {traced} · "
+        f"{counts['kernels']} kernels, {counts['gpu_ops']} GPU ops, "
+        f"{counts['nvtx_ranges']} NVTX ranges · {fmt_ns(rep['duration_ns'])}",
+    ]
+    return lines
+
+
+def rows(c: Comparison, section: str) -> list[dict[str, Any]]:
+    return section_rows(c, section)
+
+
+def cells(columns: list[Column], row: dict[str, Any]) -> list[str]:
+    return [col.cell(row) for col in columns]
+

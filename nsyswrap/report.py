@@ -1,0 +1,102 @@
+"""The plain data object the loader produces and every later layer reads.
+
+Frames hold integer nanoseconds on the report's session clock. Column names carry units.
+Ids that cross tables are normalised here so that no later layer needs to know the schema:
+``pid`` is the OS process id, ``tid`` the OS thread id, ``thread`` a key unique per
+(process, thread) across the report.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    device_id: int
+    name: str
+    sm_count: int | None = None
+    l2_bytes: int | None = None
+    compute_capability: str | None = None
+    max_clock_mhz: float | None = None
+
+
+@dataclass
+class ReportInfo:
+    """What the report is: where it came from, which nsys wrote it, what was traced."""
+
+    path: Path  # the SQLite file actually read
+    source: Path  # what the user named (a .nsys-rep is exported to `path`)
+    nsys_version: str | None
+    schema_version: str | None
+    start_ns: int | None
+    end_ns: int | None
+    gpus: list[GpuInfo] = field(default_factory=list)
+    processes: dict[int, str] = field(default_factory=dict)  # pid -> name, for traced ones
+    has_cuda: bool = False
+    has_nvtx: bool = False
+    has_osrt: bool = False
+    has_gpu_metrics: bool = False
+    notes: list[str] = field(default_factory=list)  # what was missing or skipped while loading
+
+    @property
+    def duration_ns(self) -> int | None:
+        if self.start_ns is None or self.end_ns is None:
+            return None
+        return self.end_ns - self.start_ns
+
+
+# Column layouts, for empty frames and documentation. Every frame below has exactly these.
+KERNEL_COLUMNS = [
+    "start_ns", "end_ns", "device_id", "stream_id", "pid", "correlation_id",
+    "short_name", "name", "launch_start_ns", "thread",
+]
+# memcpy / memset / whole CUDA graphs (graph-level trace): GPU work that is not a kernel row.
+TRANSFER_COLUMNS = [
+    "start_ns", "end_ns", "device_id", "stream_id", "pid", "correlation_id",
+    "op", "copy_kind", "bytes", "src_kind", "dst_kind", "launch_start_ns", "thread",
+]
+API_COLUMNS = ["start_ns", "end_ns", "pid", "thread", "correlation_id", "api"]
+RANGE_COLUMNS = [
+    "range_id", "start_ns", "end_ns", "pid", "tid", "thread", "domain", "name", "style",
+]
+MARK_COLUMNS = ["time_ns", "pid", "thread", "domain", "text"]
+METRIC_COLUMNS = ["time_ns", "device_id", "metric", "value"]
+
+
+def empty(columns: list[str]) -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype="int64") for c in columns})
+
+
+@dataclass
+class Report:
+    """Everything an analysis needs from one Nsight Systems export.
+
+    kernels:   one row per kernel (KERNEL_COLUMNS). ``thread``/``launch_start_ns`` come from
+               the runtime call that launched it (joined on correlation id); -1 when unknown.
+    transfers: memcpy, memset and whole-graph rows (TRANSFER_COLUMNS); ``op`` is
+               "memcpy" | "memset" | "graph"; copy_kind "HtoD", "DtoH", "DtoD", ...
+    api_calls: CUDA API calls that block the host or copy synchronously (API_COLUMNS).
+    ranges:    NVTX ranges, push/pop and start/end (RANGE_COLUMNS); ``style`` "pushpop" |
+               "startend".
+    marks:     NVTX marks (MARK_COLUMNS); the harness stores its CUDA-event timings in them.
+    gpu_metrics: sampled GPU metrics such as the GPC clock (METRIC_COLUMNS), when captured.
+    """
+
+    info: ReportInfo
+    kernels: pd.DataFrame
+    transfers: pd.DataFrame
+    api_calls: pd.DataFrame
+    ranges: pd.DataFrame
+    marks: pd.DataFrame
+    gpu_metrics: pd.DataFrame
+
+    def __repr__(self) -> str:
+        i = self.info
+        return (
+            f"<Report {i.source.name}: nsys {i.nsys_version}, {len(self.kernels)} kernels, "
+            f"{len(self.transfers)} copies/memsets/graphs, {len(self.ranges)} NVTX ranges>"
+        )
