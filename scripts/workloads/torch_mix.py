@@ -56,16 +56,17 @@ def main():
                     w -= 1e-3 * w.grad
                     w.grad = None
 
-    # Two streams overlapping inside one range.
+    # Two streams overlapping inside one range: single-thread sleep kernels leave the GPU
+    # free to run both streams at once, so the union of busy time is less than the sum.
     s1, s2 = torch.cuda.Stream(), torch.cuda.Stream()
     torch.cuda.synchronize()
     with rng("two_streams"):
         with torch.cuda.stream(s1):
             for _ in range(4):
-                e = a32 @ b32
+                torch.cuda._sleep(100_000)
         with torch.cuda.stream(s2):
             for _ in range(4):
-                f = b32 @ a32
+                torch.cuda._sleep(100_000)
         torch.cuda.synchronize()
 
     # Syncs: explicit and implicit.

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Re-make the CPU-only fixtures with Debian's Nsight Systems 2022.4 (no GPU needed):
+#   sudo apt install nsight-systems nsight-systems-target   (Debian non-free)
+#   bash scripts/make_fixtures_cpu.sh [OUTDIR]               (default tests/data)
+# Debian's nsys looks for its importer where the package does not install it, so
+# `nsys profile` leaves a .qdstrm; we import it with the packaged QdstrmImporter.
+set -euo pipefail
+out=${1:-tests/data}
+mkdir -p "$out"
+here=$(cd "$(dirname "$0")" && pwd)
+nsys_bin=$(command -v nsys)
+nvtx_include=$(dirname "$(readlink -f "$nsys_bin")")/nvtx/include
+[ -d "$nvtx_include" ] || nvtx_include=/usr/lib/x86_64-linux-gnu/nsight-systems/target-linux-x64/nvtx/include
+importer=${QDSTRM_IMPORTER:-/usr/lib/nsight-systems/host-linux-x64/QdstrmImporter}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+gcc -O1 -o "$work/cpu_nvtx" "$here/workloads/cpu_nvtx.c" -I"$nvtx_include" -ldl -lpthread
+
+profile() {  # profile NAME TRACE command...
+  local name=$1 trace=$2; shift 2
+  local base="$work/$name"
+  nsys profile -t "$trace" --sample=none --cpuctxsw=none -f true -o "$base" "$@" || true
+  if [ ! -f "$base.nsys-rep" ]; then
+    "$importer" -i "$base.qdstrm" >/dev/null
+  fi
+  nsys export --type sqlite -o "$out/$name.sqlite" --force-overwrite true "$base.nsys-rep" >/dev/null
+  echo "made $out/$name.sqlite"
+}
+
+profile cpu2022_nvtx nvtx,osrt "$work/cpu_nvtx"
+# A report as nsys saves it, for tests of .nsys-rep input (exported on the fly).
+cp "$work/cpu2022_nvtx.nsys-rep" "$out/cpu2022_nvtx.nsys-rep"

@@ -1,0 +1,60 @@
+"""Shared test helpers. Fixtures are real nsys exports under tests/data, made by
+scripts/make_fixtures_gpu.sh (H100, nsys 2025.3) and scripts/make_fixtures_cpu.sh (nsys 2022.4).
+Expected values come from direct SQL against those files (the `sql` helper), never from
+nsyswrap itself."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).parent / "data"
+GPU_MIX = DATA / "h100_torch_mix.sqlite"
+GPU_NO_NVTX = DATA / "h100_torch_mix_nonvtx.sqlite"
+GPU_NO_CUDA = DATA / "h100_torch_mix_nocuda.sqlite"
+GPU_GRAPH_NODES = DATA / "h100_torch_graph.sqlite"
+GPU_GRAPH_WHOLE = DATA / "h100_torch_graph_graphlevel.sqlite"
+CPU_2022 = DATA / "cpu2022_nvtx.sqlite"
+CPU_2022_REP = DATA / "cpu2022_nvtx.nsys-rep"
+ALL_REPORTS = sorted(DATA.glob("*.sqlite"))
+
+
+def sql(path: Path, query: str, params: tuple = ()) -> list[tuple]:
+    """Run a query on a fixture, read-only, with plain sqlite3 (the independent reference)."""
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return con.execute(query, params).fetchall()
+    finally:
+        con.close()
+
+
+def has_table(path: Path, table: str) -> bool:
+    return bool(sql(path, "SELECT 1 FROM sqlite_master WHERE name = ?", (table,)))
+
+
+def file_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def report_copy(tmp_path):
+    """Copy a fixture into a private folder, so a test can watch what appears beside it."""
+
+    def _copy(src: Path) -> Path:
+        dst = tmp_path / "in" / src.name
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dst)
+        return dst
+
+    return _copy
+
+
+def nsys_available() -> bool:
+    return shutil.which("nsys") is not None
+
+
+needs_nsys = pytest.mark.skipif(not nsys_available(), reason="nsys not on PATH")

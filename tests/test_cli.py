@@ -1,0 +1,154 @@
+"""The CLI through Click's runner and as a real subprocess."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+from conftest import CPU_2022, GPU_MIX, GPU_NO_CUDA, GPU_NO_NVTX, file_digest, sql
+
+from nsyswrap.cli import EXIT_FINDINGS, main
+
+
+def run(*args):
+    return CliRunner().invoke(main, list(map(str, args)), catch_exceptions=False)
+
+
+def test_json_contract():
+    res = run("compare", GPU_MIX, "--format", "json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["schema"] == "nsyswrap.compare/1"
+    assert {"report", "kernels", "ranges", "findings"} <= set(doc)
+    for key in ("name", "count", "total_ns", "median_ns", "min_ns", "max_ns", "share"):
+        assert key in doc["kernels"][0]
+    for key in ("name", "domain", "count", "cpu_median_ns", "gpu_busy_median_ns",
+                "gpu_span_median_ns"):
+        assert key in doc["ranges"][0]
+    for key in ("code", "severity", "range", "message", "evidence", "suggestion"):
+        assert key in doc["findings"][0]
+    (n_kernels,) = sql(GPU_MIX, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL")[0]
+    assert sum(k["count"] for k in doc["kernels"]) == n_kernels == doc["report"]["counts"]["kernels"]
+    (n_ranges,) = sql(GPU_MIX, "SELECT count(*) FROM NVTX_EVENTS WHERE eventType IN (59, 60)")[0]
+    assert sum(r["count"] for r in doc["ranges"]) == n_ranges
+    default = [r for r in doc["ranges"] if r["name"] == "step"][0]
+    assert default["domain"] is None  # the default NVTX domain
+
+
+def test_table_is_default_and_lists_findings():
+    res = run("compare", GPU_MIX)
+    assert res.exit_code == 0
+    assert "GPU kernels" in res.stdout and "Findings" in res.stdout
+    assert "TRANSFER_IN_RANGE" in res.stdout
+
+
+def test_markdown_and_csv():
+    md = run("compare", GPU_MIX, "--format", "markdown").stdout
+    assert md.startswith("## nsyswrap compare") and "| Kernel |" in md
+    out = run("compare", GPU_MIX, "--format", "csv", "--section", "kernels").stdout
+    rows = list(csv.DictReader(io.StringIO(out)))
+    (n,) = sql(GPU_MIX, "SELECT count(DISTINCT demangledName) FROM CUPTI_ACTIVITY_KIND_KERNEL")[0]
+    assert len(rows) == n
+    ranges = list(csv.DictReader(io.StringIO(run("compare", GPU_MIX, "--format", "csv").stdout)))
+    assert "gpu_busy_median_ns" in ranges[0]
+
+
+def test_output_file(tmp_path):
+    out = tmp_path / "v.json"
+    res = run("compare", GPU_MIX, "--format", "json", "-o", out)
+    assert res.exit_code == 0 and json.loads(out.read_text())["schema"] == "nsyswrap.compare/1"
+
+
+def test_findings_do_not_fail_unless_asked():
+    assert run("compare", GPU_MIX, "--format", "json").exit_code == 0
+    assert run("compare", GPU_MIX, "--fail-on", "any").exit_code == EXIT_FINDINGS
+    assert run("compare", GPU_MIX, "--fail-on", "TRANSFER_IN_RANGE").exit_code == EXIT_FINDINGS
+    # gemm ranges carry no sync; a report without CUDA can't have SYNC_IN_RANGE
+    assert run("compare", GPU_NO_CUDA, "--fail-on", "SYNC_IN_RANGE").exit_code == 0
+
+
+def test_thresholds_from_the_command_line():
+    doc = json.loads(run("compare", GPU_MIX, "--format", "json", "-t", "fp32_gemm_share=1.01",
+                         "--threshold", "idle_share=0.99").stdout)
+    assert doc["thresholds"]["idle_share"] == 0.99
+    assert "FP32_GEMM" not in {f["code"] for f in doc["findings"]}
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["--fail-on", "NOPE"], "unknown code"),
+    (["-t", "bogus=1"], "unknown threshold"),
+    (["-t", "idle_share"], "NAME=VALUE"),
+    (["-t", "idle_share=lots"], "needs a number"),
+])
+def test_bad_options_are_one_line(args, words):
+    res = run("compare", GPU_MIX, *args)
+    assert res.exit_code == 2
+    assert words in res.stderr and res.stderr.count("\n") == 1
+
+
+def test_reports_without_nvtx_or_cuda_still_analysed():
+    doc = json.loads(run("compare", GPU_NO_NVTX, "--format", "json").stdout)
+    assert doc["kernels"] and doc["ranges"] == []
+    assert any("NVTX" in n for n in doc["report"]["notes"])
+    doc = json.loads(run("compare", GPU_NO_CUDA, "--format", "json").stdout)
+    assert doc["kernels"] == [] and doc["ranges"]
+    assert doc["ranges"][0]["gpu_busy_median_ns"] is None
+
+
+def _cli(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "nsyswrap", *map(str, args)],
+                          capture_output=True, text=True, env=env)
+
+
+def test_subprocess_demo_default():
+    proc = _cli("compare", "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    assert "demo" in proc.stderr
+    assert json.loads(proc.stdout)["findings"]
+
+
+@pytest.mark.parametrize("kind", ["missing", "not_sqlite", "not_nsys", "truncated", "folder"])
+def test_subprocess_bad_input(tmp_path, kind):
+    import sqlite3
+
+    p = tmp_path / "r.sqlite"
+    if kind == "not_sqlite":
+        p.write_text("not a database")
+    elif kind == "not_nsys":
+        sqlite3.connect(p).execute("CREATE TABLE t (x)").connection.commit()
+    elif kind == "truncated":
+        p.write_bytes(GPU_MIX.read_bytes()[:300_000])
+    elif kind == "folder":
+        p = tmp_path
+    before = file_digest(p) if p.is_file() else None
+    proc = _cli("compare", p)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("nsyswrap: error:") and proc.stderr.count("\n") == 1
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+    if before:
+        assert file_digest(p) == before
+
+
+def test_subprocess_rep_without_nsys(tmp_path):
+    from conftest import CPU_2022_REP
+
+    rep = tmp_path / CPU_2022_REP.name
+    rep.write_bytes(CPU_2022_REP.read_bytes())
+    env = {**os.environ, "PATH": os.path.dirname(sys.executable), "NSYSWRAP_CACHE": str(tmp_path)}
+    env.pop("NSYS", None)
+    proc = _cli("compare", rep, env=env)
+    if proc.returncode == 0:  # an nsys in a standard install place was found: fine, skip
+        pytest.skip("nsys found outside PATH")
+    assert proc.returncode == 2 and "needs nsys" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_cpu_2022_report_via_cli():
+    doc = json.loads(run("compare", CPU_2022, "--format", "json").stdout)
+    names = {r["name"] for r in doc["ranges"]}
+    assert {"iteration", "step", "load", "compute", "startend", "worker_iter"} <= names

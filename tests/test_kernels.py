@@ -1,0 +1,39 @@
+"""Kernel totals equal direct SQL and NVIDIA's own cuda_gpu_kern_sum."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+import reference
+from conftest import DATA, GPU_GRAPH_NODES, GPU_MIX
+
+import nsyswrap
+from nsyswrap.analysis.kernels import kernel_summary
+
+
+@pytest.mark.parametrize("path", [GPU_MIX, GPU_GRAPH_NODES], ids=lambda p: p.name)
+def test_kernel_summary_matches_sql(path):
+    got = kernel_summary(nsyswrap.load(path).kernels).set_index("name")
+    expected = reference.kernel_totals(path)
+    assert set(got.index) == set(expected)
+    for name, e in expected.items():
+        row = got.loc[name]
+        assert (row["count"], row["total_ns"], row["min_ns"], row["max_ns"]) == (
+            e["count"], e["total"], e["min"], e["max"])
+        assert row["median_ns"] == pytest.approx(e["median"])
+    assert got["share"].sum() == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("path", [GPU_MIX, GPU_GRAPH_NODES], ids=lambda p: p.name)
+def test_kernel_summary_matches_nsys_stats(path):
+    """The same numbers as `nsys stats -r cuda_gpu_kern_sum` printed on the GPU host."""
+    stats = DATA / (path.stem + ".nsys_stats.cuda_gpu_kern_sum.csv")
+    got = kernel_summary(nsyswrap.load(path).kernels).set_index("name")
+    with open(stats, newline="") as f:
+        for row in csv.DictReader(f):
+            mine = got.loc[row["Name"]]
+            assert mine["count"] == int(row["Instances"])
+            assert mine["total_ns"] == int(row["Total Time (ns)"])
+            assert mine["median_ns"] == pytest.approx(float(row["Med (ns)"]))
+            assert 100 * mine["share"] == pytest.approx(float(row["Time (%)"]), abs=0.051)

@@ -1,0 +1,144 @@
+"""The loader against direct SQL, across nsys 2022.4 and 2025.3 exports."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from conftest import (
+    ALL_REPORTS, CPU_2022, GPU_GRAPH_WHOLE, GPU_MIX, GPU_NO_CUDA, GPU_NO_NVTX, file_digest,
+    has_table, sql,
+)
+
+import nsyswrap
+from nsyswrap.errors import BadInputError
+
+
+@pytest.mark.parametrize("path", ALL_REPORTS, ids=lambda p: p.name)
+def test_counts_match_sql(path):
+    r = nsyswrap.load(path)
+    kernels = sql(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL")[0][0] if has_table(
+        path, "CUPTI_ACTIVITY_KIND_KERNEL") else 0
+    assert len(r.kernels) == kernels
+    ranges = sql(path, "SELECT count(*) FROM NVTX_EVENTS WHERE eventType IN (59, 60) "
+                       "AND end IS NOT NULL")[0][0] if has_table(path, "NVTX_EVENTS") else 0
+    assert len(r.ranges) == ranges
+    memcpy = sql(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY")[0][0] if has_table(
+        path, "CUPTI_ACTIVITY_KIND_MEMCPY") else 0
+    assert (r.transfers["op"] == "memcpy").sum() == memcpy
+
+
+def test_versions_and_metadata():
+    new = nsyswrap.load(GPU_MIX).info
+    assert new.nsys_version.startswith("2025.3")
+    assert new.gpus and new.gpus[0].name == sql(GPU_MIX, "SELECT name FROM TARGET_INFO_GPU")[0][0]
+    assert new.gpus[0].l2_bytes == sql(GPU_MIX, "SELECT l2CacheSize FROM TARGET_INFO_GPU")[0][0]
+    old = nsyswrap.load(CPU_2022).info
+    assert old.nsys_version.startswith("2022.4")  # read from EXPORT_META_DATA
+    assert not old.has_cuda and old.has_nvtx
+
+
+def test_nvtx_text_from_text_and_string_ids():
+    r = nsyswrap.load(CPU_2022)
+    # C ASCII messages (text column) and registered strings (textId -> StringIds) both resolve.
+    expected = {n for (n,) in sql(CPU_2022, "SELECT coalesce(e.text, s.value) FROM NVTX_EVENTS e "
+                                           "LEFT JOIN StringIds s ON s.id = e.textId "
+                                           "WHERE eventType IN (59, 60)")}
+    assert set(r.ranges["name"]) == expected
+    assert {"iteration", "step", "startend"} <= expected
+
+
+def test_domains_named_from_domain_create_events():
+    r = nsyswrap.load(GPU_MIX)
+    (app_id,) = sql(GPU_MIX, "SELECT domainId FROM NVTX_EVENTS WHERE eventType = 75 "
+                             "AND text = 'app'")[0]
+    n_app = sql(GPU_MIX, "SELECT count(*) FROM NVTX_EVENTS WHERE eventType IN (59, 60) "
+                         "AND domainId = ?", (app_id,))[0][0]
+    assert (r.ranges["domain"] == "app").sum() == n_app
+    n_default = sql(GPU_MIX, "SELECT count(*) FROM NVTX_EVENTS WHERE eventType IN (59, 60) "
+                             "AND domainId = 0")[0][0]
+    assert (r.ranges["domain"] == "").sum() == n_default
+
+
+def test_launch_join_by_correlation_id():
+    r = nsyswrap.load(GPU_MIX)
+    expected = dict(sql(GPU_MIX, "SELECT k.correlationId, r.start FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+                                 "JOIN CUPTI_ACTIVITY_KIND_RUNTIME r USING (correlationId)"))
+    got = dict(zip(r.kernels["correlation_id"], r.kernels["launch_start_ns"], strict=True))
+    assert got == expected
+
+
+def test_blocking_calls_are_the_sync_apis():
+    r = nsyswrap.load(GPU_MIX)
+    expected = sql(GPU_MIX, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s "
+                            "ON s.id = r.nameId WHERE s.value LIKE 'cudaDeviceSynchronize%' "
+                            "OR s.value LIKE 'cudaStreamSynchronize%'")[0][0]
+    assert len(r.api_calls) == expected > 0
+
+
+def test_graph_level_trace_counts_as_gpu_work():
+    r = nsyswrap.load(GPU_GRAPH_WHOLE)
+    graphs = sql(GPU_GRAPH_WHOLE, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE")[0][0]
+    assert (r.transfers["op"] == "graph").sum() == graphs > 0
+
+
+def test_missing_trace_kinds_are_noted_not_fatal():
+    no_nvtx = nsyswrap.load(GPU_NO_NVTX)
+    assert no_nvtx.ranges.empty and len(no_nvtx.kernels) > 0
+    assert any("NVTX" in n for n in no_nvtx.info.notes)
+    no_cuda = nsyswrap.load(GPU_NO_CUDA)
+    assert no_cuda.kernels.empty and len(no_cuda.ranges) > 0
+    assert any("CUDA" in n for n in no_cuda.info.notes)
+
+
+def test_opened_read_only(report_copy):
+    path = report_copy(GPU_MIX)
+    before = file_digest(path)
+    mtime = path.stat().st_mtime_ns
+    nsyswrap.load(path)
+    assert file_digest(path) == before and path.stat().st_mtime_ns == mtime
+    assert sorted(os.listdir(path.parent)) == [path.name]  # no -journal, -wal, -shm left
+
+
+def test_read_only_file_loads(report_copy):
+    path = report_copy(CPU_2022)
+    path.chmod(0o444)
+    assert len(nsyswrap.load(path).ranges) > 0
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [(b"", "empty"), (b"hello, not a database\n" * 10, "not a SQLite file")],
+)
+def test_not_sqlite(tmp_path, content, words):
+    p = tmp_path / "x.sqlite"
+    p.write_bytes(content)
+    with pytest.raises(BadInputError, match=words):
+        nsyswrap.load(p)
+
+
+def test_sqlite_but_not_nsys(tmp_path):
+    import sqlite3
+
+    p = tmp_path / "other.sqlite"
+    con = sqlite3.connect(p)
+    con.execute("CREATE TABLE t (x)")
+    con.commit()
+    con.close()
+    with pytest.raises(BadInputError, match="not an Nsight Systems export"):
+        nsyswrap.load(p)
+
+
+def test_truncated(tmp_path):
+    data = GPU_MIX.read_bytes()
+    p = tmp_path / "cut.sqlite"
+    p.write_bytes(data[: len(data) // 2])
+    with pytest.raises(BadInputError, match="truncated"):
+        nsyswrap.load(p)
+
+
+def test_missing_and_folder(tmp_path):
+    with pytest.raises(BadInputError, match="no such file"):
+        nsyswrap.load(tmp_path / "nope.sqlite")
+    with pytest.raises(BadInputError, match="folder"):
+        nsyswrap.load(tmp_path)
