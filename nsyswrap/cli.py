@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from . import __version__
+from ._version import __version__
 from .diagnose import CODES, Thresholds
 from .errors import BadInputError, NsysWrapError
 from .render import RENDERERS, render

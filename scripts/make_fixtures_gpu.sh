@@ -9,6 +9,8 @@ set -euo pipefail
 out=${1:-tests/data}
 mkdir -p "$out"
 here=$(cd "$(dirname "$0")" && pwd)
+# The workloads import nsyswrap from this checkout.
+export PYTHONPATH="$(dirname "$here")${PYTHONPATH:+:$PYTHONPATH}"
 tag=${FIXTURE_TAG:-h100}
 common=(--sample=none --cpuctxsw=none -f true)
 
@@ -27,6 +29,11 @@ profile torch_mix_nonvtx cuda,osrt -- "$here/workloads/torch_mix.py"
 profile torch_mix_nocuda nvtx,osrt -- "$here/workloads/torch_mix.py"
 profile torch_graph cuda,nvtx --cuda-graph-trace=node -- "$here/workloads/torch_graph.py"
 profile torch_graph_graphlevel cuda,nvtx -- "$here/workloads/torch_graph.py"
-profile torch_mlp cuda,nvtx,osrt -- "$here/workloads/torch_mlp.py"
-profile torch_clock cuda,nvtx --gpu-metrics-devices=all --gpu-metrics-frequency=2000 -- "$here/workloads/torch_clock.py"
+profile holdout_cnn cuda,nvtx,osrt -- "$here/workloads/torch_holdout.py"
+profile harness_clock cuda,nvtx --gpu-metrics-devices=all --gpu-metrics-frequency=1000 -- "$here/workloads/torch_harness_clock.py"
+# NVIDIA's own summaries of two fixtures, an independent reference for the tests.
+for name in torch_mix torch_graph; do
+  nsys stats -q -f csv -r cuda_gpu_kern_sum,nvtx_gpu_proj_sum \
+    -o "$out/${tag}_$name.nsys_stats" "$out/${tag}_$name.sqlite" >/dev/null
+done
 ls -la "$out"

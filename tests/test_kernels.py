@@ -28,7 +28,7 @@ def test_kernel_summary_matches_sql(path):
 @pytest.mark.parametrize("path", [GPU_MIX, GPU_GRAPH_NODES], ids=lambda p: p.name)
 def test_kernel_summary_matches_nsys_stats(path):
     """The same numbers as `nsys stats -r cuda_gpu_kern_sum` printed on the GPU host."""
-    stats = DATA / (path.stem + ".nsys_stats.cuda_gpu_kern_sum.csv")
+    stats = DATA / (path.stem + ".nsys_stats_cuda_gpu_kern_sum.csv")
     got = kernel_summary(nsyswrap.load(path).kernels).set_index("name")
     with open(stats, newline="") as f:
         for row in csv.DictReader(f):

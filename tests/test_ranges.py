@@ -38,7 +38,7 @@ def test_summary_matches_nsys_projection(path, same_op_count):
     """nsys's 'Proj' time is the span; its op counts equal ours, except that nsys counts a
     cudaGraphLaunch as one op where we count each kernel node it ran (docs/analyses.md)."""
     ranges = analyze(nsyswrap.load(path)).ranges
-    stats = DATA / (path.stem + ".nsys_stats.nvtx_gpu_proj_sum.csv")
+    stats = DATA / (path.stem + ".nsys_stats_nvtx_gpu_proj_sum.csv")
     with open(stats, newline="") as f:
         rows = list(csv.DictReader(f))
     assert rows

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from ..report import Report, ReportInfo
 from .kernels import kernel_summary
 from .ranges import Attribution, attribute, range_instances, range_summary
+from .reconcile import benchmark_runs, benchmark_summary, harness_range_names, iterations
 
 
 @dataclass
@@ -20,11 +22,25 @@ class Analysis:
     ranges: pd.DataFrame  # range_summary: one row per (domain, name)
     attribution: Attribution  # the pairs behind the numbers, for the checks
     gpu_metrics: pd.DataFrame  # clock samples, when captured
+    runs: list[dict]  # harness runs found in the report (their JSON marks)
+    iterations: pd.DataFrame  # one row per timed harness iteration (reconcile.iterations)
+    benchmarks: pd.DataFrame  # one row per harness run (reconcile.benchmark_summary)
+
+    def user_instances(self) -> pd.DataFrame:
+        """Range instances that are the user's own, not the harness's iterations."""
+        return self.instances[self.instances["benchmark"] == ""]
 
 
 def analyze(report: Report) -> Analysis:
     att = attribute(report)
     instances = range_instances(report, att)
+    runs = benchmark_runs(report.marks)
+    harness = harness_range_names(runs)
+    # Which harness benchmark a range belongs to ("" for the user's own ranges).
+    keys = pd.Series(list(zip(instances["domain"], instances["name"], strict=True)),
+                     index=instances.index)
+    instances["benchmark"] = np.where(keys.isin(harness), instances["name"], "")
+    its = iterations(instances, runs)
     return Analysis(
         info=report.info,
         kernels=kernel_summary(report.kernels),
@@ -32,4 +48,7 @@ def analyze(report: Report) -> Analysis:
         ranges=range_summary(instances, att),
         attribution=att,
         gpu_metrics=report.gpu_metrics,
+        runs=runs,
+        iterations=its,
+        benchmarks=benchmark_summary(its, runs),
     )

@@ -88,6 +88,7 @@ INSTANCE_COLUMNS = [
     "range_id", "domain", "name", "pid", "tid", "style", "start_ns", "end_ns", "cpu_ns",
     "index", "gpu_ops", "kernels", "gpu_busy_ns", "gpu_span_ns", "gpu_idle_ns",
     "gpu_first_start_ns", "gpu_last_end_ns", "gaps", "max_gap_ns", "launch_latency_ns",
+    "first_launch_ns", "streams",
     "syncs", "sync_ns", "copies", "copy_bytes", "copy_ns", "pageable_copies",
 ]
 
@@ -107,7 +108,8 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
 
     ops = att.gpu_ops
     pairs = att.op_pairs.merge(
-        ops[["start_ns", "end_ns", "kind", "launch_start_ns"]], left_on="event", right_index=True
+        ops[["start_ns", "end_ns", "kind", "launch_start_ns", "device_id", "stream_id"]],
+        left_on="event", right_index=True,
     )
     proj = union_stats(pairs, "range_id")
     kernel_pairs = pairs[pairs["kind"] == "kernel"]
@@ -119,12 +121,15 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
         "gpu_idle_ns": proj["idle_ns"], "gpu_first_start_ns": proj["first_start_ns"],
         "gpu_last_end_ns": proj["last_end_ns"], "gaps": proj["gaps"],
         "max_gap_ns": proj["max_gap_ns"], "launch_latency_ns": latency,
+        "first_launch_ns": pairs.groupby("range_id")["launch_start_ns"].min(),
+        "streams": pairs.drop_duplicates(["range_id", "device_id", "stream_id"]).groupby(
+            "range_id").size(),
     }
     has_gpu = report.info.has_cuda
     for col, values in cols.items():
         series = values.reindex(out.index).astype("float64")
         if has_gpu and col in ("gpu_ops", "kernels", "gpu_busy_ns", "gpu_span_ns",
-                               "gpu_idle_ns", "gaps", "max_gap_ns"):
+                               "gpu_idle_ns", "gaps", "max_gap_ns", "streams"):
             series = series.fillna(0.0)
         out[col] = series
 

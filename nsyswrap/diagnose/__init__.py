@@ -4,11 +4,11 @@ CODE and a `check(analysis, thresholds) -> list[Finding]`."""
 from __future__ import annotations
 
 from ..analysis import Analysis
-from . import cold_start, fp32_gemm, idle, sync, transfers
+from . import cache, clock, cold_start, fp32_gemm, idle, sync, transfers, window
 from .finding import INFO, WARNING, Finding, Thresholds, range_label
 
-CHECKS = (sync, transfers, idle, cold_start, fp32_gemm)
-CODES = tuple(c.CODE for c in CHECKS)
+CHECKS = (sync, transfers, idle, cold_start, fp32_gemm, window, cache, clock)
+CODES = tuple(code for c in CHECKS for code in (c.CODES if hasattr(c, "CODES") else (c.CODE,)))
 _SEVERITY_ORDER = {WARNING: 0, INFO: 1}
 
 

@@ -28,8 +28,49 @@ def leading_outliers(values: np.ndarray, factor: float, min_excess: float) -> in
 
 
 def check(a: Analysis, t: Thresholds) -> list[Finding]:
+    return _user_ranges(a, t) + _harness_runs(a, t)
+
+
+def _harness_runs(a: Analysis, t: Thresholds) -> list[Finding]:
+    """Timed harness iterations that are still warming up: warmup was too short."""
     findings = []
-    inst = a.instances.sort_values("start_ns")
+    for (name, run), g in a.iterations.groupby(["benchmark", "run"], sort=False):
+        if len(g) < t.cold_min_instances:
+            continue
+        cold = {}
+        for col, words in (("gpu_busy_ns", "kernel time"), ("event_ns", "event time")):
+            values = g[col].to_numpy(dtype="float64")
+            if np.isnan(values).any():
+                continue
+            k = leading_outliers(values, t.cold_factor, t.cold_min_excess_ns)
+            if k:
+                cold[col] = (k, words, values[:k], float(np.median(values[k:])))
+        if not cold:
+            continue
+        label = f"nsyswrap:{name}"
+        warmup = a.runs[run].get("config", {}).get("warmup_iters")
+        skip = max(k for k, *_ in cold.values())
+        col, (k, words, first, rest) = next(iter(cold.items()))
+        findings.append(Finding(
+            code=CODE, severity=WARNING, range=label,
+            message=(
+                f"{label}: the first {'timed iteration' if k == 1 else f'{k} timed iterations'}"
+                f" took {', '.join(fmt_ns(v) for v in first)} of {words} against a median of "
+                f"{fmt_ns(rest)}: the warmup of {warmup} iteration(s) was too short, "
+                f"skip {skip} more"
+            ),
+            evidence={"skip": skip, "warmup_iters": warmup, "instances": len(g),
+                      "metrics": {c: {"cold_instances": kk, "first_ns": [float(v) for v in ff],
+                                      "median_rest_ns": rr}
+                                  for c, (kk, _, ff, rr) in cold.items()}},
+            suggestion=f"Use warmup={(warmup or 0) + skip} or more, or warmup='auto'.",
+        ))
+    return findings
+
+
+def _user_ranges(a: Analysis, t: Thresholds) -> list[Finding]:
+    findings = []
+    inst = a.user_instances().sort_values("start_ns")
     for (domain, name), g in inst.groupby(["domain", "name"], sort=False):
         if len(g) < t.cold_min_instances:
             continue

@@ -53,6 +53,17 @@ class Thresholds:
     transfer_share: float = _t(0.1, "TRANSFER_IN_RANGE: a warning (not info) when copies "
                                     "take this share of the range, or use pageable memory")
     fp32_gemm_share: float = _t(0.1, "FP32_GEMM: share of GPU time in fp32 SIMT GEMMs")
+    overhead_share: float = _t(0.15, "LAUNCH_OVERHEAD / HOST_WORK_IN_WINDOW: event time above "
+                                     "the GPU busy time, as a share of the event time")
+    overhead_min_ns: float = _t(2_000, "LAUNCH_OVERHEAD / HOST_WORK_IN_WINDOW: and at least "
+                                       "this much (ns)")
+    host_work_min_ns: float = _t(20_000, "HOST_WORK_IN_WINDOW: a single host stall this long "
+                                         "(ns) explains the overhead")
+    cache_min_share: float = _t(0.05, "CACHE_EFFECT: flushed vs hot kernel time difference")
+    uncovered_tolerance: float = _t(0.05, "UNCOVERED_STREAM: events shorter than the GPU span "
+                                          "by this share")
+    clock_min_share: float = _t(0.9, "CLOCK_VARIATION: median clock below this share of max")
+    clock_spread: float = _t(0.1, "CLOCK_VARIATION: (p90 - p10) / median of the clock")
 
     def with_overrides(self, overrides: dict[str, str]) -> Thresholds:
         fields = {f.name: f for f in dataclasses.fields(self)}

@@ -11,7 +11,7 @@ CODE = "GPU_IDLE_IN_RANGE"
 
 
 def check(a: Analysis, t: Thresholds) -> list[Finding]:
-    inst = a.instances
+    inst = a.user_instances()
     if inst.empty or inst["gpu_span_ns"].isna().all():
         return []
     inst = inst[inst["gpu_span_ns"] >= t.idle_min_span_ns].copy()

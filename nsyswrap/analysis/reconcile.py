@@ -1,0 +1,150 @@
+"""Harness iterations: each timed iteration's CUDA-event time next to what the GPU did.
+
+The harness writes one NVTX range per timed iteration (same name, domain `nsyswrap`) and,
+after the loop, a mark whose JSON carries the event times in iteration order. Iteration i is
+the i-th of the last N such ranges the process opened before the mark.
+
+Per iteration (all ns):
+  event       the CUDA-event window the user's timer reports
+  busy        union of the GPU work launched inside the range (the trusted time)
+  span        first GPU start to last GPU end
+  overhead    event - busy: what the events add to the kernels
+  edge        event - span: window time before the first and after the last GPU op
+              (launch latency, or host work before the first launch)
+  host_lead   CPU time from the range's start (start.record()) to the first launch call
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from ..schema import HARNESS_DOMAIN, MARK_PART_SCHEMA, MARK_SCHEMA, WARMUP_SUFFIX
+
+ITERATION_COLUMNS = [
+    "benchmark", "run", "iteration", "cache", "calls", "range_id", "pid", "start_ns",
+    "end_ns", "gpu_first_start_ns", "gpu_last_end_ns", "event_ns", "gpu_busy_ns", "gpu_span_ns", "overhead_ns", "edge_ns",
+    "internal_idle_ns", "gaps", "max_gap_ns", "host_lead_ns", "gpu_ops", "kernels", "streams",
+    "launch_latency_ns", "syncs", "sync_ns", "copies", "copy_bytes", "copy_ns",
+    "pageable_copies",
+]
+
+
+def benchmark_runs(marks: pd.DataFrame) -> list[dict]:
+    """The harness's JSON marks, parts joined, in time order."""
+    runs, parts = [], {}
+    for row in marks[marks["domain"] == HARNESS_DOMAIN].itertuples():
+        text = row.text
+        if not text.startswith("{"):
+            continue
+        try:
+            doc = json.loads(text)
+        except ValueError:
+            continue
+        kind = doc.get("nsyswrap")
+        if kind == MARK_SCHEMA:
+            runs.append({**doc, "time_ns": int(row.time_ns), "mark_pid": int(row.pid)})
+        elif kind == MARK_PART_SCHEMA:
+            parts.setdefault(doc["key"], {})[doc["part"]] = (doc, int(row.time_ns), int(row.pid))
+    for pieces in parts.values():
+        first = pieces[min(pieces)][0]
+        if len(pieces) != first["parts"]:
+            continue  # an incomplete set of parts: the capture ended while writing
+        text = "".join(pieces[i][0]["text"] for i in sorted(pieces))
+        _, time_ns, pid = pieces[max(pieces)]
+        runs.append({**json.loads(text), "time_ns": time_ns, "mark_pid": pid})
+    return sorted(runs, key=lambda r: r["time_ns"])
+
+
+def iterations(instances: pd.DataFrame, runs: list[dict]) -> pd.DataFrame:
+    """One row per timed iteration of every harness run found in the report."""
+    frames = []
+    for run_index, run in enumerate(runs):
+        n = len(run["event_ns"])
+        candidates = instances[
+            (instances["domain"] == run.get("domain", HARNESS_DOMAIN))
+            & (instances["name"] == run["range"])
+            & (instances["pid"] == run["mark_pid"])
+            & (instances["start_ns"] <= run["time_ns"])
+        ].sort_values("start_ns")
+        mine = candidates.tail(n)
+        if len(mine) != n:
+            continue  # ranges missing (capture range cut them off): cannot pair safely
+        df = mine.reset_index(drop=True).copy()
+        df["benchmark"] = run["name"]
+        df["run"] = run_index
+        df["iteration"] = np.arange(n)
+        df["cache"] = run.get("cache") or ["unknown"] * n
+        df["calls"] = int(run.get("calls_per_iteration", 1))
+        df["event_ns"] = np.asarray(run["event_ns"], dtype="float64")
+        frames.append(df)
+    if not frames:
+        return pd.DataFrame(columns=ITERATION_COLUMNS)
+    it = pd.concat(frames, ignore_index=True)
+    it["overhead_ns"] = it["event_ns"] - it["gpu_busy_ns"]
+    it["edge_ns"] = it["event_ns"] - it["gpu_span_ns"]
+    it["internal_idle_ns"] = it["gpu_idle_ns"]
+    it["host_lead_ns"] = it["first_launch_ns"] - it["start_ns"]
+    return it[ITERATION_COLUMNS]
+
+
+BENCHMARK_COLUMNS = [
+    "benchmark", "run", "iterations", "calls", "flush_l2", "backpressure", "cuda_graph",
+    "warmup_iters", "event_median_ns", "event_iqr_ns", "busy_median_ns", "busy_iqr_ns",
+    "span_median_ns", "overhead_median_ns", "overhead_share", "event_flushed_ns",
+    "event_hot_ns", "busy_flushed_ns", "busy_hot_ns", "first_start_ns", "last_end_ns",
+]
+
+
+def _iqr(s: pd.Series) -> float:
+    return float(s.quantile(0.75) - s.quantile(0.25)) if len(s) > 1 else 0.0
+
+
+def benchmark_summary(it: pd.DataFrame, runs: list[dict]) -> pd.DataFrame:
+    """One row per harness run. Times are per call (a graph replay of N calls counts N)."""
+    rows = []
+    for (name, run_index), g in it.groupby(["benchmark", "run"], sort=False):
+        calls = int(g["calls"].iloc[0])
+        event = g["event_ns"] / calls
+        busy = g["gpu_busy_ns"] / calls
+        config = runs[run_index].get("config", {})
+        by_cache = {m: (g[g["cache"] == m]["event_ns"] / calls, g[g["cache"] == m]
+                        ["gpu_busy_ns"] / calls) for m in ("flushed", "hot")}
+        event_median = float(event.median())
+        overhead = float((g["overhead_ns"] / calls).median())
+        rows.append({
+            "benchmark": name, "run": run_index, "iterations": len(g), "calls": calls,
+            "flush_l2": config.get("flush_l2"), "backpressure": config.get("backpressure"),
+            "cuda_graph": config.get("cuda_graph"), "warmup_iters": config.get("warmup_iters"),
+            "event_median_ns": event_median, "event_iqr_ns": _iqr(event),
+            "busy_median_ns": float(busy.median()), "busy_iqr_ns": _iqr(busy),
+            "span_median_ns": float((g["gpu_span_ns"] / calls).median()),
+            "overhead_median_ns": overhead,
+            "overhead_share": overhead / event_median if event_median else np.nan,
+            "event_flushed_ns": _median_or_nan(by_cache["flushed"][0]),
+            "event_hot_ns": _median_or_nan(by_cache["hot"][0]),
+            "busy_flushed_ns": _median_or_nan(by_cache["flushed"][1]),
+            "busy_hot_ns": _median_or_nan(by_cache["hot"][1]),
+            # The GPU's view of the timed part, for clock samples; the CPU's where no GPU work.
+            "first_start_ns": int(g["gpu_first_start_ns"].min()
+                                  if g["gpu_first_start_ns"].notna().any() else g["start_ns"].min()),
+            "last_end_ns": int(g["gpu_last_end_ns"].max()
+                               if g["gpu_last_end_ns"].notna().any() else g["end_ns"].max()),
+        })
+    return pd.DataFrame(rows, columns=BENCHMARK_COLUMNS)
+
+
+def _median_or_nan(s: pd.Series) -> float:
+    return float(s.median()) if len(s) else np.nan
+
+
+def harness_range_names(runs: list[dict]) -> set[tuple[str, str]]:
+    """(domain, name) of every range the harness opened: timed iterations and warmups."""
+    out = set()
+    for run in runs:
+        domain = run.get("domain", HARNESS_DOMAIN)
+        out.add((domain, run["range"]))
+        out.add((domain, run["range"] + WARMUP_SUFFIX))
+    return out

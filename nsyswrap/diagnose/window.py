@@ -1,0 +1,122 @@
+"""What the harness's CUDA-event windows hold besides the GPU work (harness runs only):
+
+LAUNCH_OVERHEAD      the window is longer than the GPU work, spread over launch gaps
+HOST_WORK_IN_WINDOW  one host stall inside the window (CPU work, staging a pageable copy)
+TRANSFER_IN_WINDOW   host<->device copies inside the window
+SYNC_IN_WINDOW       the host blocked on the GPU inside the window
+UNCOVERED_STREAM     GPU work of the window ran on streams the events do not order
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ..analysis import Analysis
+from ..units import fmt_bytes, fmt_ns, fmt_share
+from .finding import WARNING, Finding, Thresholds
+
+LAUNCH = "LAUNCH_OVERHEAD"
+HOST = "HOST_WORK_IN_WINDOW"
+TRANSFER = "TRANSFER_IN_WINDOW"
+SYNC = "SYNC_IN_WINDOW"
+UNCOVERED = "UNCOVERED_STREAM"
+CODES = (LAUNCH, HOST, TRANSFER, SYNC, UNCOVERED)
+
+
+def _medians(g: pd.DataFrame) -> dict[str, float]:
+    calls = float(g["calls"].iloc[0])
+    per_call = ("event_ns", "gpu_busy_ns", "gpu_span_ns", "overhead_ns", "edge_ns",
+                "internal_idle_ns", "max_gap_ns", "sync_ns", "copy_ns")
+    m = {c: float(g[c].median()) / calls for c in per_call}
+    m.update({c: float(g[c].median()) for c in ("host_lead_ns", "gaps", "gpu_ops", "kernels",
+                                                 "launch_latency_ns")})
+    m["streams"] = float(g["streams"].max())
+    return m
+
+
+def check(a: Analysis, t: Thresholds) -> list[Finding]:
+    findings = []
+    for (name, _run), g in a.iterations.groupby(["benchmark", "run"], sort=False):
+        if g["gpu_busy_ns"].isna().all():
+            continue  # no CUDA trace: nothing to reconcile against
+        m = _medians(g)
+        label = f"nsyswrap:{name}"
+        event, busy, span, overhead = m["event_ns"], m["gpu_busy_ns"], m["gpu_span_ns"], \
+            m["overhead_ns"]
+        base = {"iterations": len(g), "event_median_ns": event, "gpu_busy_median_ns": busy,
+                "gpu_span_median_ns": span}
+        if event < (1 - t.uncovered_tolerance) * span:
+            findings.append(Finding(
+                UNCOVERED, WARNING, label,
+                f"{label}: the events read {fmt_ns(event)} but the GPU work launched in the "
+                f"window spans {fmt_ns(span)} on {m['streams']:.0f} streams: part of it ran on "
+                "a stream the events do not wait for, so the timer misses it",
+                {**base, "streams": m["streams"]},
+                "Make the timed stream wait for side streams before end.record() "
+                "(torch.cuda.current_stream().wait_stream(side)), or record events on every "
+                f"stream; the GPU really worked {fmt_ns(busy)}.",
+            ))
+            continue
+        if (g["syncs"] > 0).mean() >= 0.5:
+            blocked = m["sync_ns"]
+            findings.append(Finding(
+                SYNC, WARNING, label,
+                f"{label}: the host waits for the GPU inside the timed window in "
+                f"{int((g['syncs'] > 0).sum())} of {len(g)} iterations ({fmt_ns(blocked)} "
+                f"blocked per call, against {fmt_ns(event)} of event time): work after the "
+                "sync is launched late and the events count the gap",
+                {**base, "blocked_median_ns": blocked,
+                 "iterations_with_sync": int((g["syncs"] > 0).sum())},
+                "Remove .item()/.cpu()/synchronize() from the timed function, or time up to "
+                "the sync only.",
+            ))
+        if (g["copies"] > 0).mean() >= 0.5:
+            pageable = int(g["pageable_copies"].sum())
+            findings.append(Finding(
+                TRANSFER, WARNING, label,
+                f"{label}: {fmt_ns(m['copy_ns'])} of host-device copies "
+                f"({fmt_bytes(float(g['copy_bytes'].median()))} per iteration) run inside the "
+                f"{fmt_ns(event)} event window ({fmt_share(m['copy_ns'] / event)})"
+                + (", from pageable memory" if pageable else ""),
+                {**base, "copy_median_ns": m["copy_ns"],
+                 "copy_bytes_median": float(g["copy_bytes"].median()),
+                 "pageable_copies": pageable},
+                "Create inputs on the GPU before timing; if the copy is part of what you "
+                "measure, use pinned memory and non_blocking=True.",
+            ))
+        if overhead < max(t.overhead_min_ns, t.overhead_share * event):
+            continue
+        stall_inside = (m["max_gap_ns"] >= t.host_work_min_ns
+                        and m["max_gap_ns"] >= t.stall_share * overhead)
+        host_before = (m["host_lead_ns"] >= t.host_work_min_ns
+                       and m["edge_ns"] >= t.stall_share * overhead)
+        evidence = {**base, "overhead_median_ns": overhead, "edge_median_ns": m["edge_ns"],
+                    "internal_idle_median_ns": m["internal_idle_ns"],
+                    "max_gap_median_ns": m["max_gap_ns"], "gaps_median": m["gaps"],
+                    "host_lead_median_ns": m["host_lead_ns"], "gpu_ops_median": m["gpu_ops"]}
+        if stall_inside or host_before:
+            where = (f"a {fmt_ns(m['max_gap_ns'])} gap between GPU operations" if stall_inside
+                     else f"{fmt_ns(m['host_lead_ns'])} of host time before the first launch")
+            findings.append(Finding(
+                HOST, WARNING, label,
+                f"{label}: the events read {fmt_ns(event)} but the GPU was busy "
+                f"{fmt_ns(busy)}; most of the {fmt_ns(overhead)} difference is {where}: host "
+                "work inside the timed window",
+                evidence,
+                "Move host work (tensor creation on the CPU, Python logic, data preparation) "
+                f"out of the timed function; the kernels take {fmt_ns(busy)}.",
+            ))
+        else:
+            findings.append(Finding(
+                LAUNCH, WARNING, label,
+                f"{label}: the events read {fmt_ns(event)} but the GPU was busy only "
+                f"{fmt_ns(busy)} (+{fmt_share(overhead / busy if busy else 1.0)}): "
+                f"{fmt_ns(overhead)} of launch overhead, {fmt_ns(m['edge_ns'])} before the "
+                f"first GPU operation and {m['gaps']:.0f} gaps between "
+                f"{m['gpu_ops']:.0f} operations",
+                evidence,
+                "Trust the kernel time, or make the events agree: back-pressure "
+                "(backpressure=True), a CUDA graph (cuda_graph=N), or more work per "
+                "iteration.",
+            ))
+    return findings

@@ -1,0 +1,423 @@
+"""The timing harness: CUDA-event timing done the way the seed articles recommend, with every
+timed iteration an NVTX range that `nsyswrap compare` reconciles with the kernels.
+
+The core loop, each part switchable and recorded in the result:
+
+    sync; warm up (by count, or until steady)
+    for each iteration:
+        [flush L2 by zeroing a buffer twice its size]       (all, none, or every other one)
+        [GPU sleep long enough to cover the host's launches] (back-pressure)
+        NVTX range <name>: start.record(); fn(); end.record()
+        [sync]
+    sync; read the events
+
+After the loop the per-iteration event times and the configuration go into the report as an
+NVTX mark carrying JSON (schema nsyswrap.benchmark/1), so a .sqlite is self-contained.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import json
+import os
+import random
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .annotate import annotate, mark
+from .errors import NsysWrapError
+from .schema import HARNESS_DOMAIN, MARK_PART_SCHEMA, MARK_SCHEMA, WARMUP_SUFFIX
+
+FLUSH_MODES = ("all", "none", "interleave")
+# NVTX messages are kept whole by nsys, but long JSON is split so no tool has to cope with
+# one huge string; `compare` joins the parts.
+MARK_CHUNK_CHARS = 30_000
+
+
+@dataclass
+class BenchmarkConfig:
+    """What the harness did, as asked and as derived."""
+
+    name: str
+    iters: int
+    warmup: int | str  # as asked: a count or "auto"
+    warmup_iters: int  # as run
+    flush_l2: str
+    flush_bytes: int
+    backpressure: bool
+    sleep_ns: float  # median GPU sleep before an iteration, derived from the enqueue time
+    sleep_cycles_per_ns: float  # calibrated on torch.cuda._sleep
+    enqueue_ns: float | None  # median host time to enqueue one iteration, during warmup
+    cuda_graph: int  # calls captured per replay (0: off)
+    sync_each: bool
+    gc_disabled: bool
+    cpu_affinity: list[int] | None
+    seed: int | None
+    locked_clock_mhz: int | None
+    device: str
+    device_index: int
+    l2_bytes: int
+    clock_source: str | None = None  # "nvml" when per-iteration clocks were sampled
+    max_clock_mhz: float | None = None
+    torch_version: str = ""
+    range_domain: str = HARNESS_DOMAIN
+
+
+@dataclass
+class BenchmarkResult:
+    """Per-iteration CUDA-event times (per call, in graph mode) with what produced them.
+
+    `samples_ns[i]` belongs to iteration i, whose L2 state is `cache[i]` ("flushed"/"hot").
+    Statistics are computed on demand; nothing is thrown away.
+    """
+
+    name: str
+    samples_ns: list[float]
+    cache: list[str]
+    config: BenchmarkConfig
+    clock_mhz: list[float | None] = field(default_factory=list)  # SM clock per iteration
+
+    @property
+    def median_ns(self) -> float:
+        return statistics.median(self.samples_ns)
+
+    @property
+    def min_ns(self) -> float:
+        return min(self.samples_ns)
+
+    @property
+    def mean_ns(self) -> float:
+        return statistics.fmean(self.samples_ns)
+
+    @property
+    def iqr_ns(self) -> float:
+        if len(self.samples_ns) < 2:
+            return 0.0
+        q = statistics.quantiles(self.samples_ns, n=4, method="inclusive")
+        return q[2] - q[0]
+
+    def by_cache(self) -> dict[str, list[float]]:
+        out: dict[str, list[float]] = {}
+        for mode, s in zip(self.cache, self.samples_ns, strict=True):
+            out.setdefault(mode, []).append(s)
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": MARK_SCHEMA, "name": self.name, "samples_ns": self.samples_ns,
+                "cache": self.cache, "clock_mhz": self.clock_mhz, "median_ns": self.median_ns,
+                "iqr_ns": self.iqr_ns, "min_ns": self.min_ns, "config": asdict(self.config)}
+
+    def save(self, path: str | os.PathLike) -> Path:
+        path = Path(path)
+        path.write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+        return path
+
+    def __repr__(self) -> str:
+        parts = [f"median {self.median_ns / 1e3:.2f} µs", f"IQR {self.iqr_ns / 1e3:.2f} µs",
+                 f"min {self.min_ns / 1e3:.2f} µs", f"{len(self.samples_ns)} iterations"]
+        split = self.by_cache()
+        if len(split) > 1:
+            parts += [f"{m} {statistics.median(v) / 1e3:.2f} µs" for m, v in sorted(split.items())]
+        return f"<BenchmarkResult {self.name}: {', '.join(parts)} (CUDA events)>"
+
+
+def mark_payloads(result: BenchmarkResult, pid: int | None = None) -> list[str]:
+    """The JSON texts written as NVTX marks for `result` (one, or several parts)."""
+    body = {
+        "nsyswrap": MARK_SCHEMA,
+        "name": result.name,
+        "domain": result.config.range_domain,
+        "range": result.name,
+        "pid": os.getpid() if pid is None else pid,
+        "calls_per_iteration": max(result.config.cuda_graph, 1),
+        "event_ns": [round(s * max(result.config.cuda_graph, 1)) for s in result.samples_ns],
+        "cache": result.cache,
+        "clock_mhz": result.clock_mhz,
+        "config": asdict(result.config),
+    }
+    text = json.dumps(body, separators=(",", ":"))
+    if len(text) <= MARK_CHUNK_CHARS:
+        return [text]
+    chunks = [text[i: i + MARK_CHUNK_CHARS] for i in range(0, len(text), MARK_CHUNK_CHARS)]
+    key = f"{body['pid']}-{result.name}-{time.time_ns()}"
+    return [json.dumps({"nsyswrap": MARK_PART_SCHEMA, "key": key, "part": i,
+                        "parts": len(chunks), "text": c}, separators=(",", ":"))
+            for i, c in enumerate(chunks)]
+
+
+def _import_torch():
+    try:
+        import torch
+    except ImportError:
+        raise NsysWrapError(
+            "the timing harness needs PyTorch: pip install 'nsyswrap[torch]' "
+            "(analysis alone does not)"
+        ) from None
+    if not torch.cuda.is_available():
+        raise NsysWrapError("the timing harness times CUDA work and no CUDA GPU is visible "
+                            "(torch.cuda.is_available() is False)")
+    return torch
+
+
+def benchmark(fn: Callable[[], Any] | None = None, *, name: str | None = None,
+              warmup: int | str = 10, iters: int = 100, flush_l2: str = "all",
+              backpressure: bool = True, cuda_graph: int = 0, sync_each: bool = True,
+              disable_gc: bool = True, cpu_affinity: list[int] | None = None,
+              seed: int | None = 0, lock_clocks: int | str | None = None,
+              device: int | None = None, record: bool = True,
+              save: str | os.PathLike | None = None):
+    """Time `fn()` (no arguments: use a lambda or functools.partial) with CUDA events.
+
+    warmup: iterations before timing, or "auto" (until 5 in a row agree within 10%).
+    flush_l2: "all" (every iteration starts with a cold L2), "none" (hot), or "interleave"
+        (even iterations flushed, odd ones hot: both measured in one run).
+    backpressure: before each iteration, a GPU sleep derived from the host's launch time so
+        that launch latency falls outside the timed window.
+    cuda_graph: capture this many calls of fn in a CUDA graph and time replays (per call).
+    sync_each: synchronize after every iteration (each starts from an idle GPU).
+    lock_clocks: lock the SM clock at this many MHz, or "max", restored afterwards (root).
+    record: write the timings into the nsys report (an NVTX mark) when a profiler is attached.
+
+    As a decorator, `@benchmark(iters=50)` turns `f(*args)` into a call that benchmarks
+    `f(*args)` and returns the BenchmarkResult.
+    """
+    options = dict(warmup=warmup, iters=iters, flush_l2=flush_l2, backpressure=backpressure,
+                   cuda_graph=cuda_graph, sync_each=sync_each, disable_gc=disable_gc,
+                   cpu_affinity=cpu_affinity, seed=seed, lock_clocks=lock_clocks, device=device,
+                   record=record, save=save)
+    if fn is None:
+        def decorate(f: Callable[..., Any]) -> Callable[..., BenchmarkResult]:
+            def run(*args, **kwargs) -> BenchmarkResult:
+                return benchmark(lambda: f(*args, **kwargs), name=name or f.__qualname__,
+                                 **options)
+            run.__wrapped__ = f  # type: ignore[attr-defined]
+            run.__name__ = getattr(f, "__name__", "benchmark")
+            run.__doc__ = f.__doc__
+            return run
+        return decorate
+    return _run(fn, name=name or getattr(fn, "__qualname__", "benchmark"), **options)
+
+
+def _check(name: str, iters: int, warmup, flush_l2: str, cuda_graph: int) -> None:
+    if iters < 1:
+        raise NsysWrapError(f"benchmark {name!r}: iters must be at least 1")
+    if not (warmup == "auto" or (isinstance(warmup, int) and warmup >= 0)):
+        raise NsysWrapError(f"benchmark {name!r}: warmup must be a count >= 0 or 'auto'")
+    if flush_l2 not in FLUSH_MODES:
+        raise NsysWrapError(f"benchmark {name!r}: flush_l2 must be one of {FLUSH_MODES}")
+    if cuda_graph < 0:
+        raise NsysWrapError(f"benchmark {name!r}: cuda_graph must be >= 0")
+
+
+@contextlib.contextmanager
+def _affinity(cpus: list[int] | None) -> Iterator[None]:
+    if cpus is None:
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpus)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+@contextlib.contextmanager
+def _gc_disabled(enabled: bool) -> Iterator[None]:
+    was = gc.isenabled()
+    if enabled:
+        gc.collect()
+        gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _seed(seed: int | None, torch) -> None:
+    if seed is None:
+        return
+    random.seed(seed)
+    torch.manual_seed(seed)
+    with contextlib.suppress(ImportError):
+        import numpy as np
+
+        np.random.seed(seed)
+
+
+def _cache_modes(flush_l2: str, iters: int) -> list[str]:
+    if flush_l2 == "all":
+        return ["flushed"] * iters
+    if flush_l2 == "none":
+        return ["hot"] * iters
+    return ["flushed" if i % 2 == 0 else "hot" for i in range(iters)]
+
+
+def _run(fn, *, name, warmup, iters, flush_l2, backpressure, cuda_graph, sync_each, disable_gc,
+         cpu_affinity, seed, lock_clocks, device, record, save) -> BenchmarkResult:
+    _check(name, iters, warmup, flush_l2, cuda_graph)
+    torch = _import_torch()
+    from .clocks import NvmlClock, locked_clocks
+
+    index = torch.cuda.current_device() if device is None else int(device)
+    props = torch.cuda.get_device_properties(index)
+    l2_bytes = int(getattr(props, "L2_cache_size", 0) or 50 * 2**20)
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(torch.cuda.device(index))
+        locked = (stack.enter_context(locked_clocks(lock_clocks, index))
+                  if lock_clocks is not None else None)
+        stack.enter_context(_affinity(cpu_affinity))
+        _seed(seed, torch)
+        nvml = NvmlClock.open(_pci_bus_id(props), index)
+        # Twice the L2: zeroing it evicts every line the benchmark could have left behind.
+        flush_bytes = 2 * l2_bytes if flush_l2 != "none" else 0
+        flush_buffer = (torch.empty(flush_bytes, dtype=torch.int8, device="cuda")
+                        if flush_bytes else None)
+        call, calls_per_iteration = _graph_or_eager(fn, cuda_graph, torch)
+        with annotate(name + WARMUP_SUFFIX, domain=HARNESS_DOMAIN):
+            warm_enqueue = _warm_up(call, warmup, torch)
+        pressure = _Backpressure(torch, warm_enqueue) if backpressure else None
+        modes = _cache_modes(flush_l2, iters)
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+        ranges = {m: annotate(name, domain=HARNESS_DOMAIN, category=m) for m in set(modes)}
+        clocks: list[float | None] = []
+        torch.cuda.synchronize()
+        with _gc_disabled(disable_gc):
+            for i, mode in enumerate(modes):
+                if mode == "flushed":
+                    flush_buffer.zero_()
+                if pressure is not None:
+                    pressure.sleep()
+                with ranges[mode]:
+                    t0 = time.perf_counter_ns()
+                    starts[i].record()
+                    call()
+                    ends[i].record()
+                    if pressure is not None:
+                        pressure.enqueue_ns.append(time.perf_counter_ns() - t0)
+                if nvml is not None:  # after the window closed, while the GPU still works
+                    clocks.append(nvml.read_mhz())
+                if sync_each:
+                    torch.cuda.synchronize()
+            torch.cuda.synchronize()
+        samples = [s.elapsed_time(e) * 1e6 / calls_per_iteration
+                   for s, e in zip(starts, ends, strict=True)]
+        config = BenchmarkConfig(
+            name=name, iters=iters, warmup=warmup, warmup_iters=len(warm_enqueue),
+            flush_l2=flush_l2, flush_bytes=flush_bytes, backpressure=backpressure,
+            sleep_ns=statistics.median(pressure.slept_ns) if pressure else 0.0,
+            sleep_cycles_per_ns=pressure.cycles_per_ns if pressure else 0.0,
+            enqueue_ns=statistics.median(warm_enqueue) if warm_enqueue else None,
+            cuda_graph=cuda_graph, sync_each=sync_each,
+            gc_disabled=disable_gc, cpu_affinity=cpu_affinity, seed=seed,
+            locked_clock_mhz=locked, device=props.name, device_index=index, l2_bytes=l2_bytes,
+            clock_source="nvml" if nvml is not None else None,
+            max_clock_mhz=nvml.max_mhz if nvml is not None else None,
+            torch_version=str(torch.__version__),
+        )
+    result = BenchmarkResult(name, samples, modes, config, clocks)
+    if record:
+        for text in mark_payloads(result):
+            mark(text, domain=HARNESS_DOMAIN)
+    if save is not None:
+        result.save(save)
+    return result
+
+
+def _pci_bus_id(props) -> str | None:
+    try:
+        return f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+    except AttributeError:
+        return None
+
+
+def _graph_or_eager(fn, cuda_graph: int, torch):
+    if not cuda_graph:
+        return fn, 1
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm up on a side stream before capture, as PyTorch asks
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(cuda_graph):
+            fn()
+    torch.cuda.synchronize()
+    return graph.replay, cuda_graph
+
+
+def _time_once(call, torch) -> tuple[float, int]:
+    """(GPU ns between events around one call, host ns to enqueue it), synchronised."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    t0 = time.perf_counter_ns()
+    start.record()
+    call()
+    end.record()
+    enqueue = time.perf_counter_ns() - t0
+    end.synchronize()
+    return start.elapsed_time(end) * 1e6, enqueue
+
+
+def _warm_up(call, warmup, torch, window: int = 5, tolerance: float = 0.1,
+             max_iters: int = 200, max_seconds: float = 5.0) -> list[int]:
+    """Run the warmup; returns the host enqueue time of each warmup call (their count is
+    the number of warmup iterations). "auto": until `window` calls in a row agree within
+    `tolerance`, at most `max_iters` calls or `max_seconds`."""
+    torch.cuda.synchronize()
+    times: list[float] = []
+    enqueue: list[int] = []
+    deadline = time.perf_counter() + max_seconds
+    while True:
+        if warmup != "auto" and len(enqueue) >= warmup:
+            break
+        if warmup == "auto" and (len(times) >= max_iters or time.perf_counter() > deadline):
+            break
+        gpu_ns, host_ns = _time_once(call, torch)
+        times.append(gpu_ns)
+        enqueue.append(host_ns)
+        last = times[-window:]
+        if (warmup == "auto" and len(last) == window
+                and (max(last) - min(last)) <= tolerance * statistics.median(last)):
+            break
+    return enqueue
+
+
+class _Backpressure:
+    """A GPU sleep before each timed iteration that outlasts the host's time to enqueue it.
+
+    sleep = 2 x (median host enqueue time so far) + 20 µs for the submission latency of the
+    first launch, within [20 µs, 100 ms]. Enqueue times come from the warmup and then from
+    each timed iteration; with no warmup the first iteration sleeps 1 ms. Cycles per ns are
+    calibrated with events on torch.cuda._sleep itself.
+    """
+
+    FIRST_GUESS_NS = 1_000_000
+    FLOOR_NS = 20_000
+    CEILING_NS = 100_000_000
+
+    def __init__(self, torch, enqueue_ns: list[int]):
+        self.torch = torch
+        self.enqueue_ns = list(enqueue_ns)
+        self.slept_ns: list[float] = []
+        probe = 2_000_000
+        per_ns = [probe / _time_once(lambda: torch.cuda._sleep(probe), torch)[0]
+                  for _ in range(2)]
+        self.cycles_per_ns = per_ns[-1]
+
+    def sleep(self) -> None:
+        if self.enqueue_ns:
+            ns = 2 * statistics.median(self.enqueue_ns) + self.FLOOR_NS
+        else:
+            ns = self.FIRST_GUESS_NS
+        ns = min(max(ns, self.FLOOR_NS), self.CEILING_NS)
+        self.slept_ns.append(ns)
+        self.torch.cuda._sleep(int(ns * self.cycles_per_ns))
