@@ -5,8 +5,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+import pandas as pd
+
 from .analysis import Analysis, analyze
 from .diagnose import Finding, Thresholds, diagnose
+from .diagnose.verdict import codes_by_range, verdict
 from .loader import load
 from .report import Report
 
@@ -20,6 +23,7 @@ class Comparison:
     analysis: Analysis
     findings: list[Finding]
     thresholds: Thresholds = field(default_factory=Thresholds)
+    benchmarks: pd.DataFrame = field(default_factory=pd.DataFrame)  # with trusted_ns, verdict
 
     @property
     def info(self):
@@ -33,4 +37,16 @@ def compare(report: Report | str | os.PathLike, thresholds: Thresholds | None = 
         report = load(report, **load_options)
     thresholds = thresholds or Thresholds()
     analysis = analyze(report)
-    return Comparison(analysis, diagnose(analysis, thresholds), thresholds)
+    findings = diagnose(analysis, thresholds)
+    return Comparison(analysis, findings, thresholds, _with_verdicts(analysis, findings))
+
+
+def _with_verdicts(analysis: Analysis, findings: list[Finding]) -> pd.DataFrame:
+    """The harness runs with the time to trust (kernel busy, per call) and a verdict."""
+    b = analysis.benchmarks.copy()
+    codes = codes_by_range(findings)
+    mine = [codes.get(f"nsyswrap:{name}", set()) for name in b["benchmark"]]
+    b["trusted_ns"] = b["busy_median_ns"]
+    b["codes"] = [sorted(c) for c in mine]
+    b["verdict"] = [verdict(c) for c in mine]
+    return b

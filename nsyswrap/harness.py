@@ -53,6 +53,7 @@ class BenchmarkConfig:
     sleep_ns: float  # median GPU sleep before an iteration, derived from the enqueue time
     sleep_cycles_per_ns: float  # calibrated on torch.cuda._sleep
     enqueue_ns: float | None  # median host time to enqueue one iteration, during warmup
+    event_floor_ns: float  # an empty event window (start, end, nothing between), median
     cuda_graph: int  # calls captured per replay (0: off)
     sync_each: bool
     gc_disabled: bool
@@ -286,6 +287,9 @@ def _run(fn, *, name, warmup, iters, flush_l2, backpressure, cuda_graph, sync_ea
         modes = _cache_modes(flush_l2, iters)
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+        for event in starts + ends:
+            event.record()  # PyTorch creates CUDA events lazily: not inside the timed window
+        floor_ns = _event_floor(torch, pressure)
         ranges = {m: annotate(name, domain=HARNESS_DOMAIN, category=m) for m in set(modes)}
         clocks: list[float | None] = []
         torch.cuda.synchronize()
@@ -315,6 +319,7 @@ def _run(fn, *, name, warmup, iters, flush_l2, backpressure, cuda_graph, sync_ea
             sleep_ns=statistics.median(pressure.slept_ns) if pressure else 0.0,
             sleep_cycles_per_ns=pressure.cycles_per_ns if pressure else 0.0,
             enqueue_ns=statistics.median(warm_enqueue) if warm_enqueue else None,
+            event_floor_ns=floor_ns,
             cuda_graph=cuda_graph, sync_each=sync_each,
             gc_disabled=disable_gc, cpu_affinity=cpu_affinity, seed=seed,
             locked_clock_mhz=locked, device=props.name, device_index=index, l2_bytes=l2_bytes,
@@ -389,6 +394,22 @@ def _warm_up(call, warmup, torch, window: int = 5, tolerance: float = 0.1,
                 and (max(last) - min(last)) <= tolerance * statistics.median(last)):
             break
     return enqueue
+
+
+def _event_floor(torch, pressure, repeats: int = 20) -> float:
+    """What two back-to-back events measure with nothing between them (median), under the
+    same back-pressure as the timed iterations: the timer's own floor."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    samples = []
+    for _ in range(repeats):
+        torch.cuda.synchronize()
+        if pressure is not None:
+            torch.cuda._sleep(int(pressure.FLOOR_NS * pressure.cycles_per_ns))
+        start.record()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) * 1e6)
+    return statistics.median(samples)
 
 
 class _Backpressure:

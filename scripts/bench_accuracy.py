@@ -1,14 +1,15 @@
 """Accuracy of GPU timers against the kernels nsys recorded in the same run.
 
-For GEMMs of about 5 µs, 50 µs, 500 µs and 5 ms (bf16), time the same call with the
-nsyswrap harness in each mode, triton.testing.do_bench and torch.utils.benchmark.Timer.
-Each method runs inside its own NVTX range; the truth for a method is the median duration
-of the GEMM kernels launched inside its range (flush/fill kernels excluded), so every timer
-is compared with the kernels it actually ran, cache state included.
+One kernel per call (an elementwise add, sized to run about 5 µs, 50 µs, 500 µs and 5 ms),
+timed with the nsyswrap harness in each mode, triton.testing.do_bench and
+torch.utils.benchmark.Timer. The truth for each method is the nsys duration of the kernels
+that method itself ran: for the harness, the GPU busy time of its timed iterations
+(reconciled per iteration by nsyswrap compare); for the others, the median duration of the
+add kernels launched inside their NVTX range (their L2 flushes excluded).
 
-On a CUDA machine with nsys (2 steps: measure under nsys, then tabulate):
-    nsys profile -t cuda,nvtx --sample=none --cpuctxsw=none -o acc -f true \
-        python scripts/bench_accuracy.py measure acc.json
+On a CUDA machine with nsys (measure under nsys, then tabulate):
+    nsys profile -t cuda,nvtx --cuda-graph-trace=node --sample=none --cpuctxsw=none \
+        -o acc -f true python scripts/bench_accuracy.py measure acc.json
     nsys export --type sqlite -o acc.sqlite --force-overwrite true acc.nsys-rep
     python scripts/bench_accuracy.py table acc.sqlite acc.json
 """
@@ -19,21 +20,35 @@ import json
 import statistics
 import sys
 
-# (label, M, N, K): bf16 GEMM shapes chosen for the target kernel times on an H100.
-SHAPES = [
-    ("~5 µs", 1024, 1024, 1024),
-    ("~50 µs", 4096, 4096, 1024),
-    ("~500 µs", 8192, 8192, 2560),
-    ("~5 ms", 16384, 16384, 6144),
-]
+TARGETS_US = (5, 50, 500, 5000)
 HARNESS_MODES = {
-    "nsyswrap (flushed, back-pressure)": dict(flush_l2="all"),
-    "nsyswrap (hot, back-pressure)": dict(flush_l2="none"),
-    "nsyswrap (hot, no back-pressure)": dict(flush_l2="none", backpressure=False),
-    "nsyswrap (CUDA graph x10)": dict(flush_l2="none", cuda_graph=10),
+    "nsyswrap (flushed L2, back-pressure)": dict(flush_l2="all"),
+    "nsyswrap (hot L2, back-pressure)": dict(flush_l2="none"),
+    "nsyswrap (hot L2, no back-pressure)": dict(flush_l2="none", backpressure=False),
+    "nsyswrap (CUDA graph of 10 calls)": dict(flush_l2="none", cuda_graph=10),
 }
-# Kernels that are not the GEMM: L2 flushes and fills from the timers themselves.
-NOT_GEMM = ("FillFunctor", "fill_kernel", "zero", "elementwise")
+KERNEL = "CUDAFunctor_add"  # the demangled name of torch.add's kernel
+
+
+def _sized_add(torch, target_us: float):
+    """x + x into y, with n chosen so that one kernel runs about `target_us`."""
+    n = 1 << 20
+    for _ in range(3):
+        x = torch.rand(n, device="cuda")
+        y = torch.empty_like(x)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        for _ in range(3):
+            torch.add(x, x, out=y)
+        start.record()
+        for _ in range(10):
+            torch.add(x, x, out=y)
+        end.record()
+        end.synchronize()
+        us = start.elapsed_time(end) * 1e3 / 10
+        n = max(1 << 10, min(int(n * target_us / us), 1 << 30))
+    x = torch.rand(n, device="cuda")
+    y = torch.empty_like(x)
+    return n, (lambda: torch.add(x, x, out=y))
 
 
 def measure(out_path: str) -> None:
@@ -44,52 +59,54 @@ def measure(out_path: str) -> None:
     import nsyswrap
 
     results = []
-    for label, m, n, k in SHAPES:
-        a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-        b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
-
-        def gemm(a=a, b=b):
-            return a @ b
-
+    for target in TARGETS_US:
+        n, add = _sized_add(torch, target)
+        label = f"~{target} µs" if target < 1000 else f"~{target // 1000} ms"
         for method, options in HARNESS_MODES.items():
-            rng = f"acc|{label}|{method}"
-            with nsyswrap.annotate(rng, domain="accuracy"):
-                r = nsyswrap.benchmark(gemm, name=rng, iters=50, warmup=10, **options)
-            results.append({"shape": label, "method": method, "range": rng,
-                            "reported_ns": r.median_ns})
-        rng = f"acc|{label}|triton do_bench"
-        with nsyswrap.annotate(rng, domain="accuracy"):
-            ms = triton.testing.do_bench(gemm, warmup=25, rep=100, return_mode="median")
-        results.append({"shape": label, "method": "triton.testing.do_bench", "range": rng,
-                        "reported_ns": ms * 1e6})
-        rng = f"acc|{label}|torch Timer"
-        with nsyswrap.annotate(rng, domain="accuracy"):
-            t = Timer(stmt="gemm()", globals={"gemm": gemm}).blocked_autorange(min_run_time=0.2)
-        results.append({"shape": label, "method": "torch.utils.benchmark.Timer", "range": rng,
-                        "reported_ns": t.median * 1e9})
-        del a, b
+            name = f"acc|{label}|{method}"
+            with nsyswrap.annotate(name, domain="accuracy"):
+                r = nsyswrap.benchmark(add, name=name, iters=50, warmup=10, **options)
+            results.append({"size": label, "elements": n, "method": method, "range": name,
+                            "reported_ns": r.median_ns, "harness": name,
+                            "event_floor_ns": r.config.event_floor_ns})
+        name = f"acc|{label}|do_bench"
+        with nsyswrap.annotate(name, domain="accuracy"):
+            ms = triton.testing.do_bench(add, warmup=25, rep=100, return_mode="median")
+        results.append({"size": label, "elements": n, "method": "triton.testing.do_bench",
+                        "range": name, "reported_ns": ms * 1e6})
+        name = f"acc|{label}|Timer"
+        with nsyswrap.annotate(name, domain="accuracy"):
+            t = Timer(stmt="add()", globals={"add": add}).blocked_autorange(min_run_time=0.2)
+        results.append({"size": label, "elements": n, "method": "torch.utils.benchmark.Timer",
+                        "range": name, "reported_ns": t.median * 1e9})
         torch.cuda.empty_cache()
     with open(out_path, "w") as f:
         json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                   "results": results}, f, indent=1)
+                   "triton": triton.__version__, "results": results}, f, indent=1)
 
 
-def truth_per_range(report_path: str, ranges: list[str]) -> dict[str, float]:
-    """Median GEMM kernel time (per call) of the kernels launched inside each range."""
+def truths(report_path: str, results: list[dict]) -> dict[str, float]:
     import nsyswrap
-    from nsyswrap.analysis.ranges import attribute
+    from nsyswrap.analysis import analyze
 
     report = nsyswrap.load(report_path)
-    att = attribute(report)
-    outer = report.ranges[report.ranges["domain"] == "accuracy"].set_index("name")["range_id"]
-    pairs = att.op_pairs.merge(att.gpu_ops, left_on="event", right_index=True)
-    kernels = pairs[(pairs["kind"] == "kernel")
-                    & ~pairs["name"].str.contains("|".join(NOT_GEMM), case=False)]
+    a = analyze(report)
     out = {}
-    for rng in ranges:
-        mine = kernels[kernels["range_id"] == outer[rng]]
-        durations = (mine["end_ns"] - mine["start_ns"]).tolist()
-        out[rng] = statistics.median(durations) if durations else float("nan")
+    iters = a.iterations
+    for r in results:
+        if "harness" in r:
+            g = iters[iters["benchmark"] == r["harness"]]
+            out[r["range"]] = float((g["gpu_busy_ns"] / g["calls"]).median())
+    att = a.attribution
+    outer = a.instances[a.instances["domain"] == "accuracy"].set_index("name")["range_id"]
+    pairs = att.op_pairs.merge(att.gpu_ops, left_on="event", right_index=True)
+    # gpu_ops lists the report's kernels first, in the same order: row i is kernel i.
+    names = report.kernels["name"].astype(str)
+    ops_are_add = pairs["event"].isin(report.kernels.index[names.str.contains(KERNEL)])
+    for r in results:
+        if "harness" not in r:
+            mine = pairs[(pairs["range_id"] == outer[r["range"]]) & ops_are_add]
+            out[r["range"]] = statistics.median((mine["end_ns"] - mine["start_ns"]).tolist())
     return out
 
 
@@ -97,16 +114,20 @@ def table(report_path: str, results_path: str) -> None:
     with open(results_path) as f:
         data = json.load(f)
     results = data["results"]
-    truth = truth_per_range(report_path, [r["range"] for r in results])
-    print(f"Device: {data['device']}, torch {data['torch']}; truth = median nsys kernel "
-          "time of the GEMMs each method launched (same run)\n")
-    print("| kernel | method | reported | nsys kernel | error | error % |")
+    truth = truths(report_path, results)
+    print(f"{data['device']}, torch {data['torch']}, triton {data['triton']}. Truth: the nsys "
+          "kernel time of the calls each method timed (same run).\n")
+    print("| kernel | method | reported (median) | nsys kernel | error | error % |")
     print("|---|---|---:|---:|---:|---:|")
     for r in results:
         t = truth[r["range"]]
         err = r["reported_ns"] - t
-        print(f"| {r['shape']} | {r['method']} | {r['reported_ns'] / 1e3:.2f} µs | "
+        print(f"| {r['size']} | {r['method']} | {r['reported_ns'] / 1e3:.2f} µs | "
               f"{t / 1e3:.2f} µs | {err / 1e3:+.2f} µs | {100 * err / t:+.1f}% |")
+    floors = [r["event_floor_ns"] for r in results if r.get("event_floor_ns")]
+    if floors:
+        print(f"\nEmpty event window (start, end, nothing between), median over runs: "
+              f"{statistics.median(floors) / 1e3:.2f} µs")
 
 
 if __name__ == "__main__":

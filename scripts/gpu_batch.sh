@@ -10,21 +10,25 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 work=$(mktemp -d)
 opts=(--sample=none --cpuctxsw=none -f true)
 
-profile() {  # profile NAME TRACE command...
+profile() {  # profile NAME TRACE [nsys options...] -- command...
   local name=$1 trace=$2; shift 2
-  nsys profile -t "$trace" "${opts[@]}" -o "$work/$name" "$@" >"$out/$name.profile.log" 2>&1
+  local extra=()
+  while [ "$1" != "--" ]; do extra+=("$1"); shift; done; shift
+  nsys profile -t "$trace" "${opts[@]}" "${extra[@]}" -o "$work/$name" "$@" \
+    >"$out/$name.profile.log" 2>&1
   nsys export --type sqlite --force-overwrite true -o "$out/$name.sqlite" \
     "$work/$name.nsys-rep" >/dev/null 2>&1
   ls -la "$out/$name.sqlite"
 }
 
 echo "== scenarios"; date
-profile scenarios cuda,nvtx,osrt python3 examples/scenarios.py
+profile scenarios cuda,nvtx -- python3 examples/scenarios.py
 python3 -m nsyswrap compare "$out/scenarios.sqlite" --top 5 >"$out/scenarios.txt" 2>&1
 python3 -m nsyswrap compare "$out/scenarios.sqlite" --format json >"$out/scenarios.json" 2>&1
 
 echo "== accuracy"; date
-profile accuracy cuda,nvtx python3 scripts/bench_accuracy.py measure "$out/accuracy.json"
+profile accuracy cuda,nvtx --cuda-graph-trace=node -- \
+  python3 scripts/bench_accuracy.py measure "$out/accuracy.json"
 python3 scripts/bench_accuracy.py table "$out/accuracy.sqlite" "$out/accuracy.json" \
   >"$out/accuracy.md" 2>&1
 

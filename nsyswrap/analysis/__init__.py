@@ -41,11 +41,14 @@ def analyze(report: Report) -> Analysis:
                      index=instances.index)
     instances["benchmark"] = np.where(keys.isin(harness), instances["name"], "")
     its = iterations(instances, runs)
+    ranges = range_summary(instances, att)
+    ranges["harness"] = pd.Series(list(zip(ranges["domain"], ranges["name"], strict=True)),
+                                  index=ranges.index, dtype=object).isin(harness)
     return Analysis(
         info=report.info,
         kernels=kernel_summary(report.kernels),
         instances=instances,
-        ranges=range_summary(instances, att),
+        ranges=ranges,
         attribution=att,
         gpu_metrics=report.gpu_metrics,
         runs=runs,

@@ -13,7 +13,7 @@ import pandas as pd
 
 from ..analysis import Analysis
 from ..units import fmt_bytes, fmt_ns, fmt_share
-from .finding import WARNING, Finding, Thresholds
+from .finding import INFO, WARNING, Finding, Thresholds
 
 LAUNCH = "LAUNCH_OVERHEAD"
 HOST = "HOST_WORK_IN_WINDOW"
@@ -57,35 +57,40 @@ def check(a: Analysis, t: Thresholds) -> list[Finding]:
                 f"stream; the GPU really worked {fmt_ns(busy)}.",
             ))
             continue
-        if (g["syncs"] > 0).mean() >= 0.5:
+        synced = (g["syncs"] > 0).mean() >= 0.5
+        if synced:
             blocked = m["sync_ns"]
             findings.append(Finding(
                 SYNC, WARNING, label,
                 f"{label}: the host waits for the GPU inside the timed window in "
-                f"{int((g['syncs'] > 0).sum())} of {len(g)} iterations ({fmt_ns(blocked)} "
-                f"blocked per call, against {fmt_ns(event)} of event time): work after the "
-                "sync is launched late and the events count the gap",
-                {**base, "blocked_median_ns": blocked,
+                f"{int((g['syncs'] > 0).sum())} of {len(g)} iterations; what follows the sync "
+                f"is issued late, so the events read {fmt_ns(event)} against "
+                f"{fmt_ns(busy)} of GPU work ({fmt_ns(overhead)} of idle window)",
+                {**base, "blocked_median_ns": blocked, "overhead_median_ns": overhead,
                  "iterations_with_sync": int((g["syncs"] > 0).sum())},
                 "Remove .item()/.cpu()/synchronize() from the timed function, or time up to "
                 "the sync only.",
             ))
         if (g["copies"] > 0).mean() >= 0.5:
             pageable = int(g["pageable_copies"].sum())
+            share = m["copy_ns"] / event if event else 0.0
             findings.append(Finding(
-                TRANSFER, WARNING, label,
+                TRANSFER, WARNING if (pageable or share >= t.transfer_share) else INFO, label,
                 f"{label}: {fmt_ns(m['copy_ns'])} of host-device copies "
                 f"({fmt_bytes(float(g['copy_bytes'].median()))} per iteration) run inside the "
-                f"{fmt_ns(event)} event window ({fmt_share(m['copy_ns'] / event)})"
+                f"{fmt_ns(event)} event window ({fmt_share(share)})"
                 + (", from pageable memory" if pageable else ""),
                 {**base, "copy_median_ns": m["copy_ns"],
                  "copy_bytes_median": float(g["copy_bytes"].median()),
-                 "pageable_copies": pageable},
+                 "pageable_copies": pageable, "copy_share_median": share},
                 "Create inputs on the GPU before timing; if the copy is part of what you "
                 "measure, use pinned memory and non_blocking=True.",
             ))
-        if overhead < max(t.overhead_min_ns, t.overhead_share * event):
-            continue
+        if synced or overhead < max(t.overhead_min_ns, t.overhead_share * event):
+            continue  # a sync explains the idle window on its own
+        # One long host stall, between GPU operations or before the first one, is host work;
+        # shorter ones are the framework's dispatch per launch (PyTorch takes tens of µs per
+        # op under nsys), which is launch overhead.
         stall_inside = (m["max_gap_ns"] >= t.host_work_min_ns
                         and m["max_gap_ns"] >= t.stall_share * overhead)
         host_before = (m["host_lead_ns"] >= t.host_work_min_ns

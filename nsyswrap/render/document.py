@@ -24,7 +24,16 @@ INSTANCE_FIELDS = ["range_id", "name", "domain", "index", "pid", "tid", "style",
                    "gpu_idle_ns", "gaps", "max_gap_ns", "launch_latency_ns", "syncs",
                    "sync_ns", "copies", "copy_bytes", "copy_ns", "pageable_copies"]
 FINDING_FIELDS = ["code", "severity", "range", "message", "evidence", "suggestion"]
-SECTIONS = ("kernels", "ranges", "instances", "findings")
+BENCHMARK_FIELDS = ["benchmark", "run", "iterations", "calls", "flush_l2", "backpressure",
+                    "cuda_graph", "warmup_iters", "event_median_ns", "event_iqr_ns",
+                    "busy_median_ns", "busy_iqr_ns", "span_median_ns", "overhead_median_ns",
+                    "overhead_share", "event_flushed_ns", "event_hot_ns", "busy_flushed_ns",
+                    "busy_hot_ns", "trusted_ns", "verdict", "codes"]
+ITERATION_FIELDS = ["benchmark", "run", "iteration", "cache", "calls", "range_id", "event_ns",
+                    "gpu_busy_ns", "gpu_span_ns", "overhead_ns", "edge_ns", "internal_idle_ns",
+                    "gaps", "max_gap_ns", "host_lead_ns", "gpu_ops", "kernels", "streams",
+                    "syncs", "copies"]
+SECTIONS = ("kernels", "ranges", "benchmarks", "iterations", "instances", "findings")
 
 
 def plain(value: Any) -> Any:
@@ -62,7 +71,11 @@ def section_rows(c: Comparison, section: str) -> list[dict[str, Any]]:
     if section == "kernels":
         return records(a.kernels, KERNEL_FIELDS)
     if section == "ranges":
-        return records(a.ranges, RANGE_FIELDS)
+        return records(a.ranges[~a.ranges["harness"]], RANGE_FIELDS)
+    if section == "benchmarks":
+        return records(c.benchmarks, BENCHMARK_FIELDS)
+    if section == "iterations":
+        return records(a.iterations, ITERATION_FIELDS)
     if section == "instances":
         return records(a.instances, INSTANCE_FIELDS)
     if section == "findings":
@@ -106,5 +119,6 @@ def document(c: Comparison) -> dict[str, Any]:
         "thresholds": plain(c.thresholds.to_dict()),
         "kernels": section_rows(c, "kernels"),
         "ranges": section_rows(c, "ranges"),
+        "benchmarks": section_rows(c, "benchmarks"),
         "findings": section_rows(c, "findings"),
     }

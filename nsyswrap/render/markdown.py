@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from ..compare import Comparison
-from .views import FINDING_COLUMNS, RANGE_COLUMNS, Column, cells, header_lines, kernel_columns, rows
+from .views import (
+    BENCHMARK_COLUMNS, FINDING_COLUMNS, RANGE_COLUMNS, Column, cells, header_lines,
+    kernel_columns, rows,
+)
 
 
 def _escape(cell: str) -> str:
@@ -35,6 +38,10 @@ class MarkdownRenderer:
         if kernels:
             out += ["", f"### GPU kernels (top {min(top, len(kernels))} of {len(kernels)})", ""]
             out += _table(kernel_columns(80), kernels[:top] if top else kernels)
+        benchmarks = rows(c, "benchmarks")
+        if benchmarks:
+            out += ["", "### Harness benchmarks (per call; trust the kernels)", ""]
+            out += _table(BENCHMARK_COLUMNS, benchmarks)
         ranges = rows(c, "ranges")
         if ranges:
             out += ["", "### NVTX ranges", ""]

@@ -10,7 +10,10 @@ from rich.table import Table
 from rich.text import Text
 
 from ..compare import Comparison
-from .views import FINDING_COLUMNS, RANGE_COLUMNS, Column, cells, header_lines, kernel_columns, rows
+from .views import (
+    BENCHMARK_COLUMNS, FINDING_COLUMNS, RANGE_COLUMNS, Column, cells, header_lines,
+    kernel_columns, rows,
+)
 
 SEVERITY_STYLE = {"warning": "bold yellow", "info": "cyan"}
 
@@ -32,6 +35,10 @@ class TableRenderer:
             shown = kernels[:top] if top else kernels
             title = f"GPU kernels (top {len(shown)} of {len(kernels)} by total time)"
             console.print(_table(title, kernel_columns(max(30, (width or 120) - 60)), shown))
+        benchmarks = rows(c, "benchmarks")
+        if benchmarks:
+            console.print(_table("Harness benchmarks: CUDA events against the kernels (per "
+                                 "call; trust the kernels)", BENCHMARK_COLUMNS, benchmarks))
         ranges = rows(c, "ranges")
         if ranges:
             console.print(_table("NVTX ranges and the GPU work they launched", RANGE_COLUMNS,
@@ -57,9 +64,11 @@ class TableRenderer:
 
 def _table(title: str, columns: list[Column], data: list[dict]) -> Table:
     t = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left")
-    for col in columns:
+    for i, col in enumerate(columns):
+        # The first column names the row: never cut it. Long text columns fold.
         t.add_column(col.header, justify="right" if col.numeric else "left",
-                     overflow="ellipsis", no_wrap=not col.numeric or None)
+                     overflow="fold" if not col.numeric else "ellipsis",
+                     no_wrap=i == 0 or (col.numeric or None))
     for row in data:
         t.add_row(*cells(columns, row))
     return t

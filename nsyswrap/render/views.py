@@ -67,6 +67,33 @@ RANGE_COLUMNS = [
     Column("Copies", _copies),
 ]
 
+def _mode(r: dict[str, Any]) -> str:
+    parts = [{"all": "flushed", "none": "hot", "interleave": "flushed+hot"}.get(
+        r["flush_l2"], str(r["flush_l2"]))]
+    if not r["backpressure"]:
+        parts.append("no BP")
+    if r["cuda_graph"]:
+        parts.append(f"graph x{r['cuda_graph']}")
+    return ", ".join(parts)
+
+
+def _difference(r: dict[str, Any]) -> str:
+    busy, event = r["busy_median_ns"], r["event_median_ns"]
+    if not busy:
+        return "–"
+    return f"{'+' if event >= busy else ''}{fmt_share((event - busy) / busy)}"
+
+
+BENCHMARK_COLUMNS = [
+    Column("Benchmark", lambda r: r["benchmark"], numeric=False),
+    Column("N", lambda r: str(r["iterations"])),
+    Column("Mode", _mode, numeric=False),
+    Column("Events med", _ns("event_median_ns")),
+    Column("Kernels med", _ns("busy_median_ns")),
+    Column("Diff", _difference),
+    Column("Verdict", lambda r: r["verdict"], numeric=False),
+]
+
 FINDING_COLUMNS = [
     Column("Severity", lambda r: r["severity"], numeric=False),
     Column("Code", lambda r: r["code"], numeric=False),

@@ -1,0 +1,39 @@
+"""A short verdict per harness benchmark: do the events agree with the kernels, and if not,
+what inflates (or hides) them. The numbers sit beside it in every view."""
+
+from __future__ import annotations
+
+from . import cache, clock, cold_start, window
+from .finding import Finding
+
+_CAUSES = (  # in order of how much they explain
+    (window.SYNC, "sync in window"),
+    (window.HOST, "host work in window"),
+    (window.TRANSFER, "copies in window"),
+    (window.LAUNCH, "launch overhead"),
+)
+_CAVEATS = (
+    (cold_start.CODE, "warmup too short"),
+    (cache.CODE, "L2 state matters"),
+    (clock.CODE, "clock varied"),
+)
+
+
+def verdict(codes: set[str]) -> str:
+    """'agree', 'events inflated: launch overhead', 'events miss other streams'; caveats
+    follow after a semicolon."""
+    if window.UNCOVERED in codes:
+        head = "events miss work on other streams: trust the kernels"
+    else:
+        causes = [words for code, words in _CAUSES if code in codes]
+        head = f"events inflated: {', '.join(causes)}" if causes else "agree"
+    caveats = [words for code, words in _CAVEATS if code in codes]
+    return "; ".join([head, *caveats])
+
+
+def codes_by_range(findings: list[Finding]) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for f in findings:
+        if f.range:
+            out.setdefault(f.range, set()).add(f.code)
+    return out
