@@ -14,6 +14,7 @@ from ._version import __version__
 from .diagnose import CODES, Thresholds
 from .errors import BadInputError, NsysWrapError
 from .render import RENDERERS, render
+from .capture import DEFAULT_TRACE
 from .render.document import SECTIONS
 
 # Exit codes: 0 fine, 1 failure, 2 bad input or usage, 3 findings matched --fail-on.
@@ -48,6 +49,10 @@ class _Group(click.Group):
 @click.version_option(__version__, prog_name="nsyswrap")
 def main() -> None:
     """Honest GPU timing: what the kernels did, next to what your timers said."""
+
+
+def _say(message: str) -> None:
+    click.echo(f"nsyswrap: {message}", err=True)
 
 
 def demo_report() -> Path:
@@ -138,3 +143,137 @@ def compare_command(report, fmt, output, section, instances, top, thresholds, fa
             click.echo(f"nsyswrap: {len(hit)} finding(s) match --fail-on "
                        f"({', '.join(sorted({f.code for f in hit}))})", err=True)
             sys.exit(EXIT_FINDINGS)
+
+
+def _output(result, fmt: str, output: Path | None, top: int, color: bool | None) -> None:
+    to_terminal = output is None and sys.stdout.isatty()
+    use_color = color if color is not None else (to_terminal and "NO_COLOR" not in os.environ)
+    width = shutil.get_terminal_size((120, 40)).columns if to_terminal else 120
+    text = render(result, fmt, color=use_color, width=width, top=top)
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        output.write_text(text, encoding="utf-8")
+        _say(f"wrote {fmt} to {output}")
+
+
+def _exit_for(result, fail_codes: set[str] | None, workload_exit: int | None = None) -> None:
+    if workload_exit:
+        _say(f"the workload exited with code {workload_exit}; nsyswrap does too")
+        sys.exit(workload_exit)
+    if fail_codes and result is not None:
+        hit = [f for f in result.findings if "ANY" in fail_codes or f.code in fail_codes]
+        if hit:
+            _say(f"{len(hit)} finding(s) match --fail-on ({', '.join(sorted({f.code for f in hit}))})")
+            sys.exit(EXIT_FINDINGS)
+
+
+def _target(module: str | None, args: tuple[str, ...]) -> list[str]:
+    if module:
+        return [sys.executable, "-m", module, *args]
+    if not args:
+        raise BadInputError("nothing to run: give SCRIPT.py [ARGS], -m MODULE [ARGS], "
+                            "or -- COMMAND [ARGS]")
+    first = args[0]
+    if first.endswith(".py"):
+        if not Path(first).is_file():
+            raise BadInputError(f"{first}: no such script")
+        return [sys.executable, *args]
+    if shutil.which(first) is None and not Path(first).is_file():
+        raise BadInputError(f"{first}: no such command or script")
+    return list(args)
+
+
+@main.command("run", context_settings={"ignore_unknown_options": True,
+                                       "allow_interspersed_args": False},
+              epilog="\b\nExamples:\n"
+              "  nsyswrap run train.py --epochs 1\n"
+              "  nsyswrap run -m mypkg.bench\n"
+              "  nsyswrap run --gpu-metrics -o runs/linear examples/scenarios.py\n"
+              "  nsyswrap run -- torchrun --nproc-per-node 2 train.py")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+@click.option("-m", "module", metavar="MODULE", help="Run a Python module, like python -m.")
+@click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path),
+              help="Folder for the report, its export and analysis.json "
+              "(default: nsyswrap-runs/NAME-DATE-TIME).")
+@click.option("--force", is_flag=True, help="Overwrite a report of the same name in --output.")
+@click.option("--nsys", metavar="PATH", help="nsys binary (default: $NSYS, PATH, usual places).")
+@click.option("--trace", default=DEFAULT_TRACE, show_default=True, help="nsys -t.")
+@click.option("--sample", is_flag=True, help="Turn on CPU sampling and context switches.")
+@click.option("--gpu-metrics", is_flag=True, help="Sample GPU metrics, clocks included "
+              "(nsys --gpu-metrics-devices=all).")
+@click.option("--gpu-metrics-frequency", type=int, metavar="HZ", help="Sampling rate for "
+              "--gpu-metrics.")
+@click.option("--harness-only", is_flag=True, help="Collect from the first nsyswrap "
+              "benchmark on (nsys --capture-range=nvtx).")
+@click.option("--nsys-arg", "nsys_args", multiple=True, metavar="ARG",
+              help="Extra nsys profile argument (repeatable), e.g. --nsys-arg=--cudabacktrace=all")
+@click.option("--format", "fmt", type=click.Choice(sorted(RENDERERS)), default="table",
+              show_default=True, help="How to print the analysis (analysis.json is always "
+              "written).")
+@click.option("--threshold", "thresholds", multiple=True, metavar="NAME=VALUE",
+              help="Change a finding threshold (see `nsyswrap compare --help`).")
+@click.option("--fail-on", metavar="CODE[,CODE]|any",
+              help=f"Exit {EXIT_FINDINGS} when a finding with one of these codes is present.")
+@click.option("-v", "--verbose", is_flag=True, help="Show nsys's own output.")
+@click.option("--color/--no-color", default=None)
+def run_command(args, module, output, force, nsys, trace, sample, gpu_metrics,
+                gpu_metrics_frequency, harness_only, nsys_args, fmt, thresholds, fail_on,
+                verbose, color):
+    """Profile a script (or -m module, or -- any command) under nsys, export the report and
+    show the verdict. The workload's output streams through; its exit code is nsyswrap's."""
+    from .capture import ProfileOptions, default_output_dir
+    from .pipeline import run
+
+    limits = _parse_thresholds(thresholds)
+    fail_codes = _parse_fail_on(fail_on)
+    target = _target(module, args)
+    out_dir = output or default_output_dir(target)
+    opts = ProfileOptions(trace=trace, sample=sample, gpu_metrics=gpu_metrics,
+                          gpu_metrics_frequency=gpu_metrics_frequency,
+                          harness_only=harness_only, extra_args=list(nsys_args), force=force,
+                          verbose=verbose)
+    result = run(target, out_dir, opts, limits, nsys=nsys, progress=_say)
+    cap = result.capture
+    if cap.interrupted:
+        _say("interrupted: the capture up to that point was kept")
+    _say("files: " + ", ".join(str(p) for p in cap.files()))
+    if result.comparison is not None:
+        _output(result.comparison, fmt, None, 10, color)
+        _say(f"analysis: {result.analysis_json}")
+    _exit_for(result.comparison, fail_codes, cap.workload_exit)
+
+
+@main.command("import")
+@click.argument("capture", type=click.Path(path_type=Path))
+@click.option("--nsys", metavar="PATH", help="nsys binary (for the export).")
+@click.option("--format", "fmt", type=click.Choice(sorted(RENDERERS)), default="table",
+              show_default=True)
+@click.option("--color/--no-color", default=None)
+def import_command(capture, nsys, fmt, color):
+    """Finish a capture nsys could not: import a raw .qdstrm (or a .nsys-rep), export it to
+    SQLite beside it, and analyse it."""
+    from .pipeline import import_capture
+
+    result = import_capture(capture, nsys=nsys, progress=_say)
+    _say("files: " + ", ".join(str(p) for p in result.capture.files()))
+    if result.comparison is not None:
+        _output(result.comparison, fmt, None, 10, color)
+
+
+@main.command("doctor")
+@click.option("--nsys", metavar="PATH", help="nsys binary to check.")
+def doctor_command(nsys):
+    """Check that this machine can profile: nsys, its importer, NVTX from Python, CPU
+    sampling, torch and CUDA, the GPU and its clocks, free disk. Exit 1 if a check fails."""
+    from .doctor import FAIL, OK, run_checks
+
+    checks = run_checks(nsys)
+    for c in checks:
+        mark = {OK: "✓", FAIL: "✗"}.get(c.status, "!")
+        line = f"{mark} {c.name}: {c.detail}"
+        if c.fix and c.status != OK:
+            line += f"  → {c.fix}"
+        click.echo(line)
+    if any(c.status == FAIL for c in checks):
+        sys.exit(1)

@@ -110,17 +110,22 @@ def export_report(rep: Path, *, cache_dir: str | os.PathLike | None = None,
     target = folder / f"{rep.stem}-{key}.sqlite"
     if target.exists():
         return target, f"read the cached export {target}"
-    exe = find_nsys(nsys)
-    if exe is None:
+    if find_nsys(nsys) is None:
         raise BadInputError(
             f"{rep} is a .nsys-rep and reading it needs nsys to export it to SQLite: "
             f"{NSYS_MISSING_HELP}; or export it where nsys is installed "
             f"(nsys export --type sqlite {rep.name}) and pass the .sqlite"
         )
-    folder.mkdir(parents=True, exist_ok=True)
-    # Export to a temporary name first: a failed or interrupted export leaves nothing behind
-    # that a later run would mistake for a good cache entry.
-    fd, tmp = tempfile.mkstemp(prefix=f".{rep.stem}-", suffix=".sqlite", dir=folder)
+    export_to(rep, target, nsys)
+    return target, f"exported {rep.name} to {target}"
+
+
+def export_to(rep: Path, target: Path, nsys: str | None = None) -> Path:
+    """`nsys export --type sqlite` of `rep` into `target`, atomically: a failed or
+    interrupted export leaves nothing that a later run would take for a good export."""
+    exe = require_nsys(nsys, purpose=f"exporting {rep.name} to SQLite")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.stem}-", suffix=".sqlite", dir=target.parent)
     os.close(fd)
     try:
         proc = subprocess.run(
@@ -129,12 +134,12 @@ def export_report(rep: Path, *, cache_dir: str | os.PathLike | None = None,
         )
         if proc.returncode != 0 or os.path.getsize(tmp) == 0:
             detail = _last_line(proc.stderr) or _last_line(proc.stdout) or f"exit {proc.returncode}"
-            raise BadInputError(f"nsys could not export {rep}: {detail}")
+            raise NsysWrapError(f"nsys could not export {rep} ({detail}); {rep} is kept")
         os.replace(tmp, target)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-    return target, f"exported {rep.name} to {target}"
+    return target
 
 
 def _last_line(text: str) -> str:

@@ -1,39 +1,43 @@
 #!/usr/bin/env bash
-# Everything in nsyswrap that needs a GPU, in one go: the scenario report, the accuracy
-# table, the GPU test fixtures and the GPU-only tests. Needs CUDA, PyTorch, triton, nsys.
+# Everything in nsyswrap that needs a GPU, in one go: the scenario report (through
+# `nsyswrap run`), doctor, the missing-libdw case, the accuracy table, the GPU test fixtures
+# and the GPU-only tests. Needs CUDA, PyTorch, triton and nsys.
 #   bash scripts/gpu_batch.sh OUTDIR
-# (On the project's lent H100 the device kit puts nsys on PATH first: source .gpu/setup.sh.)
+# On the project's lent H100, first: source .gpu/setup.sh (puts nsys on PATH, adds libdw).
 set -uo pipefail
 out=${1:?usage: gpu_batch.sh OUTDIR}
 mkdir -p "$out"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-work=$(mktemp -d)
-opts=(--sample=none --cpuctxsw=none -f true)
+nsyswrap() { python3 -m nsyswrap "$@"; }
 
-profile() {  # profile NAME TRACE [nsys options...] -- command...
-  local name=$1 trace=$2; shift 2
-  local extra=()
-  while [ "$1" != "--" ]; do extra+=("$1"); shift; done; shift
-  nsys profile -t "$trace" "${opts[@]}" "${extra[@]}" -o "$work/$name" "$@" \
-    >"$out/$name.profile.log" 2>&1
-  nsys export --type sqlite --force-overwrite true -o "$out/$name.sqlite" \
-    "$work/$name.nsys-rep" >/dev/null 2>&1
-  ls -la "$out/$name.sqlite"
-}
+echo "== doctor"; date
+nsyswrap doctor >"$out/doctor.txt" 2>&1; cat "$out/doctor.txt"
 
-echo "== scenarios"; date
-profile scenarios cuda,nvtx -- python3 examples/scenarios.py
-python3 -m nsyswrap compare "$out/scenarios.sqlite" --top 5 >"$out/scenarios.txt" 2>&1
-python3 -m nsyswrap compare "$out/scenarios.sqlite" --format json >"$out/scenarios.json" 2>&1
+echo "== scenarios via nsyswrap run"; date
+nsyswrap run --trace cuda,nvtx -o "$out/scenarios" --force examples/scenarios.py \
+  >"$out/scenarios.txt" 2>&1
+echo "exit $?"; tail -5 "$out/scenarios.txt"
+
+echo "== nsyswrap run without libdw (the bare Nsight Compute nsys)"; date
+(unset LD_LIBRARY_PATH; nsyswrap run --trace cuda,nvtx -o "$out/nolibdw" --force \
+   tests/workloads/annotated.py; echo "exit $?"; ls "$out/nolibdw"; nsyswrap doctor) \
+  >"$out/nolibdw.txt" 2>&1
+cat "$out/nolibdw.txt" | grep -v "^annotated"
 
 echo "== accuracy"; date
-profile accuracy cuda,nvtx --cuda-graph-trace=node -- \
-  python3 scripts/bench_accuracy.py measure "$out/accuracy.json"
+work=$(mktemp -d)
+nsys profile -t cuda,nvtx --cuda-graph-trace=node --sample=none --cpuctxsw=none -f true \
+  -o "$work/accuracy" python3 scripts/bench_accuracy.py measure "$out/accuracy.json" \
+  >"$out/accuracy.profile.log" 2>&1
+nsys export --type sqlite --force-overwrite true -o "$out/accuracy.sqlite" \
+  "$work/accuracy.nsys-rep" >/dev/null 2>&1
 python3 scripts/bench_accuracy.py table "$out/accuracy.sqlite" "$out/accuracy.json" \
   >"$out/accuracy.md" 2>&1
+cat "$out/accuracy.md"
 
 echo "== fixtures"; date
 FIXTURE_TAG=h100 bash scripts/make_fixtures_gpu.sh "$out/fixtures" >"$out/fixtures.log" 2>&1
+ls -la "$out/fixtures"
 
 echo "== gpu tests"; date
 python3 -m pytest -q -m gpu tests >"$out/gpu-tests.log" 2>&1

@@ -1,0 +1,181 @@
+"""`nsyswrap doctor`: is this machine ready to profile? One line per check, with the fix.
+
+Each check returns a Check; nothing here raises. The checks run the real tools (nsys, its
+importer, a tiny NVTX profile, nvidia-smi, torch), so a ✓ means it worked here, now.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import capture
+from .nsys import find_nsys, nsys_version, real_nsys_path
+
+OK, WARN, FAIL = "ok", "warn", "fail"
+MIN_FREE_BYTES = 2 * 2**30  # a few minutes of CUDA+NVTX trace, with room for the export
+
+
+@dataclass
+class Check:
+    name: str
+    status: str  # ok | warn | fail
+    detail: str
+    fix: str = ""
+
+
+def run_checks(nsys: str | None = None, workdir: Path | None = None) -> list[Check]:
+    exe = find_nsys(nsys)
+    checks = [check_nsys(nsys, exe)]
+    if exe:
+        checks.append(check_importer(exe))
+        checks.append(check_nvtx_injection(exe))
+        checks.append(check_cpu_sampling(exe))
+    checks.append(check_torch())
+    checks.append(check_gpu())
+    checks.append(check_disk(workdir or Path.cwd()))
+    return checks
+
+
+def check_nsys(explicit: str | None, exe: str | None) -> Check:
+    if exe is None:
+        where = explicit or os.environ.get("NSYS")
+        return Check("nsys", FAIL, f"not found{f' at {where}' if where else ''}",
+                     capture_fix_missing_nsys())
+    version = nsys_version(exe)
+    if version is None:
+        return Check("nsys", FAIL, f"{exe} does not answer --version",
+                     "check the installation (run it by hand to see why)")
+    return Check("nsys", OK, f"{version} at {exe}")
+
+
+def capture_fix_missing_nsys() -> str:
+    from .nsys import NSYS_MISSING_HELP
+
+    return NSYS_MISSING_HELP
+
+
+def check_importer(exe: str) -> Check:
+    """Can a raw capture become a report? nsys looks for its importer next to itself;
+    nsyswrap also looks in the places distributions put it."""
+    own = real_nsys_path(exe).parent.parent / "host-linux-x64" / "QdstrmImporter"
+    importer = capture.find_importer(exe)
+    if importer is None:
+        return Check("importer", FAIL, "QdstrmImporter not found: nsys leaves only .qdstrm "
+                     "files", "install the Nsight Systems host package (Debian: "
+                     "nsight-systems), or set NSYSWRAP_IMPORTER=/path/to/QdstrmImporter")
+    proc = subprocess.run([str(importer), "--help"], capture_output=True, text=True)
+    text = proc.stdout + proc.stderr
+    lib = capture.missing_library(text)
+    if lib:
+        return Check("importer", FAIL, f"{importer} cannot start: {lib} is missing",
+                     "install libdw (Debian/Ubuntu: apt install libdw1; RHEL/Fedora: dnf "
+                     "install elfutils-libs), or put its folder on LD_LIBRARY_PATH")
+    if not own.exists() and importer != own:
+        return Check("importer", WARN, f"nsys looks for {own}, which is missing; nsyswrap "
+                     f"imports with {importer} instead",
+                     f"optional: ln -s {importer.parent} {own.parent}")
+    return Check("importer", OK, str(importer))
+
+
+def check_nvtx_injection(exe: str) -> Check:
+    """Profile a one-range Python program and look for the range in the export."""
+    code = ("import nsyswrap, nsyswrap.nvtx_compat as c\n"
+            "with nsyswrap.annotate('doctor-range', domain='nsyswrap-doctor'): pass\n"
+            "print('patched' if c.PATCHED else 'unpatched')\n")
+    with tempfile.TemporaryDirectory(prefix="nsyswrap-doctor-") as tmp:
+        opts = capture.ProfileOptions(trace="nvtx", force=True)
+        try:
+            cap = capture.profile([sys.executable, "-c", code], Path(tmp), opts, nsys=exe,
+                                  name="doctor", quiet=True)
+            cap = capture.finish(cap)
+            from .loader import load
+
+            ranges = load(cap.sqlite).ranges
+        except Exception as e:  # report every failure as a ✗ line, never a traceback
+            return Check("NVTX from Python", FAIL, f"the test profile failed: {e}",
+                         "run `nsyswrap run -v` on a small script to see nsys's output")
+        found = ranges[(ranges["name"] == "doctor-range")
+                       & (ranges["domain"] == "nsyswrap-doctor")]
+        patched = "patched" in (cap.log.read_text(errors="replace") if cap.log else "")
+        if found.empty:
+            return Check("NVTX from Python", FAIL, "a test range from nsyswrap.annotate did "
+                         "not reach the report", "see docs/nsys-python-nvtx-2022.md")
+        note = (" (nvtx's payload-extension gate bypassed for this nsys; see "
+                "docs/nsys-python-nvtx-2022.md)" if patched else "")
+        return Check("NVTX from Python", OK, f"a test range reached the report{note}")
+
+
+def check_cpu_sampling(exe: str) -> Check:
+    proc = subprocess.run([exe, "status", "-e"], capture_output=True, text=True)
+    text = proc.stdout + proc.stderr
+    paranoid = re.search(r"Paranoid Level = (-?\d+)", text)
+    level = f" (perf_event_paranoid {paranoid.group(1)})" if paranoid else ""
+    if "Profiling Environment (process-tree): OK" in text or "Environment: OK" in text:
+        return Check("CPU sampling", OK, f"allowed{level} (off by default in nsyswrap run; "
+                     "--sample turns it on)")
+    return Check("CPU sampling", WARN, f"not available{level}; nsyswrap run works without it",
+                 "only for --sample: sudo sh -c 'echo 2 >/proc/sys/kernel/perf_event_paranoid'")
+
+
+def check_torch() -> Check:
+    try:
+        import torch
+    except ImportError:
+        return Check("torch", WARN, "not installed: analysis works, the harness does not",
+                     "pip install 'nsyswrap[torch]'")
+    if not torch.cuda.is_available():
+        return Check("torch", WARN, f"{torch.__version__}, no CUDA device visible",
+                     "check the driver, CUDA_VISIBLE_DEVICES and the torch build (CPU-only?)")
+    names = ", ".join(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count()))
+    return Check("torch", OK, f"{torch.__version__}, CUDA {torch.version.cuda}: {names}")
+
+
+def check_gpu() -> Check:
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return Check("GPU", WARN, "nvidia-smi not found: no GPU, or no driver tools",
+                     "install the NVIDIA driver to profile GPU work")
+    fields = "name,driver_version,clocks.sm,clocks.max.sm,clocks.applications.graphics," \
+             "clocks.default_applications.graphics"
+    proc = subprocess.run([smi, f"--query-gpu={fields}", "--format=csv,noheader,nounits"],
+                          capture_output=True, text=True)
+    if proc.returncode != 0 or not proc.stdout.strip():
+        last = (proc.stdout + proc.stderr).strip().splitlines()
+        return Check("GPU", WARN, f"no GPU reachable (nvidia-smi: "
+                     f"{last[-1] if last else proc.returncode})",
+                     "on a GPU machine: check the NVIDIA driver; CPU-side tracing still works")
+    lines = []
+    for row in proc.stdout.strip().splitlines():
+        name, driver, sm, max_sm, app, default_app = (x.strip() for x in row.split(","))
+        app_note = ("application clocks changed from their default"
+                    if app != default_app else "application clocks at default")
+        lines.append(f"{name}, driver {driver}, SM clock {sm} of {max_sm} MHz now, {app_note}")
+    detail = "; ".join(lines)
+    locked = _locked_clocks(smi)
+    detail += f"; {locked}"
+    return Check("GPU", OK, detail)
+
+
+def _locked_clocks(smi: str) -> str:
+    proc = subprocess.run([smi, "-q", "-d", "CLOCK"], capture_output=True, text=True)
+    text = proc.stdout
+    if re.search(r"Locked", text, re.IGNORECASE):
+        line = next(ln.strip() for ln in text.splitlines() if "ocked" in ln)
+        return f"clock lock reported: {line}"
+    return "no clock lock reported (nvidia-smi shows none; times follow the GPU's own boost)"
+
+
+def check_disk(path: Path) -> Check:
+    usage = shutil.disk_usage(path if path.exists() else Path.cwd())
+    free_gib = usage.free / 2**30
+    if usage.free < MIN_FREE_BYTES:
+        return Check("disk", WARN, f"{free_gib:.1f} GiB free in {path}",
+                     "free some space or use nsyswrap run -o on another disk")
+    return Check("disk", OK, f"{free_gib:.0f} GiB free in {path}")

@@ -1,0 +1,157 @@
+"""`nsyswrap run`, `import` and `doctor` for real, with Debian's nsys 2022.4 on the CPU.
+
+Broken installs are made real where we can (no nsys on PATH, no importer) and, for a
+missing libdw, by an importer that fails the way the dynamic loader does."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import needs_nsys, sql
+
+pytestmark = [pytest.mark.nsys, needs_nsys]
+WORKLOAD = Path(__file__).parent / "workloads" / "annotated.py"
+C_WORKLOAD = Path(__file__).parents[1] / "scripts" / "workloads" / "cpu_nvtx.c"
+
+
+def nsyswrap(*args, env=None, cwd=None, timeout=180):
+    return subprocess.run([sys.executable, "-m", "nsyswrap", *map(str, args)],
+                          capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout)
+
+
+def test_run_python_script_end_to_end(tmp_path):
+    out = tmp_path / "run"
+    proc = nsyswrap("run", "-o", out, "--format", "json", WORKLOAD)
+    assert proc.returncode == 0, proc.stderr
+    assert "annotated: start" in proc.stdout and "annotated: done" in proc.stderr
+    assert "Generating" not in proc.stdout + proc.stderr  # nsys's noise is filtered
+    sqlite = out / "annotated.sqlite"
+    assert sqlite.exists() and (out / "annotated.nsys-rep").exists()
+    assert (out / "nsys.log").exists() and not (out / "annotated.qdstrm").exists()
+    n = sql(sqlite, "SELECT count(*) FROM NVTX_EVENTS e JOIN StringIds s ON s.id = e.textId "
+                    "WHERE s.value = 'step' AND e.eventType = 59")[0][0]
+    assert n == 6  # every range of the Python nvtx package reached nsys 2022.4
+    doc = json.loads((out / "analysis.json").read_text())
+    steps = [r for r in doc["ranges"] if r["name"] == "step"][0]
+    assert steps["count"] == 6 and steps["domain"] == "e2e"
+    assert json.loads(proc.stdout[proc.stdout.index("{"):])["schema"] == "nsyswrap.compare/1"
+    assert any(f["code"] == "COLD_START" and f["range"] == "e2e:load" for f in doc["findings"])
+
+
+def test_workload_exit_code_is_kept_and_capture_analysed(tmp_path):
+    out = tmp_path / "run"
+    proc = nsyswrap("run", "-o", out, WORKLOAD, "4")
+    assert proc.returncode == 4
+    assert (out / "analysis.json").exists() and "exited with code 4" in proc.stderr
+
+
+def test_module_and_command_forms(tmp_path):
+    out = tmp_path / "mod"
+    env = {**os.environ, "PYTHONPATH": str(WORKLOAD.parent)}
+    proc = nsyswrap("run", "-o", out, "-m", "annotated", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "annotated.sqlite").exists()
+    exe = tmp_path / "cpu_nvtx"
+    include = "/usr/lib/x86_64-linux-gnu/nsight-systems/target-linux-x64/nvtx/include"
+    subprocess.run(["gcc", "-O1", "-o", exe, C_WORKLOAD, f"-I{include}", "-ldl", "-lpthread"],
+                   check=True)
+    out = tmp_path / "c"
+    proc = nsyswrap("run", "-o", out, "--", exe)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads((out / "analysis.json").read_text())
+    assert {r["name"] for r in doc["ranges"]} >= {"iteration", "step", "startend", "worker_iter"}
+
+
+def test_existing_report_needs_force(tmp_path):
+    out = tmp_path / "run"
+    assert nsyswrap("run", "-o", out, WORKLOAD).returncode == 0
+    before = (out / "annotated.sqlite").stat().st_mtime_ns
+    proc = nsyswrap("run", "-o", out, WORKLOAD)
+    assert proc.returncode == 2 and "--force" in proc.stderr
+    assert (out / "annotated.sqlite").stat().st_mtime_ns == before
+    assert nsyswrap("run", "-o", out, "--force", WORKLOAD).returncode == 0
+
+
+def test_no_nsys_is_a_precise_error(tmp_path):
+    env = {**os.environ, "PATH": os.path.dirname(sys.executable)}
+    env.pop("NSYS", None)
+    proc = nsyswrap("run", "-o", tmp_path / "run", WORKLOAD, env=env)
+    if "nsys not found" not in proc.stderr:
+        pytest.skip("an nsys outside PATH was found in a standard install place")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "install Nsight Systems" in proc.stderr and proc.stderr.count("\n") == 1
+
+
+def test_missing_importer_keeps_the_raw_capture(tmp_path):
+    env = {**os.environ, "NSYSWRAP_IMPORTER": str(tmp_path / "no-importer")}
+    out = tmp_path / "run"
+    proc = nsyswrap("run", "-o", out, WORKLOAD, env=env)
+    assert proc.returncode == 1
+    assert "QdstrmImporter" in proc.stderr and "nsyswrap import" in proc.stderr
+    qdstrm = out / "annotated.qdstrm"
+    assert qdstrm.exists() and not (out / "annotated.nsys-rep").exists()
+    # Once the importer is there again, `nsyswrap import` finishes the job.
+    proc = nsyswrap("import", qdstrm)
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "annotated.sqlite").exists() and "e2e:step" in proc.stdout
+
+
+def fake_importer_without_libdw(tmp_path: Path) -> Path:
+    """Fails exactly as the Nsight Compute bundle's importer does when libdw is absent."""
+    fake = tmp_path / "QdstrmImporter"
+    fake.write_text("#!/bin/sh\necho \"$0: error while loading shared libraries: libdw.so.1: "
+                    "cannot open shared object file: No such file or directory\" >&2\nexit 127\n")
+    fake.chmod(0o755)
+    return fake
+
+
+def test_missing_libdw_is_named(tmp_path):
+    env = {**os.environ, "NSYSWRAP_IMPORTER": str(fake_importer_without_libdw(tmp_path))}
+    out = tmp_path / "run"
+    proc = nsyswrap("run", "-o", out, WORKLOAD, env=env)
+    assert proc.returncode == 1
+    assert "libdw.so.1 is missing" in proc.stderr and "apt install libdw1" in proc.stderr
+    assert (out / "annotated.qdstrm").exists()
+
+
+def test_ctrl_c_keeps_and_analyses_the_capture(tmp_path):
+    script = tmp_path / "forever.py"
+    script.write_text("import time, nsyswrap\nprint('running', flush=True)\nwhile True:\n"
+                      "    with nsyswrap.annotate('tick', domain='forever'):\n"
+                      "        time.sleep(0.01)\n")
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "nsyswrap", "run", "-o", str(out), str(script)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()  # the workload is running under nsys
+    assert "running" in line
+    time.sleep(1.5)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    assert "interrupted" in stderr
+    doc = json.loads((out / "analysis.json").read_text())
+    ticks = [r for r in doc["ranges"] if r["name"] == "tick"][0]
+    assert ticks["count"] > 10
+
+
+def test_doctor_tells_the_cases_apart(tmp_path):
+    ok = nsyswrap("doctor")
+    assert "✓ nsys" in ok.stdout and "✓ NVTX from Python" in ok.stdout
+    env = {**os.environ, "NSYSWRAP_IMPORTER": str(fake_importer_without_libdw(tmp_path))}
+    libdw = nsyswrap("doctor", env=env)
+    assert libdw.returncode == 1 and "✗ importer" in libdw.stdout and "libdw" in libdw.stdout
+    env = {**os.environ, "NSYSWRAP_IMPORTER": str(tmp_path / "none")}
+    missing = nsyswrap("doctor", env=env)
+    assert "✗ importer" in missing.stdout and "not found" in missing.stdout
+    env = {**os.environ, "PATH": os.path.dirname(sys.executable)}
+    env.pop("NSYS", None)
+    no_nsys = nsyswrap("doctor", env=env)
+    if "✗ nsys" in no_nsys.stdout:
+        assert no_nsys.returncode == 1 and "install Nsight Systems" in no_nsys.stdout
