@@ -26,12 +26,9 @@ from pathlib import Path
 
 from .errors import BadInputError, NsysWrapError
 from .nsys import export_to, nsys_version, real_nsys_path, require_nsys
+from .schema import CAPTURE_ENV, CAPTURE_RANGE
 
 DEFAULT_TRACE = "cuda,nvtx,osrt"
-# The range the harness opens around each benchmark when NSYSWRAP_CAPTURE_RANGE is set, so
-# that `--harness-only` can start collection at the first timed window (nsys -c nvtx).
-CAPTURE_RANGE = "nsyswrap.capture"
-CAPTURE_ENV = "NSYSWRAP_CAPTURE_RANGE"
 
 # Lines nsys prints about itself, hidden unless verbose (the workload's lines pass through).
 _NSYS_NOISE = re.compile(

@@ -31,7 +31,7 @@ from typing import Any
 
 from .annotate import annotate, mark
 from .errors import NsysWrapError
-from .schema import HARNESS_DOMAIN, MARK_PART_SCHEMA, MARK_SCHEMA, WARMUP_SUFFIX
+from .schema import CAPTURE_ENV, CAPTURE_RANGE, HARNESS_DOMAIN, MARK_PART_SCHEMA, MARK_SCHEMA
 
 FLUSH_MODES = ("all", "none", "interleave")
 # NVTX messages are kept whole by nsys, but long JSON is split so no tool has to cope with
@@ -53,7 +53,6 @@ class BenchmarkConfig:
     sleep_ns: float  # median GPU sleep before an iteration, derived from the enqueue time
     sleep_cycles_per_ns: float  # calibrated on torch.cuda._sleep
     enqueue_ns: float | None  # median host time to enqueue one iteration, during warmup
-    event_floor_ns: float  # an empty event window (start, end, nothing between), median
     cuda_graph: int  # calls captured per replay (0: off)
     sync_each: bool
     gc_disabled: bool
@@ -82,6 +81,7 @@ class BenchmarkResult:
     cache: list[str]
     config: BenchmarkConfig
     clock_mhz: list[float | None] = field(default_factory=list)  # SM clock per iteration
+    warmup_ns: list[float] = field(default_factory=list)  # event times of the warmup
 
     @property
     def median_ns(self) -> float:
@@ -139,6 +139,7 @@ def mark_payloads(result: BenchmarkResult, pid: int | None = None) -> list[str]:
         "event_ns": [round(s * max(result.config.cuda_graph, 1)) for s in result.samples_ns],
         "cache": result.cache,
         "clock_mhz": result.clock_mhz,
+        "warmup_event_ns": [round(s * max(result.config.cuda_graph, 1)) for s in result.warmup_ns],
         "config": asdict(result.config),
     }
     text = json.dumps(body, separators=(",", ":"))
@@ -174,7 +175,8 @@ def benchmark(fn: Callable[[], Any] | None = None, *, name: str | None = None,
               save: str | os.PathLike | None = None):
     """Time `fn()` (no arguments: use a lambda or functools.partial) with CUDA events.
 
-    warmup: iterations before timing, or "auto" (until 5 in a row agree within 10%).
+    warmup: iterations before timing, or "auto" (until 5 in a row agree within 10%). Warmup
+        iterations run exactly like timed ones and are kept in the result (warmup_ns).
     flush_l2: "all" (every iteration starts with a cold L2), "none" (hot), or "interleave"
         (even iterations flushed, odd ones hot: both measured in one run).
     backpressure: before each iteration, a GPU sleep derived from the host's launch time so
@@ -252,12 +254,77 @@ def _seed(seed: int | None, torch) -> None:
         np.random.seed(seed)
 
 
-def _cache_modes(flush_l2: str, iters: int) -> list[str]:
+def _cache_mode(flush_l2: str, i: int) -> str:
     if flush_l2 == "all":
-        return ["flushed"] * iters
+        return "flushed"
     if flush_l2 == "none":
-        return ["hot"] * iters
-    return ["flushed" if i % 2 == 0 else "hot" for i in range(iters)]
+        return "hot"
+    return "flushed" if i % 2 == 0 else "hot"
+
+
+class _Loop:
+    """The loop body, identical for warmup and timed iterations, so that the warmup also
+    warms the harness itself (events, the sleep kernel, the NVTX range, the L2 flush).
+
+    Every iteration is one NVTX range with the benchmark's name; the timed ones are the last
+    `iters` of them, which is how `compare` finds them.
+    """
+
+    def __init__(self, torch, call, name, flush_buffer, pressure, nvml, sync_each):
+        self.torch, self.call = torch, call
+        self.flush_buffer, self.pressure, self.nvml = flush_buffer, pressure, nvml
+        self.sync_each = sync_each
+        self.range = annotate(name, domain=HARNESS_DOMAIN)
+
+    def events(self):
+        torch = self.torch
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()  # PyTorch creates CUDA events lazily: not inside the timed window
+        end.record()
+        return start, end
+
+    def iteration(self, mode: str, sync: bool | None = None):
+        start, end = self.events()
+        if mode == "flushed":
+            self.flush_buffer.zero_()
+        if self.pressure is not None:
+            self.pressure.sleep()
+        with self.range:
+            t0 = time.perf_counter_ns()
+            start.record()
+            self.call()
+            end.record()
+            enqueue = time.perf_counter_ns() - t0
+        if self.pressure is not None:
+            self.pressure.enqueue_ns.append(enqueue)
+        clock = self.nvml.read_mhz() if self.nvml is not None else None  # GPU still busy
+        if self.sync_each if sync is None else sync:
+            self.torch.cuda.synchronize()
+        return start, end, clock
+
+    def warm_up(self, warmup, flush_l2: str, window: int = 5, tolerance: float = 0.1,
+                max_iters: int = 200, max_seconds: float = 5.0) -> list[float]:
+        """Warmup event times. "auto": until `window` iterations in a row agree within
+        `tolerance`, at most `max_iters` iterations or `max_seconds`."""
+        times: list[float] = []
+        deadline = time.perf_counter() + max_seconds
+        pending = []
+        i = 0
+        while (len(times) + len(pending) < warmup if warmup != "auto"
+               else len(times) < max_iters and time.perf_counter() < deadline):
+            start, end, _ = self.iteration(_cache_mode(flush_l2, i), sync=warmup == "auto"
+                                           or None)
+            i += 1
+            if warmup != "auto":
+                pending.append((start, end))
+                continue
+            times.append(start.elapsed_time(end) * 1e6)
+            last = times[-window:]
+            if len(last) == window and (max(last) - min(last)) <= tolerance * statistics.median(
+                    last):
+                break
+        self.torch.cuda.synchronize()
+        return times + [s.elapsed_time(e) * 1e6 for s, e in pending]
 
 
 def _run(fn, *, name, warmup, iters, flush_l2, backpressure, cuda_graph, sync_each, disable_gc,
@@ -271,6 +338,8 @@ def _run(fn, *, name, warmup, iters, flush_l2, backpressure, cuda_graph, sync_ea
     l2_bytes = int(getattr(props, "L2_cache_size", 0) or 50 * 2**20)
     with contextlib.ExitStack() as stack:
         stack.enter_context(torch.cuda.device(index))
+        if os.environ.get(CAPTURE_ENV):  # `nsyswrap run --harness-only`: nsys starts here
+            stack.enter_context(annotate(CAPTURE_RANGE, domain=HARNESS_DOMAIN))
         locked = (stack.enter_context(locked_clocks(lock_clocks, index))
                   if lock_clocks is not None else None)
         stack.enter_context(_affinity(cpu_affinity))
@@ -281,45 +350,22 @@ def _run(fn, *, name, warmup, iters, flush_l2, backpressure, cuda_graph, sync_ea
         flush_buffer = (torch.empty(flush_bytes, dtype=torch.int8, device="cuda")
                         if flush_bytes else None)
         call, calls_per_iteration = _graph_or_eager(fn, cuda_graph, torch)
-        with annotate(name + WARMUP_SUFFIX, domain=HARNESS_DOMAIN):
-            warm_enqueue = _warm_up(call, warmup, torch)
-        pressure = _Backpressure(torch, warm_enqueue) if backpressure else None
-        modes = _cache_modes(flush_l2, iters)
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
-        for event in starts + ends:
-            event.record()  # PyTorch creates CUDA events lazily: not inside the timed window
-        floor_ns = _event_floor(torch, pressure)
-        ranges = {m: annotate(name, domain=HARNESS_DOMAIN, category=m) for m in set(modes)}
-        clocks: list[float | None] = []
+        pressure = _Backpressure(torch) if backpressure else None
+        loop = _Loop(torch, call, name, flush_buffer, pressure, nvml, sync_each)
         torch.cuda.synchronize()
         with _gc_disabled(disable_gc):
-            for i, mode in enumerate(modes):
-                if mode == "flushed":
-                    flush_buffer.zero_()
-                if pressure is not None:
-                    pressure.sleep()
-                with ranges[mode]:
-                    t0 = time.perf_counter_ns()
-                    starts[i].record()
-                    call()
-                    ends[i].record()
-                    if pressure is not None:
-                        pressure.enqueue_ns.append(time.perf_counter_ns() - t0)
-                if nvml is not None:  # after the window closed, while the GPU still works
-                    clocks.append(nvml.read_mhz())
-                if sync_each:
-                    torch.cuda.synchronize()
+            warm = loop.warm_up(warmup, flush_l2)
+            enqueue_warm = list(pressure.enqueue_ns) if pressure else []
+            modes = [_cache_mode(flush_l2, len(warm) + i) for i in range(iters)]
+            timed = [loop.iteration(mode) for mode in modes]
             torch.cuda.synchronize()
-        samples = [s.elapsed_time(e) * 1e6 / calls_per_iteration
-                   for s, e in zip(starts, ends, strict=True)]
+        samples = [s.elapsed_time(e) * 1e6 / calls_per_iteration for s, e, _ in timed]
         config = BenchmarkConfig(
-            name=name, iters=iters, warmup=warmup, warmup_iters=len(warm_enqueue),
+            name=name, iters=iters, warmup=warmup, warmup_iters=len(warm),
             flush_l2=flush_l2, flush_bytes=flush_bytes, backpressure=backpressure,
-            sleep_ns=statistics.median(pressure.slept_ns) if pressure else 0.0,
+            sleep_ns=statistics.median(pressure.slept_ns[len(warm):]) if pressure else 0.0,
             sleep_cycles_per_ns=pressure.cycles_per_ns if pressure else 0.0,
-            enqueue_ns=statistics.median(warm_enqueue) if warm_enqueue else None,
-            event_floor_ns=floor_ns,
+            enqueue_ns=statistics.median(enqueue_warm) if enqueue_warm else None,
             cuda_graph=cuda_graph, sync_each=sync_each,
             gc_disabled=disable_gc, cpu_affinity=cpu_affinity, seed=seed,
             locked_clock_mhz=locked, device=props.name, device_index=index, l2_bytes=l2_bytes,
@@ -327,10 +373,11 @@ def _run(fn, *, name, warmup, iters, flush_l2, backpressure, cuda_graph, sync_ea
             max_clock_mhz=nvml.max_mhz if nvml is not None else None,
             torch_version=str(torch.__version__),
         )
-    result = BenchmarkResult(name, samples, modes, config, clocks)
-    if record:
-        for text in mark_payloads(result):
-            mark(text, domain=HARNESS_DOMAIN)
+        result = BenchmarkResult(name, samples, modes, config, [c for _, _, c in timed],
+                                 warmup_ns=[w / calls_per_iteration for w in warm])
+        if record:
+            for text in mark_payloads(result):
+                mark(text, domain=HARNESS_DOMAIN)
     if save is not None:
         result.save(save)
     return result
@@ -360,79 +407,32 @@ def _graph_or_eager(fn, cuda_graph: int, torch):
     return graph.replay, cuda_graph
 
 
-def _time_once(call, torch) -> tuple[float, int]:
-    """(GPU ns between events around one call, host ns to enqueue it), synchronised."""
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    t0 = time.perf_counter_ns()
-    start.record()
-    call()
-    end.record()
-    enqueue = time.perf_counter_ns() - t0
-    end.synchronize()
-    return start.elapsed_time(end) * 1e6, enqueue
-
-
-def _warm_up(call, warmup, torch, window: int = 5, tolerance: float = 0.1,
-             max_iters: int = 200, max_seconds: float = 5.0) -> list[int]:
-    """Run the warmup; returns the host enqueue time of each warmup call (their count is
-    the number of warmup iterations). "auto": until `window` calls in a row agree within
-    `tolerance`, at most `max_iters` calls or `max_seconds`."""
-    torch.cuda.synchronize()
-    times: list[float] = []
-    enqueue: list[int] = []
-    deadline = time.perf_counter() + max_seconds
-    while True:
-        if warmup != "auto" and len(enqueue) >= warmup:
-            break
-        if warmup == "auto" and (len(times) >= max_iters or time.perf_counter() > deadline):
-            break
-        gpu_ns, host_ns = _time_once(call, torch)
-        times.append(gpu_ns)
-        enqueue.append(host_ns)
-        last = times[-window:]
-        if (warmup == "auto" and len(last) == window
-                and (max(last) - min(last)) <= tolerance * statistics.median(last)):
-            break
-    return enqueue
-
-
-def _event_floor(torch, pressure, repeats: int = 20) -> float:
-    """What two back-to-back events measure with nothing between them (median), under the
-    same back-pressure as the timed iterations: the timer's own floor."""
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    samples = []
-    for _ in range(repeats):
-        torch.cuda.synchronize()
-        if pressure is not None:
-            torch.cuda._sleep(int(pressure.FLOOR_NS * pressure.cycles_per_ns))
-        start.record()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) * 1e6)
-    return statistics.median(samples)
-
-
 class _Backpressure:
     """A GPU sleep before each timed iteration that outlasts the host's time to enqueue it.
 
     sleep = 2 x (median host enqueue time so far) + 20 µs for the submission latency of the
-    first launch, within [20 µs, 100 ms]. Enqueue times come from the warmup and then from
-    each timed iteration; with no warmup the first iteration sleeps 1 ms. Cycles per ns are
-    calibrated with events on torch.cuda._sleep itself.
+    first launch, within [20 µs, 100 ms]. Enqueue times come from every iteration, warmup
+    included; the very first iteration sleeps 1 ms. Cycles per ns are calibrated with
+    events on torch.cuda._sleep itself.
     """
 
     FIRST_GUESS_NS = 1_000_000
     FLOOR_NS = 20_000
     CEILING_NS = 100_000_000
 
-    def __init__(self, torch, enqueue_ns: list[int]):
+    def __init__(self, torch):
         self.torch = torch
-        self.enqueue_ns = list(enqueue_ns)
+        self.enqueue_ns: list[int] = []
         self.slept_ns: list[float] = []
         probe = 2_000_000
-        per_ns = [probe / _time_once(lambda: torch.cuda._sleep(probe), torch)[0]
-                  for _ in range(2)]
-        self.cycles_per_ns = per_ns[-1]
+        for _ in range(2):  # the second, with the clock up after the first
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            torch.cuda._sleep(probe)
+            end.record()
+            end.synchronize()
+            self.cycles_per_ns = probe / (start.elapsed_time(end) * 1e6)
 
     def sleep(self) -> None:
         if self.enqueue_ns:

@@ -86,7 +86,7 @@ def _result(samples, cache=None, graph=0):
     config = BenchmarkConfig(
         name="b", iters=len(samples), warmup=3, warmup_iters=3, flush_l2="all",
         flush_bytes=1, backpressure=True, sleep_ns=1.0, sleep_cycles_per_ns=1.0,
-        enqueue_ns=1.0, event_floor_ns=1.0, cuda_graph=graph, sync_each=True,
+        enqueue_ns=1.0, cuda_graph=graph, sync_each=True,
         gc_disabled=True, cpu_affinity=None, seed=0, locked_clock_mhz=None, device="x",
         device_index=0, l2_bytes=1)
     return BenchmarkResult("b", list(samples), cache or ["flushed"] * len(samples), config,

@@ -21,7 +21,7 @@ import json
 import numpy as np
 import pandas as pd
 
-from ..schema import HARNESS_DOMAIN, MARK_PART_SCHEMA, MARK_SCHEMA, WARMUP_SUFFIX
+from ..schema import CAPTURE_RANGE, HARNESS_DOMAIN, MARK_PART_SCHEMA, MARK_SCHEMA
 
 ITERATION_COLUMNS = [
     "benchmark", "run", "iteration", "cache", "calls", "range_id", "pid", "start_ns",
@@ -141,10 +141,7 @@ def _median_or_nan(s: pd.Series) -> float:
 
 
 def harness_range_names(runs: list[dict]) -> set[tuple[str, str]]:
-    """(domain, name) of every range the harness opened: timed iterations and warmups."""
-    out = set()
-    for run in runs:
-        domain = run.get("domain", HARNESS_DOMAIN)
-        out.add((domain, run["range"]))
-        out.add((domain, run["range"] + WARMUP_SUFFIX))
-    return out
+    """(domain, name) of every range the harness opened: its iterations (warmup and timed)
+    and the capture range of `nsyswrap run --harness-only`."""
+    out = {(run.get("domain", HARNESS_DOMAIN), run["range"]) for run in runs}
+    return out | {(HARNESS_DOMAIN, CAPTURE_RANGE)} if runs else out

@@ -60,6 +60,9 @@ class Thresholds:
     host_work_min_ns: float = _t(100_000, "HOST_WORK_IN_WINDOW: a single host stall this "
                                           "long (ns) is host work; shorter ones read as the "
                                           "framework's launch overhead")
+    dispatch_gap_ns: float = _t(1_000, "LAUNCH_OVERHEAD: gaps between kernels shorter than "
+                                       "this on average are the GPU's own dispatch (as in a "
+                                       "CUDA graph), not host launch overhead (ns)")
     cache_min_share: float = _t(0.05, "CACHE_EFFECT: flushed vs hot kernel time difference")
     uncovered_tolerance: float = _t(0.05, "UNCOVERED_STREAM: events shorter than the GPU span "
                                           "by this share")

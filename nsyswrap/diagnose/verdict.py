@@ -4,6 +4,7 @@ what inflates (or hides) them. The numbers sit beside it in every view."""
 from __future__ import annotations
 
 from . import cache, clock, cold_start, window
+from ..units import fmt_share
 from .finding import Finding
 
 _CAUSES = (  # in order of how much they explain
@@ -19,14 +20,18 @@ _CAVEATS = (
 )
 
 
-def verdict(codes: set[str]) -> str:
+def verdict(codes: set[str], event_ns: float, busy_ns: float, span_ns: float) -> str:
     """'agree', 'events inflated: launch overhead', 'events miss other streams'; caveats
-    follow after a semicolon."""
+    follow after a semicolon. Events that match the GPU span while the kernels leave part
+    of it idle (short gaps between dependent kernels) also 'agree', with that said."""
     if window.UNCOVERED in codes:
         head = "events miss work on other streams: trust the kernels"
     else:
         causes = [words for code, words in _CAUSES if code in codes]
         head = f"events inflated: {', '.join(causes)}" if causes else "agree"
+        if not causes and span_ns > busy_ns and busy_ns and (span_ns - busy_ns) / busy_ns > 0.05:
+            head += (f" (with the GPU span; kernels idle {fmt_share((span_ns - busy_ns) / span_ns)}"
+                     " of it between dependent launches)")
     caveats = [words for code, words in _CAVEATS if code in codes]
     return "; ".join([head, *caveats])
 

@@ -86,7 +86,12 @@ def check(a: Analysis, t: Thresholds) -> list[Finding]:
                 "Create inputs on the GPU before timing; if the copy is part of what you "
                 "measure, use pinned memory and non_blocking=True.",
             ))
-        if synced or overhead < max(t.overhead_min_ns, t.overhead_share * event):
+        # Gaps that short between dependent kernels are the GPU's own dispatch (a CUDA
+        # graph leaves them too); only the rest is overhead the host added.
+        device_gaps = (m["internal_idle_ns"] if m["gaps"] and
+                       m["internal_idle_ns"] / m["gaps"] < t.dispatch_gap_ns else 0.0)
+        host_overhead = overhead - device_gaps
+        if synced or host_overhead < max(t.overhead_min_ns, t.overhead_share * event):
             continue  # a sync explains the idle window on its own
         # One long host stall, between GPU operations or before the first one, is host work;
         # shorter ones are the framework's dispatch per launch (PyTorch takes tens of µs per
@@ -98,7 +103,8 @@ def check(a: Analysis, t: Thresholds) -> list[Finding]:
         evidence = {**base, "overhead_median_ns": overhead, "edge_median_ns": m["edge_ns"],
                     "internal_idle_median_ns": m["internal_idle_ns"],
                     "max_gap_median_ns": m["max_gap_ns"], "gaps_median": m["gaps"],
-                    "host_lead_median_ns": m["host_lead_ns"], "gpu_ops_median": m["gpu_ops"]}
+                    "host_lead_median_ns": m["host_lead_ns"], "gpu_ops_median": m["gpu_ops"],
+                    "device_gap_median_ns": device_gaps}
         if stall_inside or host_before:
             where = (f"a {fmt_ns(m['max_gap_ns'])} gap between GPU operations" if stall_inside
                      else f"{fmt_ns(m['host_lead_ns'])} of host time before the first launch")
