@@ -283,12 +283,11 @@ class _Loop:
         end.record()
         return start, end
 
-    def iteration(self, mode: str, sync: bool | None = None):
+    def iteration(self, mode: str, sync: bool | None = None, sleep: bool = True):
         start, end = self.events()
         if mode == "flushed":
             self.flush_buffer.zero_()
-        if self.pressure is not None:
-            self.pressure.sleep()
+        slept = self.pressure.sleep() if self.pressure is not None and sleep else None
         with self.range:
             t0 = time.perf_counter_ns()
             start.record()
@@ -296,7 +295,7 @@ class _Loop:
             end.record()
             enqueue = time.perf_counter_ns() - t0
         if self.pressure is not None:
-            self.pressure.enqueue_ns.append(enqueue)
+            self.pressure.observe(enqueue, slept)
         clock = self.nvml.read_mhz() if self.nvml is not None else None  # GPU still busy
         if self.sync_each if sync is None else sync:
             self.torch.cuda.synchronize()
@@ -312,8 +311,10 @@ class _Loop:
         i = 0
         while (len(times) + len(pending) < warmup if warmup != "auto"
                else len(times) < max_iters and time.perf_counter() < deadline):
-            start, end, _ = self.iteration(_cache_mode(flush_l2, i), sync=warmup == "auto"
-                                           or None)
+            # No back-pressure in the warmup: its enqueue times must be the host's own, not
+            # waits on a sleeping GPU (a function that syncs would feed back into the sleep).
+            start, end, _ = self.iteration(_cache_mode(flush_l2, i),
+                                           sync=warmup == "auto" or None, sleep=False)
             i += 1
             if warmup != "auto":
                 pending.append((start, end))
@@ -356,6 +357,8 @@ def _run(fn, *, name, warmup, iters, flush_l2, backpressure, cuda_graph, sync_ea
         with _gc_disabled(disable_gc):
             warm = loop.warm_up(warmup, flush_l2)
             enqueue_warm = list(pressure.enqueue_ns) if pressure else []
+            if pressure is not None:
+                pressure.fix()
             modes = [_cache_mode(flush_l2, len(warm) + i) for i in range(iters)]
             timed = [loop.iteration(mode) for mode in modes]
             torch.cuda.synchronize()
@@ -363,7 +366,7 @@ def _run(fn, *, name, warmup, iters, flush_l2, backpressure, cuda_graph, sync_ea
         config = BenchmarkConfig(
             name=name, iters=iters, warmup=warmup, warmup_iters=len(warm),
             flush_l2=flush_l2, flush_bytes=flush_bytes, backpressure=backpressure,
-            sleep_ns=statistics.median(pressure.slept_ns[len(warm):]) if pressure else 0.0,
+            sleep_ns=statistics.median(pressure.slept_ns) if pressure else 0.0,
             sleep_cycles_per_ns=pressure.cycles_per_ns if pressure else 0.0,
             enqueue_ns=statistics.median(enqueue_warm) if enqueue_warm else None,
             cuda_graph=cuda_graph, sync_each=sync_each,
@@ -410,10 +413,11 @@ def _graph_or_eager(fn, cuda_graph: int, torch):
 class _Backpressure:
     """A GPU sleep before each timed iteration that outlasts the host's time to enqueue it.
 
-    sleep = 2 x (median host enqueue time so far) + 20 µs for the submission latency of the
-    first launch, within [20 µs, 100 ms]. Enqueue times come from every iteration, warmup
-    included; the very first iteration sleeps 1 ms. Cycles per ns are calibrated with
-    events on torch.cuda._sleep itself.
+    sleep = 2 x (median host enqueue time) + 20 µs for the submission latency of the first
+    launch, within [20 µs, 100 ms]. Enqueue times come from the warmup (run without sleep);
+    with no warmup, from timed iterations whose host finished before the sleep did (when
+    it did not, it may have waited on the GPU, and that wait is not launch time); the very
+    first iteration then sleeps 1 ms. Cycles per ns are calibrated on torch.cuda._sleep.
     """
 
     FIRST_GUESS_NS = 1_000_000
@@ -424,6 +428,7 @@ class _Backpressure:
         self.torch = torch
         self.enqueue_ns: list[int] = []
         self.slept_ns: list[float] = []
+        self.fixed_ns: float | None = None
         probe = 2_000_000
         for _ in range(2):  # the second, with the clock up after the first
             start = torch.cuda.Event(enable_timing=True)
@@ -434,11 +439,24 @@ class _Backpressure:
             end.synchronize()
             self.cycles_per_ns = probe / (start.elapsed_time(end) * 1e6)
 
-    def sleep(self) -> None:
+    def observe(self, enqueue_ns: int, slept_ns: float | None) -> None:
+        if self.fixed_ns is None and (slept_ns is None or enqueue_ns < slept_ns):
+            self.enqueue_ns.append(enqueue_ns)
+
+    def fix(self) -> None:
+        """Freeze the sleep once the warmup measured the host: timed iterations then all
+        sleep alike."""
         if self.enqueue_ns:
-            ns = 2 * statistics.median(self.enqueue_ns) + self.FLOOR_NS
-        else:
-            ns = self.FIRST_GUESS_NS
-        ns = min(max(ns, self.FLOOR_NS), self.CEILING_NS)
+            self.fixed_ns = self._derive()
+
+    def _derive(self) -> float:
+        if not self.enqueue_ns:
+            return self.FIRST_GUESS_NS
+        ns = 2 * statistics.median(self.enqueue_ns) + self.FLOOR_NS
+        return min(max(ns, self.FLOOR_NS), self.CEILING_NS)
+
+    def sleep(self) -> float:
+        ns = self.fixed_ns if self.fixed_ns is not None else self._derive()
         self.slept_ns.append(ns)
         self.torch.cuda._sleep(int(ns * self.cycles_per_ns))
+        return ns

@@ -125,3 +125,35 @@ def union_stats(intervals: pd.DataFrame, key: str) -> pd.DataFrame:
     agg["span_ns"] = agg["last_end_ns"] - agg["first_start_ns"]
     agg["idle_ns"] = agg["span_ns"] - agg["busy_ns"]
     return agg[out_cols].astype("int64")
+
+
+def merge_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The union of [start, end) intervals as sorted, disjoint intervals."""
+    if len(start) == 0:
+        return np.array([], dtype="int64"), np.array([], dtype="int64")
+    order = np.argsort(start, kind="stable")
+    s, e = start[order], end[order]
+    running = np.maximum.accumulate(e)
+    new = np.r_[True, s[1:] > running[:-1]]
+    group = np.cumsum(new) - 1
+    merged_start = s[new]
+    merged_end = np.zeros(len(merged_start), dtype=e.dtype)
+    np.maximum.at(merged_end, group, e)
+    return merged_start, merged_end
+
+
+def covered_within(merged_start: np.ndarray, merged_end: np.ndarray, lo: np.ndarray,
+                   hi: np.ndarray) -> np.ndarray:
+    """For each window [lo, hi): how much of it the merged intervals cover."""
+    if len(merged_start) == 0:
+        return np.zeros(len(lo), dtype="int64")
+    cum = np.r_[0, np.cumsum(merged_end - merged_start)]
+    i = np.searchsorted(merged_end, lo, side="right")  # first interval ending after lo
+    j = np.searchsorted(merged_start, hi, side="left")  # intervals before j start before hi
+    total = cum[np.maximum(j, i)] - cum[i]
+    some = j > i
+    first = np.minimum(i, len(merged_start) - 1)
+    last = np.maximum(j - 1, 0)
+    head = np.clip(lo - merged_start[first], 0, None)
+    tail = np.clip(merged_end[last] - hi, 0, None)
+    return np.where(some, total - head - tail, 0)

@@ -66,8 +66,8 @@ def _sized_kernel(torch, target_us: float):
             x = torch.rand(n, device="cuda")
             y = torch.empty_like(x)
             return lambda: torch.add(x, x, out=y)
-        name, size = "add", 1 << 16
-    for _ in range(4):
+        name, size = "add", 1 << 20
+    for _ in range(8):
         us = _graph_us(torch, make(size))
         if abs(us - target_us) < 0.1 * target_us:
             break

@@ -15,11 +15,13 @@ importer=${QDSTRM_IMPORTER:-/usr/lib/nsight-systems/host-linux-x64/QdstrmImporte
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-gcc -O1 -o "$work/cpu_nvtx" "$here/workloads/cpu_nvtx.c" -I"$nvtx_include" -ldl -lpthread
+for prog in cpu_nvtx cpu_holdout; do
+  gcc -O1 -o "$work/$prog" "$here/workloads/$prog.c" -I"$nvtx_include" -ldl -lpthread
+done
 
 profile() {  # profile NAME TRACE command...
   local name=$1 trace=$2; shift 2
-  local base="$work/$name"
+  local base="$work/$(basename "$name")"
   nsys profile -t "$trace" --sample=none --cpuctxsw=none -f true -o "$base" "$@" || true
   if [ ! -f "$base.nsys-rep" ]; then
     "$importer" -i "$base.qdstrm" >/dev/null
@@ -31,3 +33,6 @@ profile() {  # profile NAME TRACE command...
 profile cpu2022_nvtx nvtx,osrt "$work/cpu_nvtx"
 # A report as nsys saves it, for tests of .nsys-rep input (exported on the fly).
 cp "$work/cpu2022_nvtx.nsys-rep" "$out/cpu2022_nvtx.nsys-rep"
+# Held out: checked only by tests/test_holdout.py, against SQL.
+mkdir -p "$out/holdout"
+profile holdout/cpu2022_holdout nvtx,osrt "$work/cpu_holdout"

@@ -54,3 +54,16 @@ def test_range_edges_are_inclusive():
     r = _ranges([(0, 1, 10, 20)])
     ev = pd.DataFrame({"thread": [1, 1, 1, 1], "time_ns": [9, 10, 20, 21]})
     assert sorted(events_in_ranges(r, ev)["event"]) == [1, 2]
+
+
+def test_merge_and_cover_windows():
+    import numpy as np
+
+    from nsyswrap.intervals import covered_within, merge_intervals
+
+    ms, me = merge_intervals(np.array([0, 5, 20, 22, 40]), np.array([10, 12, 25, 30, 50]))
+    assert ms.tolist() == [0, 20, 40] and me.tolist() == [12, 30, 50]
+    lo = np.array([0, 6, 11, 13, 25, 0, 100])
+    hi = np.array([50, 21, 13, 19, 45, 5, 110])
+    # by hand: [0,50) 12+10+10; [6,21) 6+1; [11,13) 1; [13,19) 0; [25,45) 5+5; [0,5) 5; none
+    assert covered_within(ms, me, lo, hi).tolist() == [32, 7, 1, 0, 10, 5, 0]

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..intervals import assign_lanes, events_in_ranges, union_stats
+from ..intervals import (
+    assign_lanes, covered_within, events_in_ranges, merge_intervals, union_stats,
+)
 from ..report import Report
 
 # Copies between host and device (what a timed window should rarely contain).
@@ -88,7 +90,7 @@ INSTANCE_COLUMNS = [
     "range_id", "domain", "name", "pid", "tid", "style", "start_ns", "end_ns", "cpu_ns",
     "index", "gpu_ops", "kernels", "gpu_busy_ns", "gpu_span_ns", "gpu_idle_ns",
     "gpu_first_start_ns", "gpu_last_end_ns", "gaps", "max_gap_ns", "launch_latency_ns",
-    "first_launch_ns", "streams",
+    "first_launch_ns", "streams", "gpu_device_busy_ns",
     "syncs", "sync_ns", "copies", "copy_bytes", "copy_ns", "pageable_copies",
 ]
 
@@ -133,6 +135,8 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
             series = series.fillna(0.0)
         out[col] = series
 
+    out["gpu_device_busy_ns"] = _device_busy_in_span(out, pairs, ops)
+
     # Blocking calls and host copies inside the range, nested ranges included.
     calls = att.blocking_calls
     call_pairs = att.call_pairs.merge(calls[["start_ns", "end_ns"]], left_on="event",
@@ -154,6 +158,27 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
     for col in ("syncs", "sync_ns", "copies", "copy_bytes", "copy_ns", "pageable_copies"):
         out[col] = out[col].astype("int64")
     return out.reset_index(drop=True)[INSTANCE_COLUMNS]
+
+
+def _device_busy_in_span(inst: pd.DataFrame, pairs: pd.DataFrame,
+                         ops: pd.DataFrame) -> pd.Series:
+    """GPU time busy with *any* work (any thread, stream or process) inside each range's GPU
+    span, on the device of its first operation. A range's own gaps are not idle GPU time
+    when other threads fill them (PyTorch launches backward kernels from autograd threads)."""
+    out = pd.Series(np.nan, index=inst.index, dtype="float64")
+    if pairs.empty:
+        return out
+    device = pairs.sort_values("start_ns").groupby("range_id")["device_id"].first()
+    spans = inst.loc[device.index, ["gpu_first_start_ns", "gpu_last_end_ns"]].assign(
+        device=device)
+    for dev, windows in spans.groupby("device"):
+        on_device = ops[ops["device_id"] == dev]
+        ms, me = merge_intervals(on_device["start_ns"].to_numpy(dtype="int64"),
+                                 on_device["end_ns"].to_numpy(dtype="int64"))
+        out.loc[windows.index] = covered_within(
+            ms, me, windows["gpu_first_start_ns"].to_numpy(dtype="int64"),
+            windows["gpu_last_end_ns"].to_numpy(dtype="int64"))
+    return out
 
 
 SUMMARY_COLUMNS = [

@@ -15,7 +15,9 @@ def check(a: Analysis, t: Thresholds) -> list[Finding]:
     if inst.empty or inst["gpu_span_ns"].isna().all():
         return []
     inst = inst[inst["gpu_span_ns"] >= t.idle_min_span_ns].copy()
-    inst["idle_share"] = inst["gpu_idle_ns"] / inst["gpu_span_ns"]
+    # Idle means no work at all on the GPU, not just none of this range's: other threads'
+    # kernels (autograd's backward, a data-loader stream) fill a range's own gaps.
+    inst["idle_share"] = (inst["gpu_span_ns"] - inst["gpu_device_busy_ns"]) / inst["gpu_span_ns"]
     inst["stall"] = inst["max_gap_ns"] >= t.stall_share * inst["gpu_idle_ns"]
     findings = []
     for (domain, name), g in inst.groupby(["domain", "name"], sort=False):
@@ -25,6 +27,7 @@ def check(a: Analysis, t: Thresholds) -> list[Finding]:
         label = range_label(domain, name)
         span = float(g["gpu_span_ns"].median())
         busy = float(g["gpu_busy_ns"].median())
+        device_busy = float(g["gpu_device_busy_ns"].median())
         ops = float(g["gpu_ops"].median())
         gaps = float(g["gaps"].median())
         max_gap = float(g["max_gap_ns"].median())
@@ -34,6 +37,7 @@ def check(a: Analysis, t: Thresholds) -> list[Finding]:
             "idle_share_median": share,
             "gpu_span_median_ns": span,
             "gpu_busy_median_ns": busy,
+            "gpu_device_busy_median_ns": device_busy,
             "gpu_ops_median": ops,
             "gaps_median": gaps,
             "max_gap_median_ns": max_gap,
@@ -42,7 +46,7 @@ def check(a: Analysis, t: Thresholds) -> list[Finding]:
         if stall:
             message = (
                 f"{label}: the GPU is idle {fmt_share(share)} of the range's GPU span "
-                f"({fmt_ns(span - busy)} of {fmt_ns(span)}), mostly in one gap of "
+                f"({fmt_ns(span - device_busy)} of {fmt_ns(span)}), mostly in one gap of "
                 f"{fmt_ns(max_gap)} between GPU operations: a host stall (CPU work, a sync "
                 "or data preparation) inside the range"
             )
