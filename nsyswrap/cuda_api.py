@@ -8,6 +8,11 @@ import re
 # nsys records runtime API names with a version suffix: cudaStreamSynchronize_v3020.
 _VERSION_SUFFIX = re.compile(r"_v\d+$")
 
+# Calls that put work on the GPU (the launch of each kernel, copy, memset or graph is one
+# of these; seen: cudaLaunchKernel, cudaLaunchKernelExC, cuLaunchKernel(Ex), cudaGraphLaunch,
+# cudaMemcpyAsync, cudaMemsetAsync). The loader also finds any other by correlation id.
+LAUNCH_API = re.compile(r"^cu(da)?(Launch|GraphLaunch|Memcpy|Memset)")
+
 # Calls that block the calling host thread until GPU work finishes.
 SYNC_APIS = frozenset(
     {

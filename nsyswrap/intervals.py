@@ -66,31 +66,47 @@ def events_in_ranges(ranges: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame
     events: thread, time_ns; the row label identifies the event.
     Returns columns range_id, event (the event's row label), range_start_ns, innermost
     (True for the latest-starting range that holds the event: with nesting, the innermost).
+    Per lane and thread, a binary search of the events' times among the ranges' starts.
     """
     cols = {"range_id": "int64", "event": "int64", "range_start_ns": "int64", "innermost": bool}
     if ranges.empty or events.empty:
         return pd.DataFrame({c: pd.Series(dtype=t) for c, t in cols.items()})
-    ev = pd.DataFrame({
-        "event": events.index.to_numpy(),
-        "thread": events["thread"].to_numpy(dtype="int64"),
-        "time_ns": events["time_ns"].to_numpy(dtype="int64"),
-    }).sort_values("time_ns", kind="stable")
-    ev = ev[ev["thread"].isin(ranges["thread"].unique())]
-    pairs = []
-    for _, lane in ranges.groupby("lane", sort=True):
-        right = lane[["thread", "start_ns", "end_ns", "range_id"]].sort_values("start_ns")
-        hit = pd.merge_asof(ev, right, left_on="time_ns", right_on="start_ns", by="thread",
-                            direction="backward")
-        hit = hit[hit["time_ns"] <= hit["end_ns"]]
-        pairs.append(pd.DataFrame({
-            "range_id": hit["range_id"].to_numpy(dtype="int64"),
-            "event": hit["event"].to_numpy(dtype="int64"),
-            "range_start_ns": hit["start_ns"].to_numpy(dtype="int64"),
-        }))
-    out = pd.concat(pairs, ignore_index=True)
-    out = out.sort_values(["event", "range_start_ns"], kind="stable", ignore_index=True)
-    out["innermost"] = ~out["event"].duplicated(keep="last")
-    return out
+    ev_label = events.index.to_numpy()
+    ev_thread = events["thread"].to_numpy(dtype="int64")
+    ev_time = events["time_ns"].to_numpy(dtype="int64")
+    order = np.lexsort((ev_time, ev_thread))
+    ev_label, ev_thread, ev_time = ev_label[order], ev_thread[order], ev_time[order]
+    r_thread = ranges["thread"].to_numpy(dtype="int64")
+    r_lane = ranges["lane"].to_numpy(dtype="int64")
+    r_start = ranges["start_ns"].to_numpy(dtype="int64")
+    r_end = ranges["end_ns"].to_numpy(dtype="int64")
+    r_id = ranges["range_id"].to_numpy(dtype="int64")
+    r_order = np.lexsort((r_start, r_thread, r_lane))
+    r_thread, r_lane, r_start, r_end, r_id = (a[r_order] for a in
+                                              (r_thread, r_lane, r_start, r_end, r_id))
+    out_range, out_event, out_start = [], [], []
+    # Segments of (lane, thread) among the ranges, each with the events of that thread.
+    seg = np.flatnonzero(np.r_[True, (np.diff(r_lane) != 0) | (np.diff(r_thread) != 0), True])
+    for lo, hi in zip(seg[:-1], seg[1:], strict=True):
+        t = r_thread[lo]
+        e_lo, e_hi = np.searchsorted(ev_thread, t, "left"), np.searchsorted(ev_thread, t, "right")
+        if e_lo == e_hi:
+            continue
+        times = ev_time[e_lo:e_hi]
+        i = np.searchsorted(r_start[lo:hi], times, side="right") - 1 + lo
+        inside = (i >= lo) & (times <= r_end[np.maximum(i, lo)])
+        out_range.append(r_id[i[inside]])
+        out_event.append(ev_label[e_lo:e_hi][inside])
+        out_start.append(r_start[i[inside]])
+    rng, ev, st = (np.concatenate(x) if x else np.array([], "int64")
+                   for x in (out_range, out_event, out_start))
+    if len(ev) == 0:
+        return pd.DataFrame({c: pd.Series(dtype=t) for c, t in cols.items()})
+    order = np.lexsort((st, ev))
+    rng, ev, st = rng[order], ev[order], st[order]
+    innermost = np.r_[ev[1:] != ev[:-1], True]
+    return pd.DataFrame({"range_id": rng, "event": ev, "range_start_ns": st,
+                         "innermost": innermost})
 
 
 def union_stats(intervals: pd.DataFrame, key: str) -> pd.DataFrame:

@@ -14,6 +14,7 @@ import os
 import sqlite3
 import urllib.parse
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -328,26 +329,77 @@ def _transfers(db: _Database) -> pd.DataFrame:
     return _with_process(df)
 
 
-def _launches(db: _Database, *ops: pd.DataFrame) -> pd.DataFrame:
-    """The runtime call behind each GPU operation: (process, correlation id) -> thread, start."""
+@dataclass
+class _Launches:
+    """Runtime calls that launched GPU work, sorted by (process, correlation id) key."""
+
+    key: np.ndarray
+    start_ns: np.ndarray
+    thread: np.ndarray
+
+    def lookup(self, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(launch start, thread) for each key, -1 where no call matches."""
+        if len(self.key) == 0:
+            return np.full(len(key), -1, "int64"), np.full(len(key), -1, "int64")
+        i = np.minimum(np.searchsorted(self.key, key), len(self.key) - 1)
+        hit = self.key[i] == key
+        return np.where(hit, self.start_ns[i], -1), np.where(hit, self.thread[i], -1)
+
+
+def _launch_key(process_key: np.ndarray, correlation_id: np.ndarray) -> np.ndarray:
+    # Correlation ids are unique per process (CUPTI counts per process) and fit in 32 bits.
+    return (process_key.astype("int64") << 32) | correlation_id.astype("int64")
+
+
+def _launches(db: _Database, *ops: pd.DataFrame) -> _Launches:
+    """The runtime call behind each GPU operation, joined on (process, correlation id).
+
+    Only calls that can launch GPU work are read (a filter on their name ids, inside
+    SQLite): a long capture holds several runtime calls per kernel. Operations whose call
+    is not among those are looked up by correlation id afterwards, so no name list can
+    drop work.
+    """
+    empty_launches = _Launches(*(np.array([], dtype="int64") for _ in range(3)))
     if RUNTIME_TABLE not in db.tables or all(op.empty for op in ops):
-        return pd.DataFrame({"process_key": [], "correlation_id": [], "launch_start_ns": [],
-                             "thread": []}, dtype="int64")
+        return empty_launches
+    name_ids = [i for i, v in db.rows("SELECT id, value FROM StringIds WHERE value LIKE 'cu%'")
+                if cuda_api.LAUNCH_API.match(v)]
+    launches = _read_launches(db, f"nameId IN ({','.join(map(str, name_ids))})"
+                              if name_ids else "0")
+    wanted = np.concatenate([_launch_key(op["process_key"].to_numpy(),
+                                         op["correlation_id"].to_numpy()) for op in ops])
+    found = launches.lookup(wanted)[0] >= 0
+    missing = np.unique(wanted[~found])
+    if len(missing):
+        ids = sorted({int(k & 0xFFFFFFFF) for k in missing})
+        extra = [_read_launches(db, f"correlationId IN ({','.join(map(str, ids[i:i + 5000]))})")
+                 for i in range(0, len(ids), 5000)]
+        launches = _Launches(*(np.concatenate([getattr(launches, f)]
+                                              + [getattr(e, f) for e in extra])
+                               for f in ("key", "start_ns", "thread")))
+        order = np.argsort(launches.key, kind="stable")
+        launches = _Launches(launches.key[order], launches.start_ns[order],
+                             launches.thread[order])
+    return launches
+
+
+def _read_launches(db: _Database, where: str) -> _Launches:
     df = db.frame(
-        f"""SELECT globalTid AS thread, correlationId AS correlation_id,
-                   start AS launch_start_ns
-            FROM {RUNTIME_TABLE}"""
+        f"""SELECT ((globalTid >> {_TID_BITS}) << 32) | correlationId AS key,
+                   start AS start_ns, globalTid AS thread
+            FROM {RUNTIME_TABLE} WHERE {where}"""
     )
-    df["process_key"] = _process_key(df["thread"])
-    return df.drop_duplicates(["process_key", "correlation_id"])
+    key = df["key"].to_numpy(dtype="int64")
+    order = np.argsort(key, kind="stable")
+    return _Launches(key[order], df["start_ns"].to_numpy(dtype="int64")[order],
+                     df["thread"].to_numpy(dtype="int64")[order])
 
 
-def _attach_launches(ops: pd.DataFrame, launches: pd.DataFrame) -> pd.DataFrame:
+def _attach_launches(ops: pd.DataFrame, launches: _Launches) -> pd.DataFrame:
     ops = ops.drop(columns=["launch_start_ns", "thread"], errors="ignore")
-    out = ops.merge(launches, how="left", on=["process_key", "correlation_id"], sort=False)
-    for col in ("launch_start_ns", "thread"):
-        out[col] = out[col].fillna(-1).astype("int64")
-    return out
+    start, thread = launches.lookup(_launch_key(ops["process_key"].to_numpy(),
+                                                ops["correlation_id"].to_numpy()))
+    return ops.assign(launch_start_ns=start, thread=thread)
 
 
 def _blocking_api_calls(db: _Database) -> pd.DataFrame:

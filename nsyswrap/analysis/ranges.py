@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from pandas.api.types import union_categoricals
 
 from ..intervals import (
     assign_lanes, covered_within, events_in_ranges, merge_intervals, union_stats,
@@ -39,24 +40,37 @@ def gpu_ops(report: Report) -> pd.DataFrame:
     device_id, stream_id, name, copy_kind, bytes, src_kind, dst_kind."""
     k = report.kernels
     kernels = pd.DataFrame({
-        "kind": "kernel",
+        "kind": pd.Categorical(["kernel"]).repeat(len(k)),
         "start_ns": k["start_ns"], "end_ns": k["end_ns"], "thread": k["thread"],
         "launch_start_ns": k["launch_start_ns"], "device_id": k["device_id"],
-        "stream_id": k["stream_id"], "pid": k["pid"], "name": k["short_name"].astype(str),
-        "copy_kind": "", "bytes": 0, "src_kind": "", "dst_kind": "",
+        "stream_id": k["stream_id"], "pid": k["pid"], "name": k["short_name"],
+        "copy_kind": _blank(len(k)), "bytes": np.zeros(len(k), "int64"),
+        "src_kind": _blank(len(k)), "dst_kind": _blank(len(k)),
     })
     t = report.transfers
     transfers = pd.DataFrame({
-        "kind": t["op"], "start_ns": t["start_ns"], "end_ns": t["end_ns"], "thread": t["thread"],
+        "kind": pd.Categorical(t["op"]), "start_ns": t["start_ns"], "end_ns": t["end_ns"], "thread": t["thread"],
         "launch_start_ns": t["launch_start_ns"], "device_id": t["device_id"],
-        "stream_id": t["stream_id"], "pid": t["pid"], "name": t["op"],
-        "copy_kind": t["copy_kind"], "bytes": t["bytes"], "src_kind": t["src_kind"],
-        "dst_kind": t["dst_kind"],
+        "stream_id": t["stream_id"], "pid": t["pid"], "name": t["op"].astype("category"),
+        "copy_kind": pd.Categorical(t["copy_kind"]), "bytes": t["bytes"],
+        "src_kind": pd.Categorical(t["src_kind"]), "dst_kind": pd.Categorical(t["dst_kind"]),
     })
     parts = [p for p in (kernels, transfers) if not p.empty]
     if not parts:
         return kernels.iloc[0:0]
-    return pd.concat(parts, ignore_index=True)
+    # Names and kinds stay categorical (a million kernels share a few hundred names).
+    cats = {c: union_categoricals([pd.Categorical(p[c]) for p in parts])
+            for c in ("name", "kind", "copy_kind", "src_kind", "dst_kind")}
+    out = pd.concat([p.drop(columns=list(cats)) for p in parts], ignore_index=True)
+    return out.assign(**cats)
+
+
+# Operation columns carried onto each (range, operation) pair.
+PAIR_COLUMNS = ("start_ns", "end_ns", "launch_start_ns", "device_id", "stream_id")
+
+
+def _blank(n: int) -> pd.Categorical:
+    return pd.Categorical.from_codes(np.zeros(n, "int8"), categories=[""])
 
 
 def attribute(report: Report) -> Attribution:
@@ -68,14 +82,21 @@ def attribute(report: Report) -> Attribution:
         ranges, pd.DataFrame({"thread": launched["thread"],
                               "time_ns": launched["launch_start_ns"]}, index=launched.index)
     )
+    # gpu_ops has a RangeIndex, so an event label is its row: take, don't merge.
+    row = op_pairs["event"].to_numpy()
+    for col in PAIR_COLUMNS:
+        op_pairs[col] = ops[col].to_numpy()[row]
+    op_pairs["is_kernel"] = (ops["kind"] == "kernel").to_numpy()[row]
     calls = report.api_calls.reset_index(drop=True)
     call_pairs = events_in_ranges(
         ranges, pd.DataFrame({"thread": calls["thread"], "time_ns": calls["start_ns"]})
     )
     calls["range_id"] = _innermost_range(call_pairs, len(calls))
-    copies = ops[(ops["kind"] == "memcpy") & ops["copy_kind"].isin(HOST_COPY_KINDS)].copy()
+    is_copy = ((ops["kind"] == "memcpy") & ops["copy_kind"].isin(HOST_COPY_KINDS)).to_numpy()
+    copies = ops[is_copy].copy()
     inner = op_pairs[op_pairs["innermost"]].set_index("event")["range_id"]
     copies["range_id"] = inner.reindex(copies.index).fillna(-1).astype("int64").to_numpy()
+    op_pairs["is_host_copy"] = is_copy[row]
     return Attribution(ops, op_pairs, call_pairs, calls, copies)
 
 
@@ -109,12 +130,9 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
     out = out.set_index("range_id", drop=False)
 
     ops = att.gpu_ops
-    pairs = att.op_pairs.merge(
-        ops[["start_ns", "end_ns", "kind", "launch_start_ns", "device_id", "stream_id"]],
-        left_on="event", right_index=True,
-    )
+    pairs = att.op_pairs
     proj = union_stats(pairs, "range_id")
-    kernel_pairs = pairs[pairs["kind"] == "kernel"]
+    kernel_pairs = pairs[pairs["is_kernel"]]
     latency = (kernel_pairs["start_ns"] - kernel_pairs["launch_start_ns"]).groupby(
         kernel_pairs["range_id"]).median()
     cols = {
@@ -124,8 +142,7 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
         "gpu_last_end_ns": proj["last_end_ns"], "gaps": proj["gaps"],
         "max_gap_ns": proj["max_gap_ns"], "launch_latency_ns": latency,
         "first_launch_ns": pairs.groupby("range_id")["launch_start_ns"].min(),
-        "streams": pairs.drop_duplicates(["range_id", "device_id", "stream_id"]).groupby(
-            "range_id").size(),
+        "streams": _distinct_streams(pairs),
     }
     has_gpu = report.info.has_cuda
     for col, values in cols.items():
@@ -144,9 +161,11 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
     call_ns = call_pairs["end_ns"] - call_pairs["start_ns"]
     out["syncs"] = call_pairs.groupby("range_id").size().reindex(out.index).fillna(0)
     out["sync_ns"] = call_ns.groupby(call_pairs["range_id"]).sum().reindex(out.index).fillna(0)
-    copy_pairs = pairs[pairs["event"].isin(att.host_copies.index)].merge(
-        ops[["bytes", "src_kind", "dst_kind"]], left_on="event", right_index=True
-    )
+    copy_pairs = pairs[pairs["is_host_copy"]]
+    row = copy_pairs["event"].to_numpy()
+    copy_pairs = copy_pairs.assign(bytes=ops["bytes"].to_numpy()[row],
+                                   src_kind=ops["src_kind"].to_numpy()[row],
+                                   dst_kind=ops["dst_kind"].to_numpy()[row])
     g = copy_pairs.groupby("range_id")
     out["copies"] = g.size().reindex(out.index).fillna(0)
     out["copy_bytes"] = g["bytes"].sum().reindex(out.index).fillna(0)
@@ -160,6 +179,15 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
     return out.reset_index(drop=True)[INSTANCE_COLUMNS]
 
 
+def _distinct_streams(pairs: pd.DataFrame) -> pd.Series:
+    """How many (device, stream) pairs each range's operations ran on."""
+    stream = (pairs["device_id"].to_numpy(dtype="int64") << 32) | pairs["stream_id"].to_numpy(
+        dtype="int64")
+    keys = np.unique(np.stack([pairs["range_id"].to_numpy(dtype="int64"), stream]), axis=1)
+    ids, counts = np.unique(keys[0], return_counts=True)
+    return pd.Series(counts, index=ids)
+
+
 def _device_busy_in_span(inst: pd.DataFrame, pairs: pd.DataFrame,
                          ops: pd.DataFrame) -> pd.Series:
     """GPU time busy with *any* work (any thread, stream or process) inside each range's GPU
@@ -168,7 +196,10 @@ def _device_busy_in_span(inst: pd.DataFrame, pairs: pd.DataFrame,
     out = pd.Series(np.nan, index=inst.index, dtype="float64")
     if pairs.empty:
         return out
-    device = pairs.sort_values("start_ns").groupby("range_id")["device_id"].first()
+    rid = pairs["range_id"].to_numpy()
+    order = np.lexsort((pairs["start_ns"].to_numpy(), rid))
+    first = order[np.r_[True, rid[order][1:] != rid[order][:-1]]]  # earliest op per range
+    device = pd.Series(pairs["device_id"].to_numpy()[first], index=rid[first])
     spans = inst.loc[device.index, ["gpu_first_start_ns", "gpu_last_end_ns"]].assign(
         device=device)
     for dev, windows in spans.groupby("device"):
@@ -201,25 +232,27 @@ def range_summary(instances: pd.DataFrame, att: Attribution) -> pd.DataFrame:
         count=("range_id", "size"),
         cpu_total_ns=("cpu_ns", "sum"), cpu_median_ns=("cpu_ns", "median"),
         cpu_min_ns=("cpu_ns", "min"), cpu_max_ns=("cpu_ns", "max"),
-        gpu_busy_total_ns=("gpu_busy_ns", lambda s: s.sum(min_count=1)),
+        gpu_busy_total_ns=("gpu_busy_ns", "sum"),
         gpu_busy_median_ns=("gpu_busy_ns", "median"),
         gpu_busy_min_ns=("gpu_busy_ns", "min"), gpu_busy_max_ns=("gpu_busy_ns", "max"),
         gpu_span_median_ns=("gpu_span_ns", "median"),
         gpu_idle_share_median=("idle_share", "median"),
-        gpu_ops=("gpu_ops", lambda s: s.sum(min_count=1)),
-        kernels=("kernels", lambda s: s.sum(min_count=1)),
+        gpu_ops=("gpu_ops", "sum"),
+        kernels=("kernels", "sum"),
         syncs=("syncs", "sum"), sync_ns=("sync_ns", "sum"), copies=("copies", "sum"),
         copy_bytes=("copy_bytes", "sum"), pageable_copies=("pageable_copies", "sum"),
     )
     # Launch latency pooled over every kernel of every instance, not a median of medians.
-    ops = att.gpu_ops
-    kp = att.op_pairs.merge(ops[["kind", "start_ns", "launch_start_ns"]], left_on="event",
-                            right_index=True)
-    kp = kp[kp["kind"] == "kernel"].merge(
-        instances[["range_id", "domain", "name"]], on="range_id")
-    latency = (kp["start_ns"] - kp["launch_start_ns"]).groupby(
-        [kp["domain"], kp["name"]]).median()
+    kp = att.op_pairs[att.op_pairs["is_kernel"]]
+    group = pd.Series(g.ngroup().to_numpy(), index=inst["range_id"].to_numpy())
+    by_group = pd.Series((kp["start_ns"] - kp["launch_start_ns"]).to_numpy()).groupby(
+        group.reindex(kp["range_id"].to_numpy()).to_numpy()).median()
+    latency = pd.Series(by_group.reindex(np.arange(g.ngroups)).to_numpy(),
+                        index=pd.MultiIndex.from_frame(g.size().index.to_frame(index=False)))
     out["launch_latency_median_ns"] = latency.reindex(out.index)
+    # Sums of unknowns are unknown (no CUDA trace), not zero.
+    unknown = inst.groupby(["domain", "name"], sort=False)["gpu_busy_ns"].count() == 0
+    out.loc[unknown, ["gpu_busy_total_ns", "gpu_ops", "kernels"]] = np.nan
     out = out.reset_index()
     return out.sort_values("cpu_total_ns", ascending=False, kind="stable", ignore_index=True)[
         SUMMARY_COLUMNS

@@ -26,7 +26,7 @@ def check(a: Analysis, t: Thresholds) -> list[Finding]:
         per_instance = g.groupby("range_id").agg(copy_ns=("copy_ns", "sum"),
                                                  cpu_ns=("cpu_ns", "first"))
         share = float((per_instance["copy_ns"] / per_instance["cpu_ns"]).median())
-        kinds = g["copy_kind"].value_counts()
+        kinds = g["copy_kind"].astype(str).value_counts()
         pageable = int(g["pageable"].sum())
         label = range_label(domain, name)
         what = ", ".join(f"{n} {k}" for k, n in kinds.items())
