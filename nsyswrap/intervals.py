@@ -118,29 +118,32 @@ def union_stats(intervals: pd.DataFrame, key: str) -> pd.DataFrame:
                 "max_gap_ns", "count"]
     if intervals.empty:
         return pd.DataFrame(columns=out_cols, index=pd.Index([], name=key), dtype="int64")
-    df = intervals[[key, "start_ns", "end_ns"]].sort_values([key, "start_ns"], kind="stable")
-    g = df[key].to_numpy()
-    start = df["start_ns"].to_numpy(dtype="int64")
-    end = df["end_ns"].to_numpy(dtype="int64")
+    g0 = intervals[key].to_numpy(dtype="int64")
+    s0 = intervals["start_ns"].to_numpy(dtype="int64")
+    order = np.lexsort((s0, g0))
+    g, start = g0[order], s0[order]
+    end = intervals["end_ns"].to_numpy(dtype="int64")[order]
     first = np.r_[True, g[1:] != g[:-1]]
+    heads = np.flatnonzero(first)
     # Running max of ends within each group, shifted by one: the covered horizon before row i.
-    running = pd.Series(end).groupby(g).cummax().to_numpy()
+    running = pd.Series(end).groupby(np.cumsum(first)).cummax().to_numpy()
     horizon = np.r_[0, running[:-1]]
     covered = np.where(first, end - start, np.clip(end - np.maximum(start, horizon), 0, None))
     gap = np.where(first, 0, np.clip(start - horizon, 0, None))
-    stats = pd.DataFrame({key: g, "covered": covered, "gap": gap, "has_gap": gap > 0,
-                          "start": start, "end": end})
-    agg = stats.groupby(key, sort=True).agg(
-        busy_ns=("covered", "sum"),
-        first_start_ns=("start", "min"),
-        last_end_ns=("end", "max"),
-        max_gap_ns=("gap", "max"),
-        gaps=("has_gap", "sum"),
-        count=("covered", "size"),
-    )
-    agg["span_ns"] = agg["last_end_ns"] - agg["first_start_ns"]
-    agg["idle_ns"] = agg["span_ns"] - agg["busy_ns"]
-    return agg[out_cols].astype("int64")
+    busy = np.add.reduceat(covered, heads)
+    first_start = start[heads]  # sorted by start within each group
+    last_end = np.maximum.reduceat(end, heads)
+    out = pd.DataFrame({
+        "busy_ns": busy,
+        "span_ns": last_end - first_start,
+        "idle_ns": last_end - first_start - busy,
+        "first_start_ns": first_start,
+        "last_end_ns": last_end,
+        "gaps": np.add.reduceat((gap > 0).astype("int64"), heads),
+        "max_gap_ns": np.maximum.reduceat(gap, heads),
+        "count": np.diff(np.r_[heads, len(g)]),
+    }, index=pd.Index(g[heads], name=key))
+    return out[out_cols].astype("int64")
 
 
 def merge_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from . import cuda_api
+from ._memory import release_freed_memory
 from .errors import BadInputError
 from .report import (
     API_COLUMNS,
@@ -92,7 +93,9 @@ def load(path: str | os.PathLike, *, cache_dir: str | os.PathLike | None = None,
         )
     check_sqlite_file(sqlite_path)
     with _Database(sqlite_path) as db:
-        return _read_report(db, source, notes)
+        report = _read_report(db, source, notes)
+    release_freed_memory()
+    return report
 
 
 def check_sqlite_file(path: Path) -> None:
@@ -136,6 +139,8 @@ class _Database:
             raise BadInputError(f"{path} cannot be read as SQLite ({e}): is it damaged?") from e
         self._bulk = None
         self._columns: dict[str, set[str]] = {}
+        self._pool = None
+        self._prefetched: dict[str, object] = {}
 
     def __enter__(self) -> _Database:
         return self
@@ -144,6 +149,21 @@ class _Database:
         self.con.close()
         if self._bulk is not None:
             self._bulk.close()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def prefetch(self, *queries: str | None) -> None:
+        """Start the big reads at once, each on its own connection: SQLite scans and Arrow
+        conversion run in C without the GIL, so they overlap on several cores."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        queries = [q for q in queries if q and q not in self._prefetched]
+        if not queries:
+            return
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1))
+        for q in queries:
+            self._prefetched[q] = self._pool.submit(self._fetch, q, None)
 
     def columns(self, table: str) -> set[str]:
         if table not in self._columns:
@@ -162,12 +182,23 @@ class _Database:
         The ADBC driver infers column types from the first rows, so queries coalesce
         nullable columns: a NULL-only first batch followed by text would fail.
         """
+        future = self._prefetched.pop(sql, None)
+        if future is not None:
+            return future.result()
+        return self._fetch(sql, self)
+
+    def _fetch(self, sql: str, owner: _Database | None) -> pd.DataFrame:
         import adbc_driver_sqlite.dbapi as adbc
 
+        con = None
         try:
-            if self._bulk is None:
-                self._bulk = adbc.connect(self.uri)
-            cur = self._bulk.cursor()
+            if owner is not None:  # the caller's thread: reuse one connection
+                if owner._bulk is None:
+                    owner._bulk = adbc.connect(self.uri)
+                con = owner._bulk
+            else:  # a prefetch thread: a connection of its own
+                con = adbc.connect(self.uri)
+            cur = con.cursor()
             try:
                 cur.execute(sql)
                 table = cur.fetch_arrow_table()
@@ -175,7 +206,12 @@ class _Database:
                 cur.close()
         except adbc.Error as e:
             raise BadInputError(f"{self.path} could not be read ({e}): is it damaged?") from e
-        return table.to_pandas()
+        finally:
+            if owner is None and con is not None:
+                con.close()
+        # Hand the Arrow buffers over column by column, freeing each as it is converted:
+        # the peak stays near one copy of the result instead of two.
+        return table.to_pandas(self_destruct=True, split_blocks=True)
 
 
 def _read_report(db: _Database, source: Path, notes: list[str]) -> Report:
@@ -185,12 +221,13 @@ def _read_report(db: _Database, source: Path, notes: list[str]) -> Report:
             "(no StringIds or export metadata table)"
         )
     event_types = _nvtx_event_types(db)
+    runtime_sql, blocking = _runtime_sql(db)
+    db.prefetch(_kernels_sql(db), runtime_sql)
     kernels = _kernels(db)
     transfers = _transfers(db)
-    launches = _launches(db, kernels, transfers)
+    launches, api_calls = _runtime_calls(db, runtime_sql, blocking, kernels, transfers)
     kernels = _attach_launches(kernels, launches)[KERNEL_COLUMNS]
     transfers = _attach_launches(transfers, launches)[TRANSFER_COLUMNS]
-    api_calls = _blocking_api_calls(db)
     domains = _nvtx_domains(db, event_types)
     ranges, unterminated = _nvtx_ranges(db, event_types, domains)
     if unterminated:
@@ -211,7 +248,9 @@ def _read_report(db: _Database, source: Path, notes: list[str]) -> Report:
     if not info.has_nvtx:
         info.notes.append("no NVTX events in this report (profile with -t nvtx and annotate "
                           "code with nsyswrap.annotate): no per-range analysis")
-    active_pids = set(kernels["pid"]) | set(transfers["pid"]) | set(ranges["pid"])
+    active_pids = set(np.unique(np.concatenate([
+        kernels["pid"].to_numpy(dtype="int64"), transfers["pid"].to_numpy(dtype="int64"),
+        ranges["pid"].to_numpy(dtype="int64")])).tolist())
     info.processes = {pid: name for pid, name in _process_names(db).items() if pid in active_pids}
     return Report(info, kernels, transfers, api_calls, ranges, marks, gpu_metrics)
 
@@ -236,19 +275,24 @@ def _process_key(global_id: pd.Series) -> np.ndarray:
     return global_id.to_numpy(dtype="int64") >> _TID_BITS
 
 
-def _kernels(db: _Database) -> pd.DataFrame:
+def _kernels_sql(db: _Database) -> str | None:
     if KERNEL_TABLE not in db.tables:
-        return empty(KERNEL_COLUMNS + ["process_key"])
+        return None
     cols = db.columns(KERNEL_TABLE)
     short = "k.shortName" if "shortName" in cols else "k.demangledName"
     full = "k.demangledName" if "demangledName" in cols else short
-    df = db.frame(
-        f"""SELECT k.start AS start_ns, k."end" AS end_ns, k.deviceId AS device_id,
-                   k.streamId AS stream_id, k.globalPid AS global_pid,
-                   k.correlationId AS correlation_id,
-                   coalesce({short}, -1) AS short_id, coalesce({full}, {short}, -1) AS name_id
-            FROM {KERNEL_TABLE} AS k"""
-    ).sort_values("start_ns", kind="stable", ignore_index=True)
+    return f"""SELECT k.start AS start_ns, k."end" AS end_ns, k.deviceId AS device_id,
+                      k.streamId AS stream_id, k.globalPid AS global_pid,
+                      k.correlationId AS correlation_id,
+                      coalesce({short}, -1) AS short_id, coalesce({full}, {short}, -1) AS name_id
+               FROM {KERNEL_TABLE} AS k"""
+
+
+def _kernels(db: _Database) -> pd.DataFrame:
+    sql = _kernels_sql(db)
+    if sql is None:
+        return empty(KERNEL_COLUMNS + ["process_key"])
+    df = db.frame(sql)  # export order; nothing downstream needs kernels sorted
     strings = _strings(db, pd.concat([df["short_id"], df["name_id"]]).unique())
     df["short_name"] = _as_category(df.pop("short_id"), strings)
     df["name"] = _as_category(df.pop("name_id"), strings)
@@ -351,48 +395,61 @@ def _launch_key(process_key: np.ndarray, correlation_id: np.ndarray) -> np.ndarr
     return (process_key.astype("int64") << 32) | correlation_id.astype("int64")
 
 
-def _launches(db: _Database, *ops: pd.DataFrame) -> _Launches:
-    """The runtime call behind each GPU operation, joined on (process, correlation id).
+def _runtime_sql(db: _Database) -> tuple[str | None, dict[int, str]]:
+    """The runtime-table query of _runtime_calls, and the blocking APIs by name id."""
+    if RUNTIME_TABLE not in db.tables:
+        return None, {}
+    names = dict(db.rows("SELECT id, value FROM StringIds WHERE value LIKE 'cu%'"))
+    launch_ids = {i for i, v in names.items() if cuda_api.LAUNCH_API.match(v)}
+    blocking = {i: cuda_api.base_name(v) for i, v in names.items()
+                if cuda_api.base_name(v) in cuda_api.BLOCKING_APIS}
+    ids = sorted(launch_ids | set(blocking))
+    return (f"""SELECT correlationId AS correlation_id, start AS start_ns, "end" AS end_ns,
+                       globalTid AS thread, nameId AS name_id
+                FROM {RUNTIME_TABLE} WHERE nameId IN ({','.join(map(str, ids)) or 'NULL'})""",
+            blocking)
 
-    Only calls that can launch GPU work are read (a filter on their name ids, inside
+
+def _runtime_calls(db: _Database, sql: str | None, blocking: dict[int, str],
+                   *ops: pd.DataFrame) -> tuple[_Launches, pd.DataFrame]:
+    """One scan of the runtime API table for two things: the call behind each GPU operation
+    (joined on process and correlation id) and the calls that block the host.
+
+    Only calls that can launch GPU work or block are read (a filter on their name ids, in
     SQLite): a long capture holds several runtime calls per kernel. Operations whose call
-    is not among those are looked up by correlation id afterwards, so no name list can
-    drop work.
+    is not among those are looked up by correlation id afterwards, so no name list can drop
+    work.
     """
-    empty_launches = _Launches(*(np.array([], dtype="int64") for _ in range(3)))
-    if RUNTIME_TABLE not in db.tables or all(op.empty for op in ops):
-        return empty_launches
-    name_ids = [i for i, v in db.rows("SELECT id, value FROM StringIds WHERE value LIKE 'cu%'")
-                if cuda_api.LAUNCH_API.match(v)]
-    launches = _read_launches(db, f"nameId IN ({','.join(map(str, name_ids))})"
-                              if name_ids else "0")
+    no_launches = _Launches(*(np.array([], dtype="int64") for _ in range(3)))
+    if sql is None:
+        return no_launches, empty(API_COLUMNS)
+    df = db.frame(sql)
+    is_blocking = np.isin(df["name_id"].to_numpy(), list(blocking))
+    calls = df[is_blocking].sort_values("start_ns", kind="stable", ignore_index=True)
+    calls["pid"] = _pid(calls["thread"])
+    calls["api"] = calls.pop("name_id").map(blocking)
+    if all(op.empty for op in ops):
+        return no_launches, calls[API_COLUMNS]
+    launches = _launches_from(df)
     wanted = np.concatenate([_launch_key(op["process_key"].to_numpy(),
                                          op["correlation_id"].to_numpy()) for op in ops])
-    found = launches.lookup(wanted)[0] >= 0
-    missing = np.unique(wanted[~found])
+    missing = np.unique(wanted[launches.lookup(wanted)[0] < 0])
     if len(missing):
         ids = sorted({int(k & 0xFFFFFFFF) for k in missing})
-        extra = [_read_launches(db, f"correlationId IN ({','.join(map(str, ids[i:i + 5000]))})")
+        extra = [db.frame(f"""SELECT correlationId AS correlation_id, start AS start_ns,
+                                     globalTid AS thread FROM {RUNTIME_TABLE}
+                              WHERE correlationId IN ({','.join(map(str, ids[i:i + 5000]))})""")
                  for i in range(0, len(ids), 5000)]
-        launches = _Launches(*(np.concatenate([getattr(launches, f)]
-                                              + [getattr(e, f) for e in extra])
-                               for f in ("key", "start_ns", "thread")))
-        order = np.argsort(launches.key, kind="stable")
-        launches = _Launches(launches.key[order], launches.start_ns[order],
-                             launches.thread[order])
-    return launches
+        launches = _launches_from(pd.concat([df[["correlation_id", "start_ns", "thread"]],
+                                             *extra], ignore_index=True))
+    return launches, calls[API_COLUMNS]
 
 
-def _read_launches(db: _Database, where: str) -> _Launches:
-    df = db.frame(
-        f"""SELECT ((globalTid >> {_TID_BITS}) << 32) | correlationId AS key,
-                   start AS start_ns, globalTid AS thread
-            FROM {RUNTIME_TABLE} WHERE {where}"""
-    )
-    key = df["key"].to_numpy(dtype="int64")
+def _launches_from(df: pd.DataFrame) -> _Launches:
+    thread = df["thread"].to_numpy(dtype="int64")
+    key = _launch_key(thread >> _TID_BITS, df["correlation_id"].to_numpy())
     order = np.argsort(key, kind="stable")
-    return _Launches(key[order], df["start_ns"].to_numpy(dtype="int64")[order],
-                     df["thread"].to_numpy(dtype="int64")[order])
+    return _Launches(key[order], df["start_ns"].to_numpy(dtype="int64")[order], thread[order])
 
 
 def _attach_launches(ops: pd.DataFrame, launches: _Launches) -> pd.DataFrame:
@@ -400,31 +457,6 @@ def _attach_launches(ops: pd.DataFrame, launches: _Launches) -> pd.DataFrame:
     start, thread = launches.lookup(_launch_key(ops["process_key"].to_numpy(),
                                                 ops["correlation_id"].to_numpy()))
     return ops.assign(launch_start_ns=start, thread=thread)
-
-
-def _blocking_api_calls(db: _Database) -> pd.DataFrame:
-    """Runtime calls that block the host: syncs and synchronous copies."""
-    if RUNTIME_TABLE not in db.tables:
-        return empty(API_COLUMNS)
-    name_ids = {
-        id_: cuda_api.base_name(value)
-        for id_, value in db.rows(
-            "SELECT id, value FROM StringIds WHERE value LIKE 'cu%Synchronize%' "
-            "OR value LIKE 'cu%Memcpy%'"
-        )
-        if cuda_api.base_name(value) in cuda_api.BLOCKING_APIS
-    }
-    if not name_ids:
-        return empty(API_COLUMNS)
-    df = db.frame(
-        f"""SELECT start AS start_ns, "end" AS end_ns, globalTid AS thread,
-                   correlationId AS correlation_id, nameId AS name_id
-            FROM {RUNTIME_TABLE}
-            WHERE nameId IN ({','.join(str(i) for i in name_ids)})"""
-    ).sort_values("start_ns", kind="stable", ignore_index=True)
-    df["pid"] = _pid(df["thread"])
-    df["api"] = df.pop("name_id").map(name_ids)
-    return df[API_COLUMNS]
 
 
 def _nvtx_text_sql(db: _Database) -> tuple[str, str]:

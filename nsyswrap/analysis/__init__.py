@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .._memory import release_freed_memory
 from ..report import Report, ReportInfo
 from .kernels import kernel_summary
 from .ranges import Attribution, attribute, range_instances, range_summary
@@ -33,17 +34,15 @@ class Analysis:
 
 def analyze(report: Report) -> Analysis:
     att = attribute(report)
+    release_freed_memory()
     instances = range_instances(report, att)
     runs = benchmark_runs(report.marks)
     harness = harness_range_names(runs)
     # Which harness benchmark a range belongs to ("" for the user's own ranges).
-    keys = pd.Series(list(zip(instances["domain"], instances["name"], strict=True)),
-                     index=instances.index)
-    instances["benchmark"] = np.where(keys.isin(harness), instances["name"], "")
+    instances["benchmark"] = np.where(_is_harness(instances, harness), instances["name"], "")
     its = iterations(instances, runs)
     ranges = range_summary(instances, att)
-    ranges["harness"] = pd.Series(list(zip(ranges["domain"], ranges["name"], strict=True)),
-                                  index=ranges.index, dtype=object).isin(harness)
+    ranges["harness"] = _is_harness(ranges, harness)
     return Analysis(
         info=report.info,
         kernels=kernel_summary(report.kernels),
@@ -55,3 +54,11 @@ def analyze(report: Report) -> Analysis:
         iterations=its,
         benchmarks=benchmark_summary(its, runs),
     )
+
+
+def _is_harness(frame: pd.DataFrame, harness: set[tuple[str, str]]) -> np.ndarray:
+    """Rows whose (domain, name) the harness opened (a handful of names: one pass each)."""
+    mask = np.zeros(len(frame), dtype=bool)
+    for domain, name in harness:
+        mask |= ((frame["domain"] == domain) & (frame["name"] == name)).to_numpy()
+    return mask

@@ -35,42 +35,60 @@ class Attribution:
     host_copies: pd.DataFrame  # host<->device memcpy rows plus range_id (innermost) or -1
 
 
+OP_KINDS = ["kernel", "memcpy", "memset", "graph"]
+_INT_COLUMNS = ("start_ns", "end_ns", "thread", "launch_start_ns", "device_id", "stream_id", "pid")
+
+
 def gpu_ops(report: Report) -> pd.DataFrame:
-    """Kernels and transfers in one frame: kind, start_ns, end_ns, thread, launch_start_ns,
-    device_id, stream_id, name, copy_kind, bytes, src_kind, dst_kind."""
-    k = report.kernels
-    kernels = pd.DataFrame({
-        "kind": pd.Categorical(["kernel"]).repeat(len(k)),
-        "start_ns": k["start_ns"], "end_ns": k["end_ns"], "thread": k["thread"],
-        "launch_start_ns": k["launch_start_ns"], "device_id": k["device_id"],
-        "stream_id": k["stream_id"], "pid": k["pid"], "name": k["short_name"],
-        "copy_kind": _blank(len(k)), "bytes": np.zeros(len(k), "int64"),
-        "src_kind": _blank(len(k)), "dst_kind": _blank(len(k)),
-    })
-    t = report.transfers
-    transfers = pd.DataFrame({
-        "kind": pd.Categorical(t["op"]), "start_ns": t["start_ns"], "end_ns": t["end_ns"], "thread": t["thread"],
-        "launch_start_ns": t["launch_start_ns"], "device_id": t["device_id"],
-        "stream_id": t["stream_id"], "pid": t["pid"], "name": t["op"].astype("category"),
-        "copy_kind": pd.Categorical(t["copy_kind"]), "bytes": t["bytes"],
-        "src_kind": pd.Categorical(t["src_kind"]), "dst_kind": pd.Categorical(t["dst_kind"]),
-    })
-    parts = [p for p in (kernels, transfers) if not p.empty]
-    if not parts:
-        return kernels.iloc[0:0]
-    # Names and kinds stay categorical (a million kernels share a few hundred names).
-    cats = {c: union_categoricals([pd.Categorical(p[c]) for p in parts])
-            for c in ("name", "kind", "copy_kind", "src_kind", "dst_kind")}
-    out = pd.concat([p.drop(columns=list(cats)) for p in parts], ignore_index=True)
-    return out.assign(**cats)
+    """Kernels and transfers in one frame (RangeIndex: kernels first, in the report's order):
+    kind, start_ns, end_ns, thread, launch_start_ns, device_id, stream_id, pid, name,
+    copy_kind, bytes, src_kind, dst_kind. Text columns are categorical: a million kernels
+    share a few hundred names."""
+    k, t = report.kernels, report.transfers
+    n = len(k)
+    data = {c: np.concatenate([k[c].to_numpy(dtype="int64"), t[c].to_numpy(dtype="int64")])
+            for c in _INT_COLUMNS}
+    data["bytes"] = np.concatenate([np.zeros(n, "int64"), t["bytes"].to_numpy(dtype="int64")])
+    # Categoricals built from codes: factorizing a million repeated strings would cost more
+    # than everything else here.
+    data["kind"] = _stack_categoricals([("kernel", n)], t["op"], OP_KINDS)
+    short = _text_categorical(k["short_name"])
+    ops = _text_categorical(t["op"])
+    names = list(short.categories) + [c for c in ops.categories if c not in set(short.categories)]
+    data["name"] = pd.Categorical.from_codes(
+        np.concatenate([short.codes, pd.Index(names).get_indexer(ops.categories)[ops.codes]
+                        if len(ops) else np.array([], "int64")]).astype("int32"),
+        categories=names)
+    for c in ("copy_kind", "src_kind", "dst_kind"):
+        data[c] = _stack_categoricals([("", n)], t[c])
+    return pd.DataFrame(data)
+
+
+def _stack_categoricals(constant: list[tuple[str, int]], values: pd.Series,
+                        categories: list[str] | None = None) -> pd.Categorical:
+    """`n` copies of a constant followed by `values`, as one categorical, from codes."""
+    (fill, n), = constant
+    vals = _text_categorical(values)
+    cats = list(categories or [])
+    for c in [fill, *vals.categories]:
+        if c not in cats:
+            cats.append(c)
+    index = pd.Index(cats)
+    tail = index.get_indexer(vals.categories)[vals.codes] if len(vals) else np.array([], "int64")
+    codes = np.concatenate([np.full(n, index.get_loc(fill), "int64"), tail]).astype("int32")
+    return pd.Categorical.from_codes(codes, categories=cats)
+
+
+def _text_categorical(values: pd.Series) -> pd.Categorical:
+    """A categorical of text whose categories are plain object strings, so that any two
+    of them (also from empty frames) can be unioned."""
+    cat = pd.Categorical(values.astype(str) if not isinstance(values.dtype, pd.CategoricalDtype)
+                         else values)
+    return cat.set_categories(pd.Index(cat.categories.astype(str), dtype=object), rename=True)
 
 
 # Operation columns carried onto each (range, operation) pair.
 PAIR_COLUMNS = ("start_ns", "end_ns", "launch_start_ns", "device_id", "stream_id")
-
-
-def _blank(n: int) -> pd.Categorical:
-    return pd.Categorical.from_codes(np.zeros(n, "int8"), categories=[""])
 
 
 def attribute(report: Report) -> Attribution:
@@ -183,8 +201,11 @@ def _distinct_streams(pairs: pd.DataFrame) -> pd.Series:
     """How many (device, stream) pairs each range's operations ran on."""
     stream = (pairs["device_id"].to_numpy(dtype="int64") << 32) | pairs["stream_id"].to_numpy(
         dtype="int64")
-    keys = np.unique(np.stack([pairs["range_id"].to_numpy(dtype="int64"), stream]), axis=1)
-    ids, counts = np.unique(keys[0], return_counts=True)
+    codes, uniques = pd.factorize(stream)
+    width = max(len(uniques), 1)
+    key = np.sort(pairs["range_id"].to_numpy(dtype="int64") * width + codes)
+    key = key[np.r_[True, key[1:] != key[:-1]]] if len(key) else key  # distinct pairs
+    ids, counts = np.unique(key // width, return_counts=True)
     return pd.Series(counts, index=ids)
 
 
