@@ -95,10 +95,11 @@ def attribute(report: Report) -> Attribution:
     ranges = report.ranges.copy()
     ranges["lane"] = assign_lanes(ranges)
     ops = gpu_ops(report)
-    launched = ops[ops["launch_start_ns"] >= 0]
+    launch = ops["launch_start_ns"].to_numpy()
+    known = launch >= 0  # GPU work whose launching call is in the report
     op_pairs = events_in_ranges(
-        ranges, pd.DataFrame({"thread": launched["thread"],
-                              "time_ns": launched["launch_start_ns"]}, index=launched.index)
+        ranges, pd.DataFrame({"thread": ops["thread"].to_numpy()[known],
+                              "time_ns": launch[known]}, index=np.flatnonzero(known))
     )
     # gpu_ops has a RangeIndex, so an event label is its row: take, don't merge.
     row = op_pairs["event"].to_numpy()
@@ -150,16 +151,18 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
     ops = att.gpu_ops
     pairs = att.op_pairs
     proj = union_stats(pairs, "range_id")
-    kernel_pairs = pairs[pairs["is_kernel"]]
-    latency = (kernel_pairs["start_ns"] - kernel_pairs["launch_start_ns"]).groupby(
-        kernel_pairs["range_id"]).median()
+    is_kernel = pairs["is_kernel"].to_numpy()
+    rid = pairs["range_id"].to_numpy()
+    latency = pd.Series((pairs["start_ns"].to_numpy() - pairs["launch_start_ns"].to_numpy())
+                        [is_kernel]).groupby(rid[is_kernel]).median()
     cols = {
-        "gpu_ops": proj["count"], "kernels": kernel_pairs.groupby("range_id").size(),
+        "gpu_ops": proj["count"],
+        "kernels": pd.Series(rid[is_kernel]).value_counts(),
         "gpu_busy_ns": proj["busy_ns"], "gpu_span_ns": proj["span_ns"],
         "gpu_idle_ns": proj["idle_ns"], "gpu_first_start_ns": proj["first_start_ns"],
         "gpu_last_end_ns": proj["last_end_ns"], "gaps": proj["gaps"],
         "max_gap_ns": proj["max_gap_ns"], "launch_latency_ns": latency,
-        "first_launch_ns": pairs.groupby("range_id")["launch_start_ns"].min(),
+        "first_launch_ns": pd.Series(pairs["launch_start_ns"].to_numpy()).groupby(rid).min(),
         "streams": _distinct_streams(pairs),
     }
     has_gpu = report.info.has_cuda
@@ -264,10 +267,12 @@ def range_summary(instances: pd.DataFrame, att: Attribution) -> pd.DataFrame:
         copy_bytes=("copy_bytes", "sum"), pageable_copies=("pageable_copies", "sum"),
     )
     # Launch latency pooled over every kernel of every instance, not a median of medians.
-    kp = att.op_pairs[att.op_pairs["is_kernel"]]
+    pairs = att.op_pairs
+    is_kernel = pairs["is_kernel"].to_numpy()
     group = pd.Series(g.ngroup().to_numpy(), index=inst["range_id"].to_numpy())
-    by_group = pd.Series((kp["start_ns"] - kp["launch_start_ns"]).to_numpy()).groupby(
-        group.reindex(kp["range_id"].to_numpy()).to_numpy()).median()
+    by_group = pd.Series((pairs["start_ns"].to_numpy() - pairs["launch_start_ns"].to_numpy())
+                         [is_kernel]).groupby(
+        group.reindex(pairs["range_id"].to_numpy()[is_kernel]).to_numpy()).median()
     latency = pd.Series(by_group.reindex(np.arange(g.ngroups)).to_numpy(),
                         index=pd.MultiIndex.from_frame(g.size().index.to_frame(index=False)))
     out["launch_latency_median_ns"] = latency.reindex(out.index)
