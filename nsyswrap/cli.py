@@ -24,7 +24,7 @@ from .render.document import SECTIONS
 
 # Exit codes: 0 fine, 1 failure, 2 bad input or usage, 3 findings matched --fail-on.
 EXIT_FINDINGS = 3
-DEMO_REPORT = "demo-h100.sqlite"
+DEMO_REPORT = "scenarios-h100.sqlite"
 
 
 class _Group(click.Group):

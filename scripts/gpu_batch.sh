@@ -39,6 +39,18 @@ echo "== fixtures"; date
 FIXTURE_TAG=h100 bash scripts/make_fixtures_gpu.sh "$out/fixtures" >"$out/fixtures.log" 2>&1
 ls -la "$out/fixtures"
 
+echo "== nsyswrap run --harness-only"; date
+nsyswrap run --harness-only --trace cuda,nvtx -o "$out/harness_only" --force --format json \
+  scripts/workloads/torch_harness_clock.py >"$out/harness_only.json" 2>"$out/harness_only.log"
+echo "exit $?"; tail -3 "$out/harness_only.log"
+
+echo "== annotate overhead (no profiler)"; date
+python3 scripts/bench_annotate.py >"$out/annotate.md" 2>&1; cat "$out/annotate.md"
+
+echo "== bench_compare (nsys stats vs nsyswrap compare)"; date
+timeout 420 python3 scripts/bench_compare.py --timeout 150 --workdir /tmp/nsyswrap-bench \
+  >"$out/bench_compare.md" 2>&1; cat "$out/bench_compare.md"
+
 echo "== gpu tests"; date
 python3 -m pytest -q -m gpu tests >"$out/gpu-tests.log" 2>&1
 tail -3 "$out/gpu-tests.log"

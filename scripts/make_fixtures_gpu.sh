@@ -30,7 +30,7 @@ profile torch_mix_nocuda nvtx,osrt -- "$here/workloads/torch_mix.py"
 profile torch_graph cuda,nvtx --cuda-graph-trace=node -- "$here/workloads/torch_graph.py"
 profile torch_graph_graphlevel cuda,nvtx -- "$here/workloads/torch_graph.py"
 profile holdout_cnn cuda,nvtx -- "$here/workloads/torch_holdout.py"
-profile harness_clock cuda,nvtx --gpu-metrics-devices=all --gpu-metrics-frequency=200 -- "$here/workloads/torch_harness_clock.py"
+profile harness_clock cuda,nvtx --gpu-metrics-devices=all --gpu-metrics-frequency=100 -- "$here/workloads/torch_harness_clock.py"
 # NVIDIA's own summaries of two fixtures, an independent reference for the tests.
 for name in torch_mix torch_graph; do
   nsys stats -q -f csv -r cuda_gpu_kern_sum,nvtx_gpu_proj_sum \
