@@ -22,6 +22,19 @@ def _libc():
     return libc if libc is not None and hasattr(libc, "malloc_trim") else None
 
 
+M_ARENA_MAX = -8  # mallopt parameter (malloc.h)
+
+
+def limit_malloc_arenas(arenas: int = 2) -> None:
+    """Cap glibc's per-thread heaps for this process. The loader's reader threads would each
+    get one, and memory freed in them is not reused by the main thread (measured: 8 reader
+    threads raise the peak by ~70 MB at 1M kernels, with no gain in speed from more heaps).
+    For the CLI process only: a library must not change its host's allocator."""
+    libc = _libc()
+    if libc is not None and hasattr(libc, "mallopt"):
+        libc.mallopt(M_ARENA_MAX, arenas)
+
+
 def release_freed_memory() -> None:
     gc.collect()
     libc = _libc()

@@ -8,6 +8,10 @@ import os
 # which lowers the peak memory of `compare` on big reports. Only for this process, and only
 # when the user chose nothing (pyarrow reads this when first imported).
 os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
+
+from ._memory import limit_malloc_arenas  # noqa: E402
+
+limit_malloc_arenas()
 import shutil
 import sys
 from importlib import resources
