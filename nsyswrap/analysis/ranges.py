@@ -29,19 +29,20 @@ class Attribution:
     """Which range holds what: the raw pairs behind the per-range numbers."""
 
     gpu_ops: pd.DataFrame  # every GPU operation (kind, times, launch, name, copy details)
-    op_pairs: pd.DataFrame  # range_id, event (row of gpu_ops), innermost
+    op_pairs: pd.DataFrame  # range_id, event (row of gpu_ops), innermost, the op's times,
+    #                         device and stream, is_kernel, is_host_copy
     call_pairs: pd.DataFrame  # range_id, event (row of blocking_calls), innermost
     blocking_calls: pd.DataFrame  # report.api_calls plus range_id of the innermost range or -1
     host_copies: pd.DataFrame  # host<->device memcpy rows plus range_id (innermost) or -1
 
 
 OP_KINDS = ["kernel", "memcpy", "memset", "graph"]
-_INT_COLUMNS = ("start_ns", "end_ns", "thread", "launch_start_ns", "device_id", "stream_id", "pid")
+_INT_COLUMNS = ("start_ns", "end_ns", "thread", "launch_start_ns", "device_id", "stream_id")
 
 
 def gpu_ops(report: Report) -> pd.DataFrame:
     """Kernels and transfers in one frame (RangeIndex: kernels first, in the report's order):
-    kind, start_ns, end_ns, thread, launch_start_ns, device_id, stream_id, pid, name,
+    kind, start_ns, end_ns, thread, launch_start_ns, device_id, stream_id, name,
     copy_kind, bytes, src_kind, dst_kind. Text columns are categorical: a million kernels
     share a few hundred names."""
     k, t = report.kernels, report.transfers
@@ -101,6 +102,7 @@ def attribute(report: Report) -> Attribution:
         ranges, pd.DataFrame({"thread": ops["thread"].to_numpy()[known],
                               "time_ns": launch[known]}, index=np.flatnonzero(known))
     )
+    op_pairs = op_pairs.drop(columns="range_start_ns")  # served its purpose (innermost)
     # gpu_ops has a RangeIndex, so an event label is its row: take, don't merge.
     row = op_pairs["event"].to_numpy()
     for col in PAIR_COLUMNS:
