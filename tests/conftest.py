@@ -6,6 +6,7 @@ nsyswrap itself."""
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import sqlite3
 from pathlib import Path
@@ -56,5 +57,9 @@ def report_copy(tmp_path):
 def nsys_available() -> bool:
     return shutil.which("nsys") is not None
 
+
+if os.environ.get("NSYSWRAP_REQUIRE_NSYS") and not nsys_available():
+    raise RuntimeError("NSYSWRAP_REQUIRE_NSYS is set but nsys is not on PATH: the end-to-end "
+                       "tests of `nsyswrap run` cannot run")
 
 needs_nsys = pytest.mark.skipif(not nsys_available(), reason="nsys not on PATH")

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The test command (README): installs what the tests need, then runs them.
+#   bash scripts/test.sh [pytest args...]
+# - Debian's Nsight Systems 2022.4 (non-free) for the real end-to-end tests of `nsyswrap run`
+#   on the CPU, when this machine can install it (root + apt); otherwise those tests skip,
+#   unless NSYSWRAP_REQUIRE_NSYS=1 (CI), which makes a missing nsys an error.
+# - a virtual environment (.venv-test) with nsyswrap installed with its test extras.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v nsys >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-bookworm}")
+    if ! grep -rqs "non-free" /etc/apt/sources.list /etc/apt/sources.list.d/; then
+      cat >/etc/apt/sources.list.d/nsyswrap-non-free.sources <<SRC
+Types: deb
+URIs: http://deb.debian.org/debian
+Suites: $codename $codename-updates
+Components: main contrib non-free
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+    fi
+    echo "scripts/test.sh: installing Nsight Systems from Debian non-free (once)"
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nsight-systems nsight-systems-target \
+      gcc >/dev/null
+  else
+    echo "scripts/test.sh: nsys not installed and cannot install it here: the end-to-end" \
+         "tests of nsyswrap run will be skipped"
+  fi
+fi
+
+python3 -m venv .venv-test
+. .venv-test/bin/activate
+python -m pip install -q --upgrade pip
+python -m pip install -q -e '.[test]'
+python -m pytest "$@"
