@@ -62,10 +62,16 @@ class BenchmarkConfig:
     device: str
     device_index: int
     l2_bytes: int
+    calls: int = 1  # calls of fn per timed window (eager, back to back)
     clock_source: str | None = None  # "nvml" when per-iteration clocks were sampled
     max_clock_mhz: float | None = None
     torch_version: str = ""
     range_domain: str = HARNESS_DOMAIN
+
+    @property
+    def calls_per_window(self) -> int:
+        """Calls of fn inside one pair of events (a graph replay of N calls counts N)."""
+        return max(self.cuda_graph, 1) * self.calls
 
 
 @dataclass
@@ -135,11 +141,11 @@ def mark_payloads(result: BenchmarkResult, pid: int | None = None) -> list[str]:
         "domain": result.config.range_domain,
         "range": result.name,
         "pid": os.getpid() if pid is None else pid,
-        "calls_per_iteration": max(result.config.cuda_graph, 1),
-        "event_ns": [round(s * max(result.config.cuda_graph, 1)) for s in result.samples_ns],
+        "calls_per_iteration": result.config.calls_per_window,
+        "event_ns": [round(s * result.config.calls_per_window) for s in result.samples_ns],
         "cache": result.cache,
         "clock_mhz": result.clock_mhz,
-        "warmup_event_ns": [round(s * max(result.config.cuda_graph, 1)) for s in result.warmup_ns],
+        "warmup_event_ns": [round(s * result.config.calls_per_window) for s in result.warmup_ns],
         "config": asdict(result.config),
     }
     text = json.dumps(body, separators=(",", ":"))
@@ -168,7 +174,8 @@ def _import_torch():
 
 def benchmark(fn: Callable[[], Any] | None = None, *, name: str | None = None,
               warmup: int | str = 10, iters: int = 100, flush_l2: str = "all",
-              backpressure: bool = True, cuda_graph: int = 0, sync_each: bool = True,
+              backpressure: bool = True, cuda_graph: int = 0, calls: int = 1,
+              sync_each: bool = True,
               disable_gc: bool = True, cpu_affinity: list[int] | None = None,
               seed: int | None = 0, lock_clocks: int | str | None = None,
               device: int | None = None, record: bool = True,
@@ -182,6 +189,9 @@ def benchmark(fn: Callable[[], Any] | None = None, *, name: str | None = None,
     backpressure: before each iteration, a GPU sleep derived from the host's launch time so
         that launch latency falls outside the timed window.
     cuda_graph: capture this many calls of fn in a CUDA graph and time replays (per call).
+    calls: time this many back-to-back calls per pair of events (per call): the events' own
+        cost (about 2.5 µs on an H100) is then shared; only with flush_l2="none", since only
+        the first call of a window would see a flushed L2.
     sync_each: synchronize after every iteration (each starts from an idle GPU).
     lock_clocks: lock the SM clock at this many MHz, or "max", restored afterwards (root).
     record: write the timings into the nsys report (an NVTX mark) when a profiler is attached.
@@ -190,7 +200,8 @@ def benchmark(fn: Callable[[], Any] | None = None, *, name: str | None = None,
     `f(*args)` and returns the BenchmarkResult.
     """
     options = dict(warmup=warmup, iters=iters, flush_l2=flush_l2, backpressure=backpressure,
-                   cuda_graph=cuda_graph, sync_each=sync_each, disable_gc=disable_gc,
+                   cuda_graph=cuda_graph, calls=calls, sync_each=sync_each,
+                   disable_gc=disable_gc,
                    cpu_affinity=cpu_affinity, seed=seed, lock_clocks=lock_clocks, device=device,
                    record=record, save=save)
     if fn is None:
@@ -206,7 +217,7 @@ def benchmark(fn: Callable[[], Any] | None = None, *, name: str | None = None,
     return _run(fn, name=name or getattr(fn, "__qualname__", "benchmark"), **options)
 
 
-def _check(name: str, iters: int, warmup, flush_l2: str, cuda_graph: int) -> None:
+def _check(name: str, iters: int, warmup, flush_l2: str, cuda_graph: int, calls: int) -> None:
     if iters < 1:
         raise NsysWrapError(f"benchmark {name!r}: iters must be at least 1")
     if not (warmup == "auto" or (isinstance(warmup, int) and warmup >= 0)):
@@ -215,6 +226,11 @@ def _check(name: str, iters: int, warmup, flush_l2: str, cuda_graph: int) -> Non
         raise NsysWrapError(f"benchmark {name!r}: flush_l2 must be one of {FLUSH_MODES}")
     if cuda_graph < 0:
         raise NsysWrapError(f"benchmark {name!r}: cuda_graph must be >= 0")
+    if calls < 1:
+        raise NsysWrapError(f"benchmark {name!r}: calls must be at least 1")
+    if calls > 1 and flush_l2 != "none":
+        raise NsysWrapError(f"benchmark {name!r}: calls={calls} times the calls after the first "
+                            "with a hot L2; use flush_l2='none' (or calls=1 to flush each)")
 
 
 @contextlib.contextmanager
@@ -328,9 +344,9 @@ class _Loop:
         return times + [s.elapsed_time(e) * 1e6 for s, e in pending]
 
 
-def _run(fn, *, name, warmup, iters, flush_l2, backpressure, cuda_graph, sync_each, disable_gc,
-         cpu_affinity, seed, lock_clocks, device, record, save) -> BenchmarkResult:
-    _check(name, iters, warmup, flush_l2, cuda_graph)
+def _run(fn, *, name, warmup, iters, flush_l2, backpressure, cuda_graph, calls, sync_each,
+         disable_gc, cpu_affinity, seed, lock_clocks, device, record, save) -> BenchmarkResult:
+    _check(name, iters, warmup, flush_l2, cuda_graph, calls)
     torch = _import_torch()
     from .clocks import NvmlClock, locked_clocks
 
@@ -351,6 +367,14 @@ def _run(fn, *, name, warmup, iters, flush_l2, backpressure, cuda_graph, sync_ea
         flush_buffer = (torch.empty(flush_bytes, dtype=torch.int8, device="cuda")
                         if flush_bytes else None)
         call, calls_per_iteration = _graph_or_eager(fn, cuda_graph, torch)
+        if calls > 1:
+            one = call
+
+            def call():
+                for _ in range(calls):
+                    one()
+
+            calls_per_iteration *= calls
         pressure = _Backpressure(torch) if backpressure else None
         loop = _Loop(torch, call, name, flush_buffer, pressure, nvml, sync_each)
         torch.cuda.synchronize()
@@ -369,7 +393,7 @@ def _run(fn, *, name, warmup, iters, flush_l2, backpressure, cuda_graph, sync_ea
             sleep_ns=statistics.median(pressure.slept_ns) if pressure else 0.0,
             sleep_cycles_per_ns=pressure.cycles_per_ns if pressure else 0.0,
             enqueue_ns=statistics.median(enqueue_warm) if enqueue_warm else None,
-            cuda_graph=cuda_graph, sync_each=sync_each,
+            cuda_graph=cuda_graph, calls=calls, sync_each=sync_each,
             gc_disabled=disable_gc, cpu_affinity=cpu_affinity, seed=seed,
             locked_clock_mhz=locked, device=props.name, device_index=index, l2_bytes=l2_bytes,
             clock_source="nvml" if nvml is not None else None,

@@ -28,6 +28,7 @@ HARNESS_MODES = {
     "nsyswrap (hot L2, back-pressure)": dict(flush_l2="none"),
     "nsyswrap (hot L2, no back-pressure)": dict(flush_l2="none", backpressure=False),
     "nsyswrap (CUDA graph of 10 calls)": dict(flush_l2="none", cuda_graph=10),
+    "nsyswrap (10 calls per window, hot L2)": dict(flush_l2="none", calls=10),
 }
 # Demangled-name fragments of the measured kernels (torch.add, torch.cuda._sleep).
 KERNELS = "CUDAFunctor_add|spin_kernel"

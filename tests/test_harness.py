@@ -142,6 +142,8 @@ def test_bad_options_are_refused_before_any_work():
         nsyswrap.benchmark(lambda: None, flush_l2="sometimes")
     with pytest.raises(NsysWrapError, match="iters"):
         nsyswrap.benchmark(lambda: None, iters=0)
+    with pytest.raises(NsysWrapError, match="hot L2"):
+        nsyswrap.benchmark(lambda: None, calls=10)  # flush_l2="all" by default
 
 
 def test_annotate_forms_work_without_a_profiler():

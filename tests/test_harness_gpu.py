@@ -57,3 +57,11 @@ def test_backpressure_removes_launch_gap():
     hot_naive = nsyswrap.benchmark(f, name="naive", iters=20, warmup=5, flush_l2="none",
                                    backpressure=False)
     assert hot_bp.median_ns < hot_naive.median_ns
+
+
+def test_calls_per_window_share_the_event_cost():
+    f = _linear()
+    one = nsyswrap.benchmark(f, name="one", iters=10, warmup=2, flush_l2="none")
+    ten = nsyswrap.benchmark(f, name="ten", iters=10, warmup=2, flush_l2="none", calls=10)
+    assert ten.config.calls_per_window == 10
+    assert ten.median_ns < one.median_ns  # the ~2.5 µs of event cost, shared by 10 calls
