@@ -146,7 +146,7 @@ def table(report_path: str, results_path: str) -> None:
     truth = truths(report_path, results)
     print(f"{data['device']}, torch {data['torch']}, triton {data['triton']}. Truth: the nsys "
           "kernel time of the calls each method timed (same run).\n")
-    print("| kernel | method | reported (median) | nsys kernel | error | error % |")
+    print("| size (target) | method | reported (median) | nsys kernel | error | error % |")
     print("|---|---|---:|---:|---:|---:|")
     for r in results:
         t = truth[r["range"]]
