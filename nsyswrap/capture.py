@@ -113,35 +113,39 @@ def profile_command(nsys: str, target: Sequence[str], out_base: Path,
     return cmd + list(target)
 
 
-def profile(target: Sequence[str], output_dir: Path, opts: ProfileOptions, *,
-            nsys: str | None = None, name: str | None = None,
-            progress: Callable[[str], None] | None = None, quiet: bool = False) -> Capture:
-    """Run `target` under nsys; return what it left (at least the raw capture, or raise)."""
-    exe = require_nsys(nsys, purpose="profiling")
-    name = name or _target_stem(target)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    out_base = output_dir / name
-    existing = [p for p in (out_base.with_suffix(".nsys-rep"), out_base.with_suffix(".sqlite"),
-                            out_base.with_suffix(".qdstrm")) if p.exists()]
-    if existing and not opts.force:
+def _file(base: Path, ext: str) -> Path:
+    """base + ext, for bases that may hold dots (a script named my.bench.py)."""
+    return base.with_name(base.name + ext)
+
+
+def _clear_existing(bases: Sequence[Path], force: bool) -> None:
+    existing = [_file(b, ext) for b in bases for ext in (".nsys-rep", ".sqlite", ".qdstrm")
+                if _file(b, ext).exists()]
+    if existing and not force:
         raise BadInputError(f"{existing[0]} exists: choose another --output, or --force to "
                             "overwrite it")
     for p in existing:
         p.unlink()
-    cmd = profile_command(exe, target, out_base, opts)
+
+
+def profile(target: Sequence[str], output_dir: Path, opts: ProfileOptions, *,
+            nsys: str | None = None, name: str | None = None,
+            progress: Callable[[str], None] | None = None, quiet: bool = False,
+            stdout_to_stderr: bool = False) -> Capture:
+    """Run `target` under nsys; return what it left (at least the raw capture, or raise).
+
+    The workload's output streams through (to stderr with `stdout_to_stderr`, which keeps
+    standard output clean for machine-readable results)."""
+    exe = require_nsys(nsys, purpose="profiling")
+    name = name or _target_stem(target)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    base = output_dir / name
+    _clear_existing([base], opts.force)
+    cmd = profile_command(exe, target, base, opts)
     cap = Capture(output_dir, name, cmd, exe, nsys_version(exe), log=output_dir / "nsys.log")
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    if opts.harness_only:
-        env[CAPTURE_ENV] = "1"
-    say = progress or (lambda _msg: None)
-    say(f"profiling with nsys {cap.nsys_version or '?'}: {shlex.join(target)}")
-    with open(cap.log, "w") as log:
-        log.write("$ " + shlex.join(cmd) + "\n")
-        log.flush()
-        cap.workload_exit, cap.interrupted = _run_streaming(cmd, env, log, opts.verbose, quiet)
-    rep, qdstrm = out_base.with_suffix(".nsys-rep"), out_base.with_suffix(".qdstrm")
-    cap.rep = rep if rep.exists() else None
-    cap.qdstrm = qdstrm if qdstrm.exists() else None
+    cap.workload_exit, cap.interrupted = _launch(cmd, target, cap, opts, progress, quiet,
+                                                 stdout_to_stderr)
+    _collect(cap, base)
     if cap.rep is None and cap.qdstrm is None:
         raise NsysWrapError(
             f"nsys made no report ({_last_nsys_line(cap.log) or 'no message'}); its full "
@@ -150,8 +154,64 @@ def profile(target: Sequence[str], output_dir: Path, opts: ProfileOptions, *,
     return cap
 
 
-def _run_streaming(cmd: list[str], env: dict, log, verbose: bool,
-                   quiet: bool = False) -> tuple[int, bool]:
+def profile_ranks(target: Sequence[str], output_dir: Path, opts: ProfileOptions, ranks: int,
+                  *, nsys: str | None = None, progress: Callable[[str], None] | None = None,
+                  stdout_to_stderr: bool = False) -> list[Capture]:
+    """Run a Python `target` on `ranks` processes with torchrun, each rank under its own
+    nsys (one report per rank, named with nsys's %q{RANK}). Returns a Capture per rank
+    that left anything; raises when none did."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        raise BadInputError("--ranks starts the ranks with torchrun, which needs PyTorch: "
+                            "pip install torch (or run torchrun yourself: nsyswrap run -- "
+                            "torchrun ...)")
+    exe = require_nsys(nsys, purpose="profiling")
+    name = _target_stem(target)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    bases = [output_dir / f"{name}.rank{r}" for r in range(ranks)]
+    _clear_existing(bases, opts.force)
+    inner = profile_command(exe, target, output_dir / f"{name}.rank%q{{RANK}}", opts)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(ranks),
+           "--no-python", *inner]
+    first = Capture(output_dir, f"{name}.rank0", cmd, exe, nsys_version(exe),
+                    log=output_dir / "nsys.log")
+    exit_code, interrupted = _launch(cmd, target, first, opts, progress, False,
+                                     stdout_to_stderr)
+    captures = []
+    for r, base in enumerate(bases):
+        cap = Capture(output_dir, base.name, cmd, exe, first.nsys_version, exit_code,
+                      interrupted, first.log)
+        _collect(cap, base)
+        if cap.rep or cap.qdstrm:
+            captures.append(cap)
+    if not captures:
+        raise NsysWrapError(f"no rank left a report ({_last_nsys_line(first.log) or 'no message'}"
+                            f"); the full output is in {first.log}")
+    return captures
+
+
+def _launch(cmd, target, cap: Capture, opts: ProfileOptions, progress, quiet,
+            stdout_to_stderr) -> tuple[int, bool]:
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    if opts.harness_only:
+        env[CAPTURE_ENV] = "1"
+    if progress:
+        progress(f"profiling with nsys {cap.nsys_version or '?'}: {shlex.join(target)}")
+    with open(cap.log, "w") as log:
+        log.write("$ " + shlex.join(cmd) + "\n")
+        log.flush()
+        return _run_streaming(cmd, env, log, opts.verbose, quiet, stdout_to_stderr)
+
+
+def _collect(cap: Capture, base: Path) -> None:
+    rep, qdstrm = _file(base, ".nsys-rep"), _file(base, ".qdstrm")
+    cap.rep = rep if rep.exists() else None
+    cap.qdstrm = qdstrm if qdstrm.exists() else None
+
+
+def _run_streaming(cmd: list[str], env: dict, log, verbose: bool, quiet: bool = False,
+                   stdout_to_stderr: bool = False) -> tuple[int, bool]:
     """Run nsys in its own session, relay output, forward Ctrl-C/SIGTERM. Returns (exit
     code of the workload as nsys reports it, whether we were interrupted)."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
@@ -177,7 +237,8 @@ def _run_streaming(cmd: list[str], env: dict, log, verbose: bool,
                 sink.write(text if verbose else _strip_noise(text))
                 sink.flush()
 
-    threads = [threading.Thread(target=relay, args=(proc.stdout, sys.stdout), daemon=True),
+    out = sys.stderr if stdout_to_stderr else sys.stdout
+    threads = [threading.Thread(target=relay, args=(proc.stdout, out), daemon=True),
                threading.Thread(target=relay, args=(proc.stderr, sys.stderr), daemon=True)]
     for t in threads:
         t.start()
@@ -270,7 +331,7 @@ def import_qdstrm(qdstrm: Path, nsys: str | None = None) -> Path:
             f"then run `nsyswrap import {qdstrm}`"
         )
     proc = subprocess.run([str(importer), "-i", str(qdstrm)], capture_output=True, text=True)
-    rep = qdstrm.with_suffix(".nsys-rep")
+    rep = qdstrm.with_name(qdstrm.name[: -len(".qdstrm")] + ".nsys-rep")
     if proc.returncode != 0 or not rep.exists():
         text = proc.stdout + proc.stderr
         lib = missing_library(text)
@@ -301,5 +362,6 @@ def finish(cap: Capture, progress: Callable[[str], None] | None = None) -> Captu
         cap.qdstrm = None
     if cap.rep is not None:
         say("exporting to SQLite")
-        cap.sqlite = export_to(cap.rep, cap.rep.with_suffix(".sqlite"), cap.nsys)
+        cap.sqlite = export_to(cap.rep, cap.rep.with_name(cap.rep.name[: -len(".nsys-rep")]
+                                                          + ".sqlite"), cap.nsys)
     return cap

@@ -122,9 +122,11 @@ def _thresholds_help() -> str:
 @click.option("--nsys", metavar="PATH", help="nsys binary, to export a .nsys-rep.")
 @click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path),
               help="Where .nsys-rep exports go (default $NSYSWRAP_CACHE or ~/.cache/nsyswrap).")
+@click.option("--by-process", is_flag=True, help="Summarise NVTX ranges per process "
+              "(worker processes, torchrun ranks).")
 @click.option("--color/--no-color", default=None, help="Colour (default: only on a terminal).")
 def compare_command(report, fmt, output, section, instances, top, thresholds, fail_on, nsys,
-                    cache_dir, color):
+                    cache_dir, by_process, color):
     """Analyse an Nsight Systems report (.sqlite or .nsys-rep) and say what distorts its
     timings. Without REPORT, analyses the demo report bundled with nsyswrap."""
     from .compare import compare  # imported here: `nsyswrap --help` stays fast
@@ -135,7 +137,7 @@ def compare_command(report, fmt, output, section, instances, top, thresholds, fa
         report = demo_report()
         click.echo(f"nsyswrap: no report given; comparing the bundled demo report {report.name} "
                    "(try: nsyswrap compare YOUR_REPORT.sqlite)", err=True)
-    result = compare(report, limits, cache_dir=cache_dir, nsys=nsys)
+    result = compare(report, limits, cache_dir=cache_dir, nsys=nsys, by_process=by_process)
     to_terminal = output is None and sys.stdout.isatty()
     use_color = color if color is not None else (to_terminal and "NO_COLOR" not in os.environ)
     width = shutil.get_terminal_size((120, 40)).columns if to_terminal else 120
@@ -146,12 +148,7 @@ def compare_command(report, fmt, output, section, instances, top, thresholds, fa
     else:
         output.write_text(text, encoding="utf-8")
         click.echo(f"nsyswrap: wrote {fmt} to {output}", err=True)
-    if fail_codes:
-        hit = [f for f in result.findings if "ANY" in fail_codes or f.code in fail_codes]
-        if hit:
-            click.echo(f"nsyswrap: {len(hit)} finding(s) match --fail-on "
-                       f"({', '.join(sorted({f.code for f in hit}))})", err=True)
-            sys.exit(EXIT_FINDINGS)
+    _exit_for([result], fail_codes)
 
 
 def _output(result, fmt: str, output: Path | None, top: int, color: bool | None) -> None:
@@ -166,12 +163,15 @@ def _output(result, fmt: str, output: Path | None, top: int, color: bool | None)
         _say(f"wrote {fmt} to {output}")
 
 
-def _exit_for(result, fail_codes: set[str] | None, workload_exit: int | None = None) -> None:
+def _exit_for(results, fail_codes: set[str] | None, workload_exit: int | None = None) -> None:
+    """The workload's exit code if it failed; else EXIT_FINDINGS when a finding of any of
+    the comparisons (one per rank with --ranks) matches --fail-on."""
     if workload_exit:
         _say(f"the workload exited with code {workload_exit}; nsyswrap does too")
         sys.exit(workload_exit)
-    if fail_codes and result is not None:
-        hit = [f for f in result.findings if "ANY" in fail_codes or f.code in fail_codes]
+    if fail_codes:
+        hit = [f for r in results if r is not None for f in r.findings
+               if "ANY" in fail_codes or f.code in fail_codes]
         if hit:
             _say(f"{len(hit)} finding(s) match --fail-on ({', '.join(sorted({f.code for f in hit}))})")
             sys.exit(EXIT_FINDINGS)
@@ -215,6 +215,9 @@ def _target(module: str | None, args: tuple[str, ...]) -> list[str]:
               "--gpu-metrics.")
 @click.option("--harness-only", is_flag=True, help="Collect from the first nsyswrap "
               "benchmark on (nsys --capture-range=nvtx).")
+@click.option("--ranks", type=click.IntRange(min=1), metavar="N",
+              help="Start SCRIPT on N processes with torchrun, each rank under its own nsys: "
+              "one report and one analysis per rank.")
 @click.option("--nsys-arg", "nsys_args", multiple=True, metavar="ARG",
               help="Extra nsys profile argument (repeatable), e.g. --nsys-arg=--cudabacktrace=all")
 @click.option("--format", "fmt", type=click.Choice(sorted(RENDERERS)), default="table",
@@ -227,12 +230,12 @@ def _target(module: str | None, args: tuple[str, ...]) -> list[str]:
 @click.option("-v", "--verbose", is_flag=True, help="Show nsys's own output.")
 @click.option("--color/--no-color", default=None)
 def run_command(args, module, output, force, nsys, trace, sample, gpu_metrics,
-                gpu_metrics_frequency, harness_only, nsys_args, fmt, thresholds, fail_on,
+                gpu_metrics_frequency, harness_only, ranks, nsys_args, fmt, thresholds, fail_on,
                 verbose, color):
     """Profile a script (or -m module, or -- any command) under nsys, export the report and
     show the verdict. The workload's output streams through; its exit code is nsyswrap's."""
     from .capture import ProfileOptions, default_output_dir
-    from .pipeline import run
+    from .pipeline import run, run_ranks
 
     limits = _parse_thresholds(thresholds)
     fail_codes = _parse_fail_on(fail_on)
@@ -242,15 +245,29 @@ def run_command(args, module, output, force, nsys, trace, sample, gpu_metrics,
                           gpu_metrics_frequency=gpu_metrics_frequency,
                           harness_only=harness_only, extra_args=list(nsys_args), force=force,
                           verbose=verbose)
-    result = run(target, out_dir, opts, limits, nsys=nsys, progress=_say)
-    cap = result.capture
-    if cap.interrupted:
+    # Machine-readable output owns standard output; the workload's goes to stderr then.
+    quiet_stdout = fmt in ("json", "csv")
+    if ranks:
+        if target[0] != sys.executable:
+            raise BadInputError("--ranks runs a Python SCRIPT or -m MODULE with torchrun; "
+                                "for other commands use nsyswrap run -- torchrun ...")
+        results = run_ranks(target, out_dir, opts, ranks, limits, nsys=nsys, progress=_say,
+                            stdout_to_stderr=quiet_stdout)
+    else:
+        results = [run(target, out_dir, opts, limits, nsys=nsys, progress=_say,
+                       stdout_to_stderr=quiet_stdout)]
+    for result in results:
+        cap = result.capture
+        if len(results) > 1:
+            _say(f"--- {cap.name}")
+        _say("files: " + ", ".join(str(p) for p in cap.files()))
+        if result.comparison is not None:
+            _output(result.comparison, fmt, None, 10, color)
+            _say(f"analysis: {result.analysis_json}")
+    if results[0].capture.interrupted:
         _say("interrupted: the capture up to that point was kept")
-    _say("files: " + ", ".join(str(p) for p in cap.files()))
-    if result.comparison is not None:
-        _output(result.comparison, fmt, None, 10, color)
-        _say(f"analysis: {result.analysis_json}")
-    _exit_for(result.comparison, fail_codes, cap.workload_exit)
+    failed = next((r.capture.workload_exit for r in results if r.capture.workload_exit), None)
+    _exit_for([r.comparison for r in results], fail_codes, failed)
 
 
 @main.command("import")

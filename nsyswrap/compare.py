@@ -30,13 +30,14 @@ class Comparison:
         return self.analysis.info
 
 
-def compare(report: Report | str | os.PathLike, thresholds: Thresholds | None = None,
-            **load_options) -> Comparison:
-    """Analyse a report (a loaded Report or a path) and diagnose what distorts its timings."""
+def compare(report: Report | str | os.PathLike, thresholds: Thresholds | None = None, *,
+            by_process: bool = False, **load_options) -> Comparison:
+    """Analyse a report (a loaded Report or a path) and diagnose what distorts its timings.
+    `by_process` summarises NVTX ranges per process (workers, torchrun ranks)."""
     if not isinstance(report, Report):
         report = load(report, **load_options)
     thresholds = thresholds or Thresholds()
-    analysis = analyze(report)
+    analysis = analyze(report, by_process=by_process)
     findings = diagnose(analysis, thresholds)
     return Comparison(analysis, findings, thresholds, _with_verdicts(analysis, findings))
 

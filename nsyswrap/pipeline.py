@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .capture import Capture, ProfileOptions, finish, profile
+from .capture import Capture, ProfileOptions, finish, profile, profile_ranks
 from .compare import Comparison, compare
 from .diagnose import Thresholds
 from .errors import BadInputError
@@ -30,9 +30,22 @@ class RunResult:
 
 def run(target: Sequence[str], output_dir: Path, opts: ProfileOptions,
         thresholds: Thresholds | None = None, *, nsys: str | None = None,
-        progress: Callable[[str], None] | None = None) -> RunResult:
-    cap = profile(target, output_dir, opts, nsys=nsys, progress=progress)
+        progress: Callable[[str], None] | None = None,
+        stdout_to_stderr: bool = False) -> RunResult:
+    cap = profile(target, output_dir, opts, nsys=nsys, progress=progress,
+                  stdout_to_stderr=stdout_to_stderr)
     return _analyse(finish(cap, progress), thresholds, progress)
+
+
+def run_ranks(target: Sequence[str], output_dir: Path, opts: ProfileOptions, ranks: int,
+              thresholds: Thresholds | None = None, *, nsys: str | None = None,
+              progress: Callable[[str], None] | None = None,
+              stdout_to_stderr: bool = False) -> list[RunResult]:
+    """torchrun with `ranks` processes, one nsys report and one analysis per rank."""
+    captures = profile_ranks(target, output_dir, opts, ranks, nsys=nsys, progress=progress,
+                             stdout_to_stderr=stdout_to_stderr)
+    return [_analyse(finish(c, progress), thresholds, progress,
+                     json_name=f"analysis.{c.name}.json") for c in captures]
 
 
 def import_capture(path: Path, thresholds: Thresholds | None = None, *,
@@ -55,13 +68,14 @@ def import_capture(path: Path, thresholds: Thresholds | None = None, *,
 
 
 def _analyse(cap: Capture, thresholds: Thresholds | None,
-             progress: Callable[[str], None] | None) -> RunResult:
+             progress: Callable[[str], None] | None,
+             json_name: str = ANALYSIS_JSON) -> RunResult:
     if cap.sqlite is None:
         return RunResult(cap, None, None)
     if progress:
         progress("analysing")
     result = compare(cap.sqlite, thresholds)
     result.info.notes.extend(cap.notes)
-    out = cap.output_dir / ANALYSIS_JSON
+    out = cap.output_dir / json_name
     out.write_text(json.dumps(document(result), indent=2, ensure_ascii=False) + "\n")
     return RunResult(cap, result, out)

@@ -4,7 +4,8 @@
 # - Debian's Nsight Systems 2022.4 (non-free) for the real end-to-end tests of `nsyswrap run`
 #   on the CPU, when this machine can install it (root + apt); otherwise those tests skip,
 #   unless NSYSWRAP_REQUIRE_NSYS=1 (CI), which makes a missing nsys an error.
-# - a virtual environment (.venv-test) with nsyswrap installed with its test extras.
+# - a virtual environment (.venv-test) with nsyswrap installed with its test extras, and
+#   PyTorch's CPU build when it can be installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,4 +35,8 @@ python3 -m venv .venv-test
 . .venv-test/bin/activate
 python -m pip install -q --upgrade pip
 python -m pip install -q -e '.[test]'
+# PyTorch (CPU) for the torchrun per-rank test and the harness's no-GPU error path; pinned to
+# the build this project's machines keep on disk. Without it those two tests skip.
+python -m pip install -q 'torch==2.13.0' 2>/dev/null \
+  || echo "scripts/test.sh: torch 2.13.0 not installable here: its two tests will be skipped"
 python -m pytest "$@"

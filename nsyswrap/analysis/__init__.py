@@ -11,7 +11,7 @@ import pandas as pd
 from .._memory import release_freed_memory
 from ..report import Report, ReportInfo
 from .kernels import kernel_summary
-from .ranges import Attribution, attribute, range_instances, range_summary
+from .ranges import Attribution, attribute, process_summary, range_instances, range_summary
 from .reconcile import benchmark_runs, benchmark_summary, harness_range_names, iterations
 
 
@@ -26,13 +26,14 @@ class Analysis:
     runs: list[dict]  # harness runs found in the report (their JSON marks)
     iterations: pd.DataFrame  # one row per timed harness iteration (reconcile.iterations)
     benchmarks: pd.DataFrame  # one row per harness run (reconcile.benchmark_summary)
+    processes: pd.DataFrame  # one row per process with GPU work or NVTX ranges
 
     def user_instances(self) -> pd.DataFrame:
         """Range instances that are the user's own, not the harness's iterations."""
         return self.instances[self.instances["benchmark"] == ""]
 
 
-def analyze(report: Report) -> Analysis:
+def analyze(report: Report, by_process: bool = False) -> Analysis:
     att = attribute(report)
     release_freed_memory()
     instances = range_instances(report, att)
@@ -41,7 +42,7 @@ def analyze(report: Report) -> Analysis:
     # Which harness benchmark a range belongs to ("" for the user's own ranges).
     instances["benchmark"] = np.where(_is_harness(instances, harness), instances["name"], "")
     its = iterations(instances, runs)
-    ranges = range_summary(instances, att)
+    ranges = range_summary(instances, att, by_process=by_process)
     ranges["harness"] = _is_harness(ranges, harness)
     return Analysis(
         info=report.info,
@@ -53,6 +54,7 @@ def analyze(report: Report) -> Analysis:
         runs=runs,
         iterations=its,
         benchmarks=benchmark_summary(its, runs),
+        processes=process_summary(report, att),
     )
 
 

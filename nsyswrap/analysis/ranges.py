@@ -239,23 +239,28 @@ def _device_busy_in_span(inst: pd.DataFrame, pairs: pd.DataFrame,
 
 
 SUMMARY_COLUMNS = [
-    "domain", "name", "count", "cpu_total_ns", "cpu_median_ns", "cpu_min_ns", "cpu_max_ns",
+    "domain", "name", "count", "processes", "cpu_total_ns", "cpu_median_ns", "cpu_min_ns", "cpu_max_ns",
     "gpu_busy_total_ns", "gpu_busy_median_ns", "gpu_busy_min_ns", "gpu_busy_max_ns",
     "gpu_span_median_ns", "gpu_idle_share_median", "gpu_ops", "kernels",
     "launch_latency_median_ns", "syncs", "sync_ns", "copies", "copy_bytes", "pageable_copies",
 ]
 
 
-def range_summary(instances: pd.DataFrame, att: Attribution) -> pd.DataFrame:
-    """Instances grouped by (domain, name), heaviest CPU total first."""
+def range_summary(instances: pd.DataFrame, att: Attribution,
+                  by_process: bool = False) -> pd.DataFrame:
+    """Instances grouped by (domain, name), or by (pid, domain, name) when `by_process`,
+    heaviest CPU total first. `processes` counts the processes a group's instances ran in."""
+    keys = ["pid", "domain", "name"] if by_process else ["domain", "name"]
+    columns = (["pid"] if by_process else []) + SUMMARY_COLUMNS
     if instances.empty:
-        return pd.DataFrame(columns=SUMMARY_COLUMNS)
+        return pd.DataFrame(columns=columns)
     inst = instances.copy()
     span = inst["gpu_span_ns"]
     inst["idle_share"] = (inst["gpu_idle_ns"] / span).where(span > 0)
-    g = inst.groupby(["domain", "name"], sort=False)
+    g = inst.groupby(keys, sort=False)
     out = g.agg(
         count=("range_id", "size"),
+        processes=("pid", "nunique"),
         cpu_total_ns=("cpu_ns", "sum"), cpu_median_ns=("cpu_ns", "median"),
         cpu_min_ns=("cpu_ns", "min"), cpu_max_ns=("cpu_ns", "max"),
         gpu_busy_total_ns=("gpu_busy_ns", "sum"),
@@ -279,9 +284,41 @@ def range_summary(instances: pd.DataFrame, att: Attribution) -> pd.DataFrame:
                         index=pd.MultiIndex.from_frame(g.size().index.to_frame(index=False)))
     out["launch_latency_median_ns"] = latency.reindex(out.index)
     # Sums of unknowns are unknown (no CUDA trace), not zero.
-    unknown = inst.groupby(["domain", "name"], sort=False)["gpu_busy_ns"].count() == 0
+    unknown = g["gpu_busy_ns"].count() == 0
     out.loc[unknown, ["gpu_busy_total_ns", "gpu_ops", "kernels"]] = np.nan
     out = out.reset_index()
     return out.sort_values("cpu_total_ns", ascending=False, kind="stable", ignore_index=True)[
-        SUMMARY_COLUMNS
+        columns
     ]
+
+
+PROCESS_COLUMNS = ["pid", "name", "devices", "kernels", "kernel_ns", "gpu_ops", "nvtx_ranges"]
+
+
+def process_summary(report: Report, att: Attribution) -> pd.DataFrame:
+    """One row per process that launched GPU work or opened NVTX ranges: what it ran, on
+    which devices. Worker processes and torchrun ranks show up here."""
+    ops = att.gpu_ops
+    thread = ops["thread"].to_numpy()
+    # The launching thread's process (-1: launch not in the report).
+    pid_of_thread = np.where(thread >= 0, (thread >> 24) & 0xFFFFFF, -1)
+    kernel = (ops["kind"] == "kernel").to_numpy()
+    frame = pd.DataFrame({"pid": pid_of_thread, "device": ops["device_id"].to_numpy(),
+                          "kernel": kernel,
+                          "kernel_ns": np.where(kernel, (ops["end_ns"] - ops["start_ns"])
+                                                .to_numpy(), 0)})
+    g = frame[frame["pid"] > 0].groupby("pid")
+    out = pd.DataFrame({
+        "devices": g["device"].agg(lambda d: sorted(set(d.tolist()))),
+        "kernels": g["kernel"].sum(),
+        "kernel_ns": g["kernel_ns"].sum(),
+        "gpu_ops": g.size(),
+    })
+    ranges = report.ranges.groupby("pid").size()
+    out = out.reindex(out.index.union(ranges.index))
+    out["nvtx_ranges"] = ranges.reindex(out.index).fillna(0).astype("int64")
+    for col in ("kernels", "kernel_ns", "gpu_ops"):
+        out[col] = out[col].fillna(0).astype("int64")
+    out["devices"] = out["devices"].apply(lambda d: d if isinstance(d, list) else [])
+    out["name"] = [report.info.processes.get(int(p), "") for p in out.index]
+    return out.rename_axis("pid").reset_index()[PROCESS_COLUMNS]

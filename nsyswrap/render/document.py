@@ -14,7 +14,7 @@ from ..compare import SCHEMA, Comparison
 
 KERNEL_FIELDS = ["name", "short_name", "count", "total_ns", "mean_ns", "median_ns", "min_ns",
                  "max_ns", "std_ns", "share"]
-RANGE_FIELDS = ["name", "domain", "count", "cpu_total_ns", "cpu_median_ns", "cpu_min_ns",
+RANGE_FIELDS = ["name", "domain", "count", "processes", "cpu_total_ns", "cpu_median_ns", "cpu_min_ns",
                 "cpu_max_ns", "gpu_busy_total_ns", "gpu_busy_median_ns", "gpu_busy_min_ns",
                 "gpu_busy_max_ns", "gpu_span_median_ns", "gpu_idle_share_median", "gpu_ops",
                 "kernels", "launch_latency_median_ns", "syncs", "sync_ns", "copies",
@@ -33,7 +33,9 @@ ITERATION_FIELDS = ["benchmark", "run", "iteration", "cache", "calls", "range_id
                     "gpu_busy_ns", "gpu_span_ns", "overhead_ns", "edge_ns", "internal_idle_ns",
                     "gaps", "max_gap_ns", "host_lead_ns", "gpu_ops", "kernels", "streams",
                     "syncs", "copies"]
-SECTIONS = ("kernels", "ranges", "benchmarks", "iterations", "instances", "findings")
+PROCESS_FIELDS = ["pid", "name", "devices", "kernels", "kernel_ns", "gpu_ops", "nvtx_ranges"]
+SECTIONS = ("kernels", "ranges", "benchmarks", "iterations", "instances", "processes",
+            "findings")
 
 
 def plain(value: Any) -> Any:
@@ -71,7 +73,10 @@ def section_rows(c: Comparison, section: str) -> list[dict[str, Any]]:
     if section == "kernels":
         return records(a.kernels, KERNEL_FIELDS)
     if section == "ranges":
-        return records(a.ranges[~a.ranges["harness"]], RANGE_FIELDS)
+        fields = (["pid"] if "pid" in a.ranges else []) + RANGE_FIELDS
+        return records(a.ranges[~a.ranges["harness"]], fields)
+    if section == "processes":
+        return records(a.processes, PROCESS_FIELDS)
     if section == "benchmarks":
         return records(c.benchmarks, BENCHMARK_FIELDS)
     if section == "iterations":
@@ -120,5 +125,6 @@ def document(c: Comparison) -> dict[str, Any]:
         "kernels": section_rows(c, "kernels"),
         "ranges": section_rows(c, "ranges"),
         "benchmarks": section_rows(c, "benchmarks"),
+        "processes": section_rows(c, "processes"),
         "findings": section_rows(c, "findings"),
     }

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from ..compare import Comparison
 from .views import (
-    BENCHMARK_COLUMNS, FINDING_COLUMNS, RANGE_COLUMNS, Column, cells, header_lines,
+    BENCHMARK_COLUMNS, FINDING_COLUMNS, PROCESS_COLUMNS, RANGE_COLUMNS, Column, cells,
+    header_lines,
     kernel_columns, rows,
 )
 
@@ -38,6 +39,10 @@ class MarkdownRenderer:
         if kernels:
             out += ["", f"### GPU kernels (top {min(top, len(kernels))} of {len(kernels)})", ""]
             out += _table(kernel_columns(80), kernels[:top] if top else kernels)
+        processes = rows(c, "processes")
+        if len(processes) > 1:
+            out += ["", "### Processes", ""]
+            out += _table(PROCESS_COLUMNS, processes)
         benchmarks = rows(c, "benchmarks")
         if benchmarks:
             out += ["", "### Harness benchmarks (per call; trust the kernels)", ""]

@@ -11,7 +11,8 @@ from rich.text import Text
 
 from ..compare import Comparison
 from .views import (
-    BENCHMARK_COLUMNS, FINDING_COLUMNS, RANGE_COLUMNS, Column, cells, header_lines,
+    BENCHMARK_COLUMNS, FINDING_COLUMNS, PROCESS_COLUMNS, RANGE_COLUMNS, Column, cells,
+    header_lines,
     kernel_columns, rows,
 )
 
@@ -35,6 +36,9 @@ class TableRenderer:
             shown = kernels[:top] if top else kernels
             title = f"GPU kernels (top {len(shown)} of {len(kernels)} by total time)"
             console.print(_table(title, kernel_columns(max(30, (width or 120) - 60)), shown))
+        processes = rows(c, "processes")
+        if len(processes) > 1:
+            console.print(_table("Processes", PROCESS_COLUMNS, processes))
         benchmarks = rows(c, "benchmarks")
         if benchmarks:
             console.print(_table("Harness benchmarks: CUDA events against the kernels (per "

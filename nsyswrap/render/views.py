@@ -55,7 +55,8 @@ def kernel_columns(name_width: int) -> list[Column]:
 
 
 RANGE_COLUMNS = [
-    Column("Range", lambda r: range_label(r["domain"] or "", r["name"]), numeric=False),
+    Column("Range", lambda r: (f"[{r['pid']}] " if "pid" in r else "")
+           + range_label(r["domain"] or "", r["name"]), numeric=False),
     Column("N", lambda r: str(r["count"])),
     Column("CPU med", _ns("cpu_median_ns")),
     Column("GPU busy med", _ns("gpu_busy_median_ns")),
@@ -92,6 +93,15 @@ BENCHMARK_COLUMNS = [
     Column("Kernels med", _ns("busy_median_ns")),
     Column("Diff", _difference),
     Column("Verdict", lambda r: r["verdict"], numeric=False),
+]
+
+PROCESS_COLUMNS = [
+    Column("PID", lambda r: str(r["pid"])),
+    Column("Process", lambda r: r["name"], numeric=False),
+    Column("GPUs", lambda r: ",".join(map(str, r["devices"])) or "–", numeric=False),
+    Column("Kernels", lambda r: str(r["kernels"])),
+    Column("Kernel time", _ns("kernel_ns")),
+    Column("NVTX ranges", lambda r: str(r["nvtx_ranges"])),
 ]
 
 FINDING_COLUMNS = [
