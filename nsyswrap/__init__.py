@@ -16,7 +16,6 @@ from .harness import BenchmarkResult, benchmark
 from .loader import load
 from .report import Report
 
-
 __all__ = [
     "BadInputError", "BenchmarkResult", "Comparison", "Finding", "NsysWrapError", "Report",
     "Thresholds", "annotate", "benchmark", "compare", "load", "mark", "__version__",

@@ -179,7 +179,7 @@ def profile_ranks(target: Sequence[str], output_dir: Path, opts: ProfileOptions,
     exit_code, interrupted = _launch(cmd, target, first, opts, progress, False,
                                      stdout_to_stderr)
     captures = []
-    for r, base in enumerate(bases):
+    for base in bases:
         cap = Capture(output_dir, base.name, cmd, exe, first.nsys_version, exit_code,
                       interrupted, first.log)
         _collect(cap, base)
@@ -344,8 +344,8 @@ def import_qdstrm(qdstrm: Path, nsys: str | None = None) -> Path:
             )
         last = [ln for ln in text.replace("\r", "\n").splitlines() if ln.strip()]
         raise NsysWrapError(
-            f"{importer} could not import {qdstrm} ({last[-1].strip() if last else proc.returncode});"
-            " the raw capture is kept"
+            f"{importer} could not import {qdstrm} "
+            f"({last[-1].strip() if last else proc.returncode}); the raw capture is kept"
         )
     return rep
 

@@ -20,10 +20,10 @@ from pathlib import Path
 import click
 
 from ._version import __version__
+from .capture import DEFAULT_TRACE
 from .diagnose import CODES, Thresholds
 from .errors import BadInputError, NsysWrapError
 from .render import RENDERERS, render
-from .capture import DEFAULT_TRACE
 from .render.document import SECTIONS
 
 # Exit codes: 0 fine, 1 failure, 2 bad input or usage, 3 findings matched --fail-on.
@@ -173,7 +173,8 @@ def _exit_for(results, fail_codes: set[str] | None, workload_exit: int | None = 
         hit = [f for r in results if r is not None for f in r.findings
                if "ANY" in fail_codes or f.code in fail_codes]
         if hit:
-            _say(f"{len(hit)} finding(s) match --fail-on ({', '.join(sorted({f.code for f in hit}))})")
+            codes = ", ".join(sorted({f.code for f in hit}))
+            _say(f"{len(hit)} finding(s) match --fail-on ({codes})")
             sys.exit(EXIT_FINDINGS)
 
 

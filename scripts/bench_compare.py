@@ -19,6 +19,7 @@ import os
 import platform
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -30,7 +31,9 @@ HERE = Path(__file__).resolve().parent
 def run_measured(cmd: list[str], timeout: float) -> tuple[float, float, int | None]:
     """(wall seconds, peak RSS MiB, exit code or None on timeout) of one child process."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # Its own session, so that a timeout stops the whole tree (nsys stats runs helpers).
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
     deadline = t0 + timeout
     while True:
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
@@ -38,7 +41,7 @@ def run_measured(cmd: list[str], timeout: float) -> tuple[float, float, int | No
             return time.perf_counter() - t0, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(
                 status)
         if time.perf_counter() > deadline:
-            proc.kill()
+            os.killpg(proc.pid, signal.SIGKILL)
             _, _, usage = os.wait4(proc.pid, 0)
             return time.perf_counter() - t0, usage.ru_maxrss / 1024, None
         time.sleep(0.02)
@@ -78,6 +81,7 @@ def main() -> None:
         ours = run_measured([sys.executable, "-m", "nsyswrap", "compare", str(grown), "--format",
                              "json", "-o", str(a.workdir / f"out_{size}.json")], a.timeout)
         theirs = (run_measured([a.nsys, "stats", "-q", "-f", "csv", "-r", f"{kern},{proj}",
+                                "--force-overwrite", "true",
                                 "-o", str(a.workdir / f"nsys_{size}"), str(for_nsys)], a.timeout)
                   if a.nsys else (float("nan"), float("nan"), None))
         n = subprocess.run([sys.executable, "-c", "import sqlite3,sys;print(sqlite3.connect("
@@ -86,9 +90,10 @@ def main() -> None:
                            capture_output=True, text=True).stdout.strip()
         mib = grown.stat().st_size / 2**20
         t_ours = f"{ours[0]:.2f} s" + ("" if ours[2] == 0 else f" (exit {ours[2]})")
-        t_theirs = (f"{theirs[0]:.2f} s" if theirs[2] is not None
-                    else f"> {a.timeout:.0f} s (stopped)")
-        ratio = f"{ours[0] / theirs[0]:.3f}" if theirs[2] is not None else f"< {ours[0] / a.timeout:.3f}"
+        t_theirs = (f"{theirs[0]:.2f} s" + ("" if theirs[2] == 0 else f" (exit {theirs[2]})")
+                    if theirs[2] is not None else f"> {a.timeout:.0f} s (stopped)")
+        ratio = (f"{ours[0] / theirs[0]:.3f}" if theirs[2] == 0
+                 else f"< {ours[0] / a.timeout:.3f}" if theirs[2] is None else "–")
         print(f"| {int(n):,} | {mib:.0f} MiB | {t_ours} | {ours[1]:.0f} MiB | {t_theirs} | "
               f"{theirs[1]:.0f} MiB | {ratio} |", flush=True)
         for f in (grown, for_nsys):

@@ -34,7 +34,8 @@ def test_json_contract():
     for key in ("code", "severity", "range", "message", "evidence", "suggestion"):
         assert key in doc["findings"][0]
     (n_kernels,) = sql(GPU_MIX, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL")[0]
-    assert sum(k["count"] for k in doc["kernels"]) == n_kernels == doc["report"]["counts"]["kernels"]
+    assert sum(k["count"] for k in doc["kernels"]) == n_kernels
+    assert doc["report"]["counts"]["kernels"] == n_kernels
     (n_ranges,) = sql(GPU_MIX, "SELECT count(*) FROM NVTX_EVENTS WHERE eventType IN (59, 60)")[0]
     assert sum(r["count"] for r in doc["ranges"]) == n_ranges
     default = [r for r in doc["ranges"] if r["name"] == "step"][0]

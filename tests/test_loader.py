@@ -6,8 +6,15 @@ import os
 
 import pytest
 from conftest import (
-    ALL_REPORTS, CPU_2022, GPU_GRAPH_WHOLE, GPU_MIX, GPU_NO_CUDA, GPU_NO_NVTX, file_digest,
-    has_table, sql,
+    ALL_REPORTS,
+    CPU_2022,
+    GPU_GRAPH_WHOLE,
+    GPU_MIX,
+    GPU_NO_CUDA,
+    GPU_NO_NVTX,
+    file_digest,
+    has_table,
+    sql,
 )
 
 import nsyswrap
@@ -62,7 +69,8 @@ def test_domains_named_from_domain_create_events():
 
 def test_launch_join_by_correlation_id():
     r = nsyswrap.load(GPU_MIX)
-    expected = dict(sql(GPU_MIX, "SELECT k.correlationId, r.start FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+    expected = dict(sql(GPU_MIX, "SELECT k.correlationId, r.start "
+                                 "FROM CUPTI_ACTIVITY_KIND_KERNEL k "
                                  "JOIN CUPTI_ACTIVITY_KIND_RUNTIME r USING (correlationId)"))
     got = dict(zip(r.kernels["correlation_id"], r.kernels["launch_start_ns"], strict=True))
     assert got == expected

@@ -13,10 +13,13 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from pandas.api.types import union_categoricals
 
 from ..intervals import (
-    assign_lanes, covered_within, events_in_ranges, merge_intervals, union_stats,
+    assign_lanes,
+    covered_within,
+    events_in_ranges,
+    merge_intervals,
+    union_stats,
 )
 from ..report import Report
 
@@ -239,7 +242,8 @@ def _device_busy_in_span(inst: pd.DataFrame, pairs: pd.DataFrame,
 
 
 SUMMARY_COLUMNS = [
-    "domain", "name", "count", "processes", "cpu_total_ns", "cpu_median_ns", "cpu_min_ns", "cpu_max_ns",
+    "domain", "name", "count", "processes", "cpu_total_ns", "cpu_median_ns", "cpu_min_ns",
+    "cpu_max_ns",
     "gpu_busy_total_ns", "gpu_busy_median_ns", "gpu_busy_min_ns", "gpu_busy_max_ns",
     "gpu_span_median_ns", "gpu_idle_share_median", "gpu_ops", "kernels",
     "launch_latency_median_ns", "syncs", "sync_ns", "copies", "copy_bytes", "pageable_copies",

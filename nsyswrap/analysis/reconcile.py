@@ -25,7 +25,8 @@ from ..schema import CAPTURE_RANGE, HARNESS_DOMAIN, MARK_PART_SCHEMA, MARK_SCHEM
 
 ITERATION_COLUMNS = [
     "benchmark", "run", "iteration", "cache", "calls", "range_id", "pid", "start_ns",
-    "end_ns", "gpu_first_start_ns", "gpu_last_end_ns", "event_ns", "gpu_busy_ns", "gpu_span_ns", "overhead_ns", "edge_ns",
+    "end_ns", "gpu_first_start_ns", "gpu_last_end_ns", "event_ns", "gpu_busy_ns", "gpu_span_ns",
+    "overhead_ns", "edge_ns",
     "internal_idle_ns", "gaps", "max_gap_ns", "host_lead_ns", "gpu_ops", "kernels", "streams",
     "launch_latency_ns", "syncs", "sync_ns", "copies", "copy_bytes", "copy_ns",
     "pageable_copies",
@@ -113,6 +114,7 @@ def benchmark_summary(it: pd.DataFrame, runs: list[dict]) -> pd.DataFrame:
         by_cache = {m: (g[g["cache"] == m]["event_ns"] / calls, g[g["cache"] == m]
                         ["gpu_busy_ns"] / calls) for m in ("flushed", "hot")}
         event_median = float(event.median())
+        has_gpu = bool(g["gpu_first_start_ns"].notna().any())
         overhead = float((g["overhead_ns"] / calls).median())
         rows.append({
             "benchmark": name, "run": run_index, "iterations": len(g), "calls": calls,
@@ -128,10 +130,9 @@ def benchmark_summary(it: pd.DataFrame, runs: list[dict]) -> pd.DataFrame:
             "busy_flushed_ns": _median_or_nan(by_cache["flushed"][1]),
             "busy_hot_ns": _median_or_nan(by_cache["hot"][1]),
             # The GPU's view of the timed part, for clock samples; the CPU's where no GPU work.
-            "first_start_ns": int(g["gpu_first_start_ns"].min()
-                                  if g["gpu_first_start_ns"].notna().any() else g["start_ns"].min()),
-            "last_end_ns": int(g["gpu_last_end_ns"].max()
-                               if g["gpu_last_end_ns"].notna().any() else g["end_ns"].max()),
+            "first_start_ns": int(g["gpu_first_start_ns"].min() if has_gpu
+                                  else g["start_ns"].min()),
+            "last_end_ns": int(g["gpu_last_end_ns"].max() if has_gpu else g["end_ns"].max()),
         })
     return pd.DataFrame(rows, columns=BENCHMARK_COLUMNS)
 

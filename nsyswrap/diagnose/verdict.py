@@ -3,8 +3,8 @@ what inflates (or hides) them. The numbers sit beside it in every view."""
 
 from __future__ import annotations
 
-from . import cache, clock, cold_start, window
 from ..units import fmt_share
+from . import cache, clock, cold_start, window
 from .finding import Finding
 
 _CAUSES = (  # in order of how much they explain

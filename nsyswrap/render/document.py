@@ -14,7 +14,8 @@ from ..compare import SCHEMA, Comparison
 
 KERNEL_FIELDS = ["name", "short_name", "count", "total_ns", "mean_ns", "median_ns", "min_ns",
                  "max_ns", "std_ns", "share"]
-RANGE_FIELDS = ["name", "domain", "count", "processes", "cpu_total_ns", "cpu_median_ns", "cpu_min_ns",
+RANGE_FIELDS = ["name", "domain", "count", "processes", "cpu_total_ns", "cpu_median_ns",
+                "cpu_min_ns",
                 "cpu_max_ns", "gpu_busy_total_ns", "gpu_busy_median_ns", "gpu_busy_min_ns",
                 "gpu_busy_max_ns", "gpu_span_median_ns", "gpu_idle_share_median", "gpu_ops",
                 "kernels", "launch_latency_median_ns", "syncs", "sync_ns", "copies",

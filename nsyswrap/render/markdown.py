@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from ..compare import Comparison
 from .views import (
-    BENCHMARK_COLUMNS, FINDING_COLUMNS, PROCESS_COLUMNS, RANGE_COLUMNS, Column, cells,
+    BENCHMARK_COLUMNS,
+    FINDING_COLUMNS,
+    PROCESS_COLUMNS,
+    RANGE_COLUMNS,
+    Column,
+    cells,
     header_lines,
-    kernel_columns, rows,
+    kernel_columns,
+    rows,
 )
 
 

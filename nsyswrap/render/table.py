@@ -11,9 +11,15 @@ from rich.text import Text
 
 from ..compare import Comparison
 from .views import (
-    BENCHMARK_COLUMNS, FINDING_COLUMNS, PROCESS_COLUMNS, RANGE_COLUMNS, Column, cells,
+    BENCHMARK_COLUMNS,
+    FINDING_COLUMNS,
+    PROCESS_COLUMNS,
+    RANGE_COLUMNS,
+    Column,
+    cells,
     header_lines,
-    kernel_columns, rows,
+    kernel_columns,
+    rows,
 )
 
 SEVERITY_STYLE = {"warning": "bold yellow", "info": "cyan"}

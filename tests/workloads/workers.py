@@ -2,7 +2,9 @@
 for the end-to-end test that child processes are traced and grouped by process."""
 import multiprocessing as mp
 import time
+
 import nsyswrap
+
 
 def work(rank):
     for i in range(4):
