@@ -152,49 +152,42 @@ class _Database:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
 
-    # Rows per chunk when a big read is split across threads (rowid ranges).
-    CHUNK_ROWS = 250_000
-
-    def prefetch(self, sql: str | None, table: str | None = None) -> None:
-        """Start a big read now, in background threads with connections of their own:
-        SQLite scans and the Arrow conversion run in C without the GIL, so reads overlap,
-        and a read of `table` is split into rowid ranges to use more cores. `sql` has a
-        `{rows}` slot for the range condition."""
+    def prefetch(self, *queries: str | None) -> None:
+        """Start the big reads at once, each on its own connection: SQLite scans and Arrow
+        conversion run in C without the GIL, so they overlap on several cores."""
         from concurrent.futures import ThreadPoolExecutor
 
-        if not sql or sql in self._prefetched:
+        queries = [q for q in queries if q and q not in self._prefetched]
+        if not queries:
             return
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1))
-        ranges = ["1"]
-        if table is not None:
-            lo, hi = self.rows(f'SELECT min(rowid), max(rowid) FROM "{table}"')[0]
-            if lo is not None and hi - lo + 1 > self.CHUNK_ROWS:
-                step = max(self.CHUNK_ROWS, (hi - lo + 1) // self._pool._max_workers + 1)
-                ranges = [f"rowid BETWEEN {a} AND {min(a + step - 1, hi)}"
-                          for a in range(lo, hi + 1, step)]
-        self._prefetched[sql] = [self._pool.submit(self._fetch_arrow, sql.format(rows=r), None)
-                                 for r in ranges]
+            self._pool = ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1))
+        for q in queries:
+            self._prefetched[q] = self._pool.submit(self._fetch, q, None)
+
+    def columns(self, table: str) -> set[str]:
+        if table not in self._columns:
+            self._columns[table] = {r[1] for r in self.con.execute(f'PRAGMA table_info("{table}")')}
+        return self._columns[table]
+
+    def rows(self, sql: str, params: Iterable = ()) -> list[tuple]:
+        try:
+            return self.con.execute(sql, tuple(params)).fetchall()
+        except sqlite3.DatabaseError as e:
+            raise BadInputError(f"{self.path} could not be read ({e}): is it damaged?") from e
 
     def frame(self, sql: str) -> pd.DataFrame:
-        """Run a query whose columns are never NULL and return it as a DataFrame. `sql` may
-        have a `{rows}` slot (see prefetch), filled with "1" (all rows) here.
+        """Run a query whose columns are never NULL and return it as a DataFrame.
 
         The ADBC driver infers column types from the first rows, so queries coalesce
         nullable columns: a NULL-only first batch followed by text would fail.
         """
-        import pyarrow as pa
+        future = self._prefetched.pop(sql, None)
+        if future is not None:
+            return future.result()
+        return self._fetch(sql, self)
 
-        futures = self._prefetched.pop(sql, None)
-        if futures is not None:
-            table = pa.concat_tables([f.result() for f in futures])
-        else:
-            table = self._fetch_arrow(sql.format(rows="1") if "{rows}" in sql else sql, self)
-        # Hand the Arrow buffers over column by column, freeing each as it is converted:
-        # the peak stays near one copy of the result instead of two.
-        return table.to_pandas(self_destruct=True, split_blocks=True)
-
-    def _fetch_arrow(self, sql: str, owner: _Database | None):
+    def _fetch(self, sql: str, owner: _Database | None) -> pd.DataFrame:
         import adbc_driver_sqlite.dbapi as adbc
 
         con = None
@@ -208,7 +201,7 @@ class _Database:
             cur = con.cursor()
             try:
                 cur.execute(sql)
-                return cur.fetch_arrow_table()
+                table = cur.fetch_arrow_table()
             finally:
                 cur.close()
         except adbc.Error as e:
@@ -216,17 +209,9 @@ class _Database:
         finally:
             if owner is None and con is not None:
                 con.close()
-
-    def columns(self, table: str) -> set[str]:
-        if table not in self._columns:
-            self._columns[table] = {r[1] for r in self.con.execute(f'PRAGMA table_info("{table}")')}
-        return self._columns[table]
-
-    def rows(self, sql: str, params: Iterable = ()) -> list[tuple]:
-        try:
-            return self.con.execute(sql, tuple(params)).fetchall()
-        except sqlite3.DatabaseError as e:
-            raise BadInputError(f"{self.path} could not be read ({e}): is it damaged?") from e
+        # Hand the Arrow buffers over column by column, freeing each as it is converted:
+        # the peak stays near one copy of the result instead of two.
+        return table.to_pandas(self_destruct=True, split_blocks=True)
 
 
 def _read_report(db: _Database, source: Path, notes: list[str]) -> Report:
@@ -237,8 +222,7 @@ def _read_report(db: _Database, source: Path, notes: list[str]) -> Report:
         )
     event_types = _nvtx_event_types(db)
     runtime_sql, blocking = _runtime_sql(db)
-    db.prefetch(_kernels_sql(db), KERNEL_TABLE)
-    db.prefetch(runtime_sql, RUNTIME_TABLE)
+    db.prefetch(_kernels_sql(db), runtime_sql)
     kernels = _kernels(db)
     transfers = _transfers(db)
     launches, api_calls = _runtime_calls(db, runtime_sql, blocking, kernels, transfers)
@@ -301,7 +285,7 @@ def _kernels_sql(db: _Database) -> str | None:
                       k.streamId AS stream_id, k.globalPid AS global_pid,
                       k.correlationId AS correlation_id,
                       coalesce({short}, -1) AS short_id, coalesce({full}, {short}, -1) AS name_id
-               FROM {KERNEL_TABLE} AS k WHERE {{rows}}"""
+               FROM {KERNEL_TABLE} AS k"""
 
 
 def _kernels(db: _Database) -> pd.DataFrame:
@@ -422,8 +406,7 @@ def _runtime_sql(db: _Database) -> tuple[str | None, dict[int, str]]:
     ids = sorted(launch_ids | set(blocking))
     return (f"""SELECT correlationId AS correlation_id, start AS start_ns, "end" AS end_ns,
                        globalTid AS thread, nameId AS name_id
-                FROM {RUNTIME_TABLE}
-                WHERE nameId IN ({','.join(map(str, ids)) or 'NULL'}) AND {{rows}}""",
+                FROM {RUNTIME_TABLE} WHERE nameId IN ({','.join(map(str, ids)) or 'NULL'})""",
             blocking)
 
 
@@ -499,9 +482,11 @@ def _nvtx_domains(db: _Database, types: dict[str, int]) -> dict[tuple[int, int],
 
 
 def _domain_names(df: pd.DataFrame, domains: dict[tuple[int, int], str]) -> pd.Series:
-    process = _process_key(df["thread"])
-    keys = pd.Series(list(zip(process, df.pop("domain_id"), strict=True)), index=df.index)
-    return keys.map(domains).fillna("").astype(str)
+    """Each row's domain name, from (process, domain id); "" for the default domain."""
+    key = (_process_key(df["thread"]) << 32) | df.pop("domain_id").to_numpy(dtype="int64")
+    known = pd.Index([(p << 32) | d for p, d in domains], dtype="int64")
+    names = np.asarray(["", *domains.values()], dtype=object)
+    return pd.Series(names[known.get_indexer(key) + 1], index=df.index).astype(str)
 
 
 def _nvtx_ranges(db: _Database, types: dict[str, int],

@@ -78,6 +78,7 @@ def main() -> None:
                        stdout=subprocess.DEVNULL)
         for_nsys = a.workdir / f"grown_{size}_nsys.sqlite"
         shutil.copyfile(grown, for_nsys)
+        os.sync()  # no write-back of the fresh files competing with the timed runs
         ours = run_measured([sys.executable, "-m", "nsyswrap", "compare", str(grown), "--format",
                              "json", "-o", str(a.workdir / f"out_{size}.json")], a.timeout)
         theirs = (run_measured([a.nsys, "stats", "-q", "-f", "csv", "-r", f"{kern},{proj}",
