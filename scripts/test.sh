@@ -17,7 +17,7 @@ if ! command -v nsys >/dev/null 2>&1; then
 Types: deb
 URIs: http://deb.debian.org/debian
 Suites: $codename $codename-updates
-Components: main contrib non-free
+Components: contrib non-free
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 SRC
     fi
