@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..analysis import Analysis
@@ -12,6 +14,7 @@ from .finding import WARNING, Finding, Thresholds, range_label
 CODE = "COLD_START"
 METRICS = (("gpu_busy_ns", "GPU busy time"), ("gpu_span_ns", "GPU span"),
            ("cpu_ns", "CPU time"))
+HARNESS_METRICS = (("gpu_busy_ns", "kernel time"), ("event_ns", "event time"))
 
 
 def leading_outliers(values: np.ndarray, factor: float, min_excess: float) -> int:
@@ -31,38 +34,59 @@ def check(a: Analysis, t: Thresholds) -> list[Finding]:
     return _user_ranges(a, t) + _harness_runs(a, t)
 
 
+@dataclass(frozen=True)
+class _Cold:
+    """The leading outliers of one metric of a series of instances."""
+
+    count: int
+    words: str
+    first_ns: list[float]
+    median_rest_ns: float
+
+
+def _cold_metrics(g, metrics, t: Thresholds) -> dict[str, _Cold]:
+    """Per metric (column, words) of the instances `g` in time order: its cold start."""
+    cold = {}
+    for col, words in metrics:
+        values = g[col].to_numpy(dtype="float64")
+        if np.isnan(values).any() or not values.any():
+            continue
+        k = leading_outliers(values, t.cold_factor, t.cold_min_excess_ns)
+        if k:
+            cold[col] = _Cold(k, words, [float(v) for v in values[:k]],
+                              float(np.median(values[k:])))
+    return cold
+
+
+def _evidence(cold: dict[str, _Cold], skip: int, instances: int) -> dict:
+    return {"skip": skip, "instances": instances,
+            "metrics": {c: {"cold_instances": x.count, "first_ns": x.first_ns,
+                            "median_rest_ns": x.median_rest_ns} for c, x in cold.items()}}
+
+
 def _harness_runs(a: Analysis, t: Thresholds) -> list[Finding]:
     """Timed harness iterations that are still warming up: warmup was too short."""
     findings = []
     for (name, run), g in a.iterations.groupby(["benchmark", "run"], sort=False):
         if len(g) < t.cold_min_instances:
             continue
-        cold = {}
-        for col, words in (("gpu_busy_ns", "kernel time"), ("event_ns", "event time")):
-            values = g[col].to_numpy(dtype="float64")
-            if np.isnan(values).any():
-                continue
-            k = leading_outliers(values, t.cold_factor, t.cold_min_excess_ns)
-            if k:
-                cold[col] = (k, words, values[:k], float(np.median(values[k:])))
+        cold = _cold_metrics(g, HARNESS_METRICS, t)
         if not cold:
             continue
         label = f"nsyswrap:{name}"
         warmup = a.runs[run].get("config", {}).get("warmup_iters")
-        skip = max(k for k, *_ in cold.values())
-        col, (k, words, first, rest) = next(iter(cold.items()))
+        skip = max(x.count for x in cold.values())
+        first = next(iter(cold.values()))
         findings.append(Finding(
             code=CODE, severity=WARNING, range=label,
             message=(
-                f"{label}: the first {'timed iteration' if k == 1 else f'{k} timed iterations'}"
-                f" took {', '.join(fmt_ns(v) for v in first)} of {words} against a median of "
-                f"{fmt_ns(rest)}: the warmup of {warmup} iteration(s) was too short, "
-                f"skip {skip} more"
+                f"{label}: the first "
+                f"{'timed iteration' if first.count == 1 else f'{first.count} timed iterations'}"
+                f" took {', '.join(fmt_ns(v) for v in first.first_ns)} of {first.words} against "
+                f"a median of {fmt_ns(first.median_rest_ns)}: the warmup of {warmup} "
+                f"iteration(s) was too short, skip {skip} more"
             ),
-            evidence={"skip": skip, "warmup_iters": warmup, "instances": len(g),
-                      "metrics": {c: {"cold_instances": kk, "first_ns": [float(v) for v in ff],
-                                      "median_rest_ns": rr}
-                                  for c, (kk, _, ff, rr) in cold.items()}},
+            evidence={**_evidence(cold, skip, len(g)), "warmup_iters": warmup},
             suggestion=f"Use warmup={(warmup or 0) + skip} or more, or warmup='auto'.",
         ))
     return findings
@@ -74,39 +98,25 @@ def _user_ranges(a: Analysis, t: Thresholds) -> list[Finding]:
     for (domain, name), g in inst.groupby(["domain", "name"], sort=False):
         if len(g) < t.cold_min_instances:
             continue
-        cold = {}
-        for col, words in METRICS:
-            values = g[col].to_numpy(dtype="float64")
-            if np.isnan(values).any() or not values.any():
-                continue
-            k = leading_outliers(values, t.cold_factor, t.cold_min_excess_ns)
-            if k:
-                cold[col] = (k, words, values[:k], float(np.median(values[k:])))
+        cold = _cold_metrics(g, METRICS, t)
         if not cold:
             continue
         label = range_label(domain, name)
-        skip = max(k for k, *_ in cold.values())
-        col, (k, words, first, rest) = next(iter(cold.items()))
-        firsts = ", ".join(fmt_ns(v) for v in first)
+        skip = max(x.count for x in cold.values())
+        first = next(iter(cold.values()))
         findings.append(Finding(
             code=CODE,
             severity=WARNING,
             range=label,
             message=(
-                f"{label}: the first {'instance' if k == 1 else f'{k} instances'} took "
-                f"{firsts} of {words} against "
-                f"a median of {fmt_ns(rest)} for the rest ({first[0] / rest:.0f}x): "
+                f"{label}: the first "
+                f"{'instance' if first.count == 1 else f'{first.count} instances'} took "
+                f"{', '.join(fmt_ns(v) for v in first.first_ns)} of {first.words} against a "
+                f"median of {fmt_ns(first.median_rest_ns)} for the rest "
+                f"({first.first_ns[0] / first.median_rest_ns:.0f}x): "
                 f"skip {plural(skip, 'warmup iteration')} of {len(g)}"
             ),
-            evidence={
-                "skip": skip,
-                "instances": len(g),
-                "metrics": {
-                    c: {"cold_instances": kk, "first_ns": [float(v) for v in ff],
-                        "median_rest_ns": rr}
-                    for c, (kk, _, ff, rr) in cold.items()
-                },
-            },
+            evidence=_evidence(cold, skip, len(g)),
             suggestion=(
                 f"Run at least {skip} warmup iteration(s) before timing, or drop the first "
                 f"{skip} sample(s); the harness's warmup='auto' does this for you."
