@@ -64,7 +64,11 @@ def capture_fix_missing_nsys() -> str:
 def check_importer(exe: str) -> Check:
     """Can a raw capture become a report? nsys looks for its importer next to itself;
     nsyswrap also looks in the places distributions put it."""
-    own = real_nsys_path(exe).parent.parent / "host-linux-x64" / "QdstrmImporter"
+    # Where nsys itself looks: beside its own folder (standard install; Nsight Compute's copy
+    # uses the glibc-named folder). Debian's package puts the importer elsewhere.
+    base = real_nsys_path(exe).parent.parent
+    own = [base / d / "QdstrmImporter" for d in ("host-linux-x64",
+                                                 "linux-desktop-glibc_2_11_3-x64")]
     importer = capture.find_importer(exe)
     if importer is None:
         return Check("importer", FAIL, "QdstrmImporter not found: nsys leaves only .qdstrm "
@@ -77,10 +81,10 @@ def check_importer(exe: str) -> Check:
         return Check("importer", FAIL, f"{importer} cannot start: {lib} is missing",
                      "install libdw (Debian/Ubuntu: apt install libdw1; RHEL/Fedora: dnf "
                      "install elfutils-libs), or put its folder on LD_LIBRARY_PATH")
-    if not own.exists() and importer != own:
-        return Check("importer", WARN, f"nsys looks for {own}, which is missing; nsyswrap "
+    if importer not in own and not any(p.exists() for p in own):
+        return Check("importer", WARN, f"nsys looks for {own[0]}, which is missing; nsyswrap "
                      f"imports with {importer} instead",
-                     f"optional: ln -s {importer.parent} {own.parent}")
+                     f"optional: ln -s {importer.parent} {own[0].parent}")
     return Check("importer", OK, str(importer))
 
 
@@ -88,7 +92,7 @@ def check_nvtx_injection(exe: str) -> Check:
     """Profile a one-range Python program and look for the range in the export."""
     code = ("import nsyswrap, nsyswrap.nvtx_compat as c\n"
             "with nsyswrap.annotate('doctor-range', domain='nsyswrap-doctor'): pass\n"
-            "print('patched' if c.PATCHED else 'unpatched')\n")
+            "print('nvtx-gate:' + ('bypassed' if c.PATCHED else 'open'))\n")
     with tempfile.TemporaryDirectory(prefix="nsyswrap-doctor-") as tmp:
         opts = capture.ProfileOptions(trace="nvtx", force=True)
         try:
@@ -103,7 +107,7 @@ def check_nvtx_injection(exe: str) -> Check:
                          "run `nsyswrap run -v` on a small script to see nsys's output")
         found = ranges[(ranges["name"] == "doctor-range")
                        & (ranges["domain"] == "nsyswrap-doctor")]
-        patched = "patched" in (cap.log.read_text(errors="replace") if cap.log else "")
+        patched = "nvtx-gate:bypassed" in (cap.log.read_text(errors="replace") if cap.log else "")
         if found.empty:
             return Check("NVTX from Python", FAIL, "a test range from nsyswrap.annotate did "
                          "not reach the report", "see docs/nsys-python-nvtx-2022.md")

@@ -8,7 +8,7 @@ Details and evidence: docs/nsys-python-nvtx-2022.md.
 
 Applied once, on import of nsyswrap's annotation API. It changes nothing when no profiler is
 attached (no NVTX_INJECTION64_PATH: the package keeps its cheap no-op) and nothing when the
-tool accepts the extension (newer nsys).
+tool accepts the extension (seen: nsys 2025.3.1 answers enabled, and the patch stays off).
 """
 
 from __future__ import annotations

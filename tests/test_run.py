@@ -146,6 +146,8 @@ def test_ctrl_c_keeps_and_analyses_the_capture(tmp_path):
 def test_doctor_tells_the_cases_apart(tmp_path):
     ok = nsyswrap("doctor")
     assert "✓ nsys" in ok.stdout and "✓ NVTX from Python" in ok.stdout
+    if "2022." in ok.stdout:  # Debian's nsys: the nvtx package's gate had to be bypassed
+        assert "gate bypassed" in ok.stdout
     env = {**os.environ, "NSYSWRAP_IMPORTER": str(fake_importer_without_libdw(tmp_path))}
     libdw = nsyswrap("doctor", env=env)
     assert libdw.returncode == 1 and "✗ importer" in libdw.stdout and "libdw" in libdw.stdout
