@@ -152,34 +152,18 @@ class _Database:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
 
-    # Below this many rows a read is not split; above, into one piece per worker thread.
-    SPLIT_ROWS = 250_000
-
-    def prefetch(self, reads: list[tuple[str | None, str]]) -> None:
+    def prefetch(self, *queries: str | None) -> None:
         """Start the big reads at once, each on its own connection: SQLite scans and Arrow
-        conversion run in C without the GIL, so they overlap on several cores.
-
-        `reads` are (sql, table); each sql has a `{rows}` slot. With four or more cores a
-        big table's read is also split into rowid ranges, each scanned and converted in its
-        own thread (measured on the 16-core H100 host; on 2 cores splitting only added the
-        cost of joining the pieces, see docs/performance.md)."""
+        conversion run in C without the GIL, so they overlap on several cores."""
         from concurrent.futures import ThreadPoolExecutor
 
-        workers = min(8, os.cpu_count() or 1)
+        queries = [q for q in queries if q and q not in self._prefetched]
+        if not queries:
+            return
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=max(2, workers))
-        for sql, table in reads:
-            if not sql or sql in self._prefetched:
-                continue
-            pieces = ["1"]
-            if workers >= 4:
-                lo, hi = self.rows(f'SELECT min(rowid), max(rowid) FROM "{table}"')[0]
-                if lo is not None and hi - lo + 1 > self.SPLIT_ROWS:
-                    step = (hi - lo + 1) // workers + 1
-                    pieces = [f"rowid BETWEEN {a} AND {min(a + step - 1, hi)}"
-                              for a in range(lo, hi + 1, step)]
-            self._prefetched[sql] = [self._pool.submit(self._fetch, sql.format(rows=p), None)
-                                     for p in pieces]
+            self._pool = ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1))
+        for q in queries:
+            self._prefetched[q] = self._pool.submit(self._fetch, q, None)
 
     def columns(self, table: str) -> set[str]:
         if table not in self._columns:
@@ -198,11 +182,10 @@ class _Database:
         The ADBC driver infers column types from the first rows, so queries coalesce
         nullable columns: a NULL-only first batch followed by text would fail.
         """
-        futures = self._prefetched.pop(sql, None)
-        if futures is not None:
-            parts = [f.result() for f in futures]
-            return parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
-        return self._fetch(sql.replace("{rows}", "1"), self)
+        future = self._prefetched.pop(sql, None)
+        if future is not None:
+            return future.result()
+        return self._fetch(sql, self)
 
     def _fetch(self, sql: str, owner: _Database | None) -> pd.DataFrame:
         import adbc_driver_sqlite.dbapi as adbc
@@ -239,7 +222,7 @@ def _read_report(db: _Database, source: Path, notes: list[str]) -> Report:
         )
     event_types = _nvtx_event_types(db)
     runtime_sql, blocking = _runtime_sql(db)
-    db.prefetch([(_kernels_sql(db), KERNEL_TABLE), (runtime_sql, RUNTIME_TABLE)])
+    db.prefetch(_kernels_sql(db), runtime_sql)
     kernels = _kernels(db)
     transfers = _transfers(db)
     launches, api_calls = _runtime_calls(db, runtime_sql, blocking, kernels, transfers)
@@ -302,7 +285,7 @@ def _kernels_sql(db: _Database) -> str | None:
                       k.streamId AS stream_id, k.globalPid AS global_pid,
                       k.correlationId AS correlation_id,
                       coalesce({short}, -1) AS short_id, coalesce({full}, {short}, -1) AS name_id
-               FROM {KERNEL_TABLE} AS k WHERE {{rows}}"""
+               FROM {KERNEL_TABLE} AS k"""
 
 
 def _kernels(db: _Database) -> pd.DataFrame:
@@ -423,8 +406,7 @@ def _runtime_sql(db: _Database) -> tuple[str | None, dict[int, str]]:
     ids = sorted(launch_ids | set(blocking))
     return (f"""SELECT correlationId AS correlation_id, start AS start_ns, "end" AS end_ns,
                        globalTid AS thread, nameId AS name_id
-                FROM {RUNTIME_TABLE}
-                WHERE nameId IN ({','.join(map(str, ids)) or 'NULL'}) AND {{rows}}""",
+                FROM {RUNTIME_TABLE} WHERE nameId IN ({','.join(map(str, ids)) or 'NULL'})""",
             blocking)
 
 
