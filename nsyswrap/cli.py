@@ -138,24 +138,17 @@ def compare_command(report, fmt, output, section, instances, top, thresholds, fa
         click.echo(f"nsyswrap: no report given; comparing the bundled demo report {report.name} "
                    "(try: nsyswrap compare YOUR_REPORT.sqlite)", err=True)
     result = compare(report, limits, cache_dir=cache_dir, nsys=nsys, by_process=by_process)
-    to_terminal = output is None and sys.stdout.isatty()
-    use_color = color if color is not None else (to_terminal and "NO_COLOR" not in os.environ)
-    width = shutil.get_terminal_size((120, 40)).columns if to_terminal else 120
-    text = render(result, fmt, color=use_color, width=width, top=top, section=section,
-                  instances=instances)
-    if output is None:
-        click.echo(text, nl=False)
-    else:
-        output.write_text(text, encoding="utf-8")
-        click.echo(f"nsyswrap: wrote {fmt} to {output}", err=True)
+    _output(result, fmt, output, top, color, section=section, instances=instances)
     _exit_for([result], fail_codes)
 
 
-def _output(result, fmt: str, output: Path | None, top: int, color: bool | None) -> None:
+def _output(result, fmt: str, output: Path | None, top: int, color: bool | None,
+            **options) -> None:
+    """Render `result` to standard output or `output`; colour and width only on a terminal."""
     to_terminal = output is None and sys.stdout.isatty()
     use_color = color if color is not None else (to_terminal and "NO_COLOR" not in os.environ)
     width = shutil.get_terminal_size((120, 40)).columns if to_terminal else 120
-    text = render(result, fmt, color=use_color, width=width, top=top)
+    text = render(result, fmt, color=use_color, width=width, top=top, **options)
     if output is None:
         click.echo(text, nl=False)
     else:
