@@ -225,9 +225,9 @@ def _read_report(db: _Database, source: Path, notes: list[str]) -> Report:
     db.prefetch(_kernels_sql(db), runtime_sql)
     kernels = _kernels(db)
     transfers = _transfers(db)
-    launches, api_calls = _runtime_calls(db, runtime_sql, blocking, kernels, transfers)
-    kernels = _attach_launches(kernels, launches)[KERNEL_COLUMNS]
-    transfers = _attach_launches(transfers, launches)[TRANSFER_COLUMNS]
+    launches, api_calls = _runtime_calls(db, runtime_sql, blocking)
+    kernels, transfers = _attach_launches(db, launches, kernels, transfers)
+    kernels, transfers = kernels[KERNEL_COLUMNS], transfers[TRANSFER_COLUMNS]
     domains = _nvtx_domains(db, event_types)
     ranges, unterminated = _nvtx_ranges(db, event_types, domains)
     if unterminated:
@@ -381,6 +381,11 @@ class _Launches:
     start_ns: np.ndarray
     thread: np.ndarray
 
+    def frame(self) -> pd.DataFrame:
+        """The calls as rows again (correlation_id, start_ns, thread), to extend them."""
+        return pd.DataFrame({"correlation_id": self.key & 0xFFFFFFFF,
+                             "start_ns": self.start_ns, "thread": self.thread})
+
     def lookup(self, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(launch start, thread) for each key, -1 where no call matches."""
         if len(self.key) == 0:
@@ -410,39 +415,22 @@ def _runtime_sql(db: _Database) -> tuple[str | None, dict[int, str]]:
             blocking)
 
 
-def _runtime_calls(db: _Database, sql: str | None, blocking: dict[int, str],
-                   *ops: pd.DataFrame) -> tuple[_Launches, pd.DataFrame]:
-    """One scan of the runtime API table for two things: the call behind each GPU operation
-    (joined on process and correlation id) and the calls that block the host.
+def _runtime_calls(db: _Database, sql: str | None,
+                   blocking: dict[int, str]) -> tuple[_Launches, pd.DataFrame]:
+    """One scan of the runtime API table for two things: the calls that may have launched
+    GPU work (joined to it by _attach_launches) and the calls that block the host.
 
     Only calls that can launch GPU work or block are read (a filter on their name ids, in
-    SQLite): a long capture holds several runtime calls per kernel. Operations whose call
-    is not among those are looked up by correlation id afterwards, so no name list can drop
-    work.
+    SQLite): a long capture holds several runtime calls per kernel.
     """
-    no_launches = _Launches(*(np.array([], dtype="int64") for _ in range(3)))
     if sql is None:
-        return no_launches, empty(API_COLUMNS)
+        return _Launches(*(np.array([], dtype="int64") for _ in range(3))), empty(API_COLUMNS)
     df = db.frame(sql)
     is_blocking = np.isin(df["name_id"].to_numpy(), list(blocking))
     calls = df[is_blocking].sort_values("start_ns", kind="stable", ignore_index=True)
     calls["pid"] = _pid(calls["thread"])
     calls["api"] = calls.pop("name_id").map(blocking)
-    if all(op.empty for op in ops):
-        return no_launches, calls[API_COLUMNS]
-    launches = _launches_from(df)
-    wanted = np.concatenate([_launch_key(op["process_key"].to_numpy(),
-                                         op["correlation_id"].to_numpy()) for op in ops])
-    missing = np.unique(wanted[launches.lookup(wanted)[0] < 0])
-    if len(missing):
-        ids = sorted({int(k & 0xFFFFFFFF) for k in missing})
-        extra = [db.frame(f"""SELECT correlationId AS correlation_id, start AS start_ns,
-                                     globalTid AS thread FROM {RUNTIME_TABLE}
-                              WHERE correlationId IN ({','.join(map(str, ids[i:i + 5000]))})""")
-                 for i in range(0, len(ids), 5000)]
-        launches = _launches_from(pd.concat([df[["correlation_id", "start_ns", "thread"]],
-                                             *extra], ignore_index=True))
-    return launches, calls[API_COLUMNS]
+    return _launches_from(df), calls[API_COLUMNS]
 
 
 def _launches_from(df: pd.DataFrame) -> _Launches:
@@ -452,11 +440,27 @@ def _launches_from(df: pd.DataFrame) -> _Launches:
     return _Launches(key[order], df["start_ns"].to_numpy(dtype="int64")[order], thread[order])
 
 
-def _attach_launches(ops: pd.DataFrame, launches: _Launches) -> pd.DataFrame:
-    ops = ops.drop(columns=["launch_start_ns", "thread"], errors="ignore")
-    start, thread = launches.lookup(_launch_key(ops["process_key"].to_numpy(),
-                                                ops["correlation_id"].to_numpy()))
-    return ops.assign(launch_start_ns=start, thread=thread)
+def _attach_launches(db: _Database, launches: _Launches,
+                     *ops: pd.DataFrame) -> list[pd.DataFrame]:
+    """Each operation with the start and thread of the runtime call that launched it (-1
+    when the report has none). Operations whose call the name filter of _runtime_calls left
+    out are looked up again by correlation id, so no name list can drop work."""
+    keys = [_launch_key(op["process_key"].to_numpy(), op["correlation_id"].to_numpy())
+            for op in ops]
+    found = [launches.lookup(k) for k in keys]
+    missing = np.unique(np.concatenate([k[f[0] < 0] for k, f in zip(keys, found, strict=True)]
+                                       or [np.array([], "int64")]))
+    if len(missing) and RUNTIME_TABLE in db.tables:
+        ids = sorted({int(k & 0xFFFFFFFF) for k in missing})
+        extra = [db.frame(f"""SELECT correlationId AS correlation_id, start AS start_ns,
+                                     globalTid AS thread FROM {RUNTIME_TABLE}
+                              WHERE correlationId IN ({','.join(map(str, ids[i:i + 5000]))})""")
+                 for i in range(0, len(ids), 5000)]
+        launches = _launches_from(pd.concat([launches.frame(), *extra], ignore_index=True))
+        found = [launches.lookup(k) for k in keys]
+    return [op.drop(columns=["launch_start_ns", "thread"], errors="ignore").assign(
+                launch_start_ns=start, thread=thread)
+            for op, (start, thread) in zip(ops, found, strict=True)]
 
 
 def _nvtx_text_sql(db: _Database) -> tuple[str, str]:

@@ -150,3 +150,16 @@ def test_missing_and_folder(tmp_path):
         nsyswrap.load(tmp_path / "nope.sqlite")
     with pytest.raises(BadInputError, match="folder"):
         nsyswrap.load(tmp_path)
+
+
+def test_launches_outside_the_name_filter_are_still_found(monkeypatch):
+    """The runtime scan reads only launch-like calls; an operation launched by any other
+    call is fetched again by correlation id, so the join loses nothing."""
+    import re
+
+    from nsyswrap import cuda_api
+
+    expected = nsyswrap.load(GPU_MIX).kernels["launch_start_ns"].to_numpy()
+    monkeypatch.setattr(cuda_api, "LAUNCH_API", re.compile(r"^no-such-api$"))
+    got = nsyswrap.load(GPU_MIX).kernels["launch_start_ns"].to_numpy()
+    assert (got == expected).all() and (got >= 0).all()
