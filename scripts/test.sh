@@ -11,15 +11,18 @@ cd "$(dirname "$0")/.."
 
 if ! command -v nsys >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-bookworm}")
-    if ! grep -rqs "non-free" /etc/apt/sources.list /etc/apt/sources.list.d/; then
-      cat >/etc/apt/sources.list.d/nsyswrap-non-free.sources <<SRC
-Types: deb
-URIs: http://deb.debian.org/debian
-Suites: $codename $codename-updates
-Components: contrib non-free
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-SRC
+    # Nsight Systems is in Debian's non-free component: add contrib and non-free to the
+    # machine's own Debian entries (deb822 .sources and one-line sources.list), never a new
+    # package host of our own.
+    if ! grep -rqsE "^(Components:|deb ).*non-free" /etc/apt/sources.list /etc/apt/sources.list.d/; then
+      for f in /etc/apt/sources.list.d/*.sources; do
+        if [ -f "$f" ] && grep -q "^URIs:.*debian" "$f"; then
+          sed -i -E '/^Components:/{/non-free/!s/$/ contrib non-free/}' "$f"
+        fi
+      done
+      if [ -f /etc/apt/sources.list ]; then
+        sed -i -E '/^deb .*debian/{/non-free/!s/$/ contrib non-free/}' /etc/apt/sources.list
+      fi
     fi
     echo "scripts/test.sh: installing Nsight Systems from Debian non-free (once)"
     DEBIAN_FRONTEND=noninteractive apt-get update -qq
