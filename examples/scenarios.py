@@ -22,9 +22,11 @@ PLANTED: dict[str, str | None] = {
     "control_linear": None,
     "control_linear_hot": None,
     "control_tiny_graph": None,
+    "softmax_interleave": "CACHE_EFFECT",
     "launch_overhead_tiny": "LAUNCH_OVERHEAD",
     "launch_overhead_linear_hot": "LAUNCH_OVERHEAD",
     "host_work": "HOST_WORK_IN_WINDOW",
+    "host_pause": "HOST_BOUND",
     "transfer": "TRANSFER_IN_WINDOW",
     "sync": "SYNC_IN_WINDOW",
     "cache_effect": "CACHE_EFFECT",
@@ -72,6 +74,11 @@ def main() -> None:
     nsyswrap.benchmark(linear, name="control_linear_hot", flush_l2="none", **common)
     nsyswrap.benchmark(tiny, name="control_tiny_graph", cuda_graph=1, flush_l2="none",
                        **common)
+    # CACHE_EFFECT, and no LAUNCH_OVERHEAD: a 12 µs kernel whose events add only their own
+    # ~2.5 µs (the floor the harness measures), flushed and hot.
+    scores = torch.rand(2048, 2048, device=dev)  # 16 MiB
+    nsyswrap.benchmark(lambda: torch.softmax(scores, -1), name="softmax_interleave",
+                       flush_l2="interleave", **common)
 
     # LAUNCH_OVERHEAD: launch-bound loops and a hot kernel timed without back-pressure.
     nsyswrap.benchmark(tiny, name="launch_overhead_tiny", backpressure=False,
@@ -86,6 +93,16 @@ def main() -> None:
         return F.linear(a, b)
 
     nsyswrap.benchmark(host_work, name="host_work", backpressure=False, **common)
+
+    # HOST_BOUND: 800 µs of host time between two GEMMs; back-pressure keeps the GPU busy
+    # while the host works, so the events agree with the kernels, but a loop of this
+    # function runs at the host's pace.
+    def host_pause():
+        F.linear(a, b)
+        time.sleep(800e-6)
+        return F.linear(a, b)
+
+    nsyswrap.benchmark(host_pause, name="host_pause", **common)
 
     # TRANSFER_IN_WINDOW: the input comes from (pageable) host memory on every call.
     nsyswrap.benchmark(lambda: F.linear(a_host.to(dev), b), name="transfer",

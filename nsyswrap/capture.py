@@ -94,6 +94,21 @@ def _target_stem(target: Sequence[str]) -> str:
     return Path(target[0]).name if target else "run"
 
 
+# Runs `python SCRIPT` / `python -m MODULE` so that an interrupt ends it through exit(),
+# where nsys's CUDA trace is written (see the module's docstring).
+TARGET_RUNNER = str(Path(__file__).with_name("_target.py"))
+_PYTHON = re.compile(r"^python(\d+(\.\d+)*)?$")
+
+
+def runnable_target(target: Sequence[str]) -> list[str]:
+    """`target` with a plain `python SCRIPT ...` or `python -m MODULE ...` started through
+    TARGET_RUNNER; any other command as it is."""
+    if len(target) >= 2 and _PYTHON.match(Path(target[0]).name) and (
+            target[1].endswith(".py") or (target[1] == "-m" and len(target) >= 3)):
+        return [target[0], TARGET_RUNNER, *target[1:]]
+    return list(target)
+
+
 def profile_command(nsys: str, target: Sequence[str], out_base: Path,
                     opts: ProfileOptions) -> list[str]:
     cmd = [nsys, "profile", "-t", opts.trace, "-o", str(out_base),
@@ -110,7 +125,7 @@ def profile_command(nsys: str, target: Sequence[str], out_base: Path,
         cmd += ["--capture-range=nvtx", f"--nvtx-capture={CAPTURE_RANGE}@nsyswrap",
                 "--capture-range-end=none"]
     cmd += list(opts.extra_args)
-    return cmd + list(target)
+    return cmd + runnable_target(target)
 
 
 def _file(base: Path, ext: str) -> Path:
@@ -243,12 +258,24 @@ def _run_streaming(cmd: list[str], env: dict, log, verbose: bool, quiet: bool = 
     for t in threads:
         t.start()
 
-    def forward(signum, _frame):
-        # First Ctrl-C/SIGTERM: ask nsys to stop collecting and write the report (it ends
-        # the workload itself). Later ones: insist.
-        interrupted.append(signum)
+    def stop_nsys(sig: int) -> None:
         with contextlib.suppress(ProcessLookupError):
-            os.kill(proc.pid, signal.SIGINT if len(interrupted) == 1 else signal.SIGTERM)
+            os.kill(proc.pid, sig)
+
+    def forward(signum, _frame):
+        # First Ctrl-C/SIGTERM: interrupt the workload itself, as Ctrl-C in its terminal
+        # would, and let nsys finish as it does when a program ends. Stopping nsys instead
+        # makes it kill the workload (SIGTERM) before the CUDA activity buffered inside the
+        # process is written: the report keeps the NVTX ranges and loses the kernels
+        # (docs/nsys-quirks.md, "Signals"). If the workload does not end within
+        # INTERRUPT_GRACE_S, or on a second signal, nsys is stopped; then insisted.
+        interrupted.append(signum)
+        if len(interrupted) == 1 and interrupt_workload(proc.pid):
+            timer = threading.Timer(INTERRUPT_GRACE_S, stop_nsys, (signal.SIGINT,))
+            timer.daemon = True
+            timer.start()
+            return
+        stop_nsys(signal.SIGINT if len(interrupted) <= 2 else signal.SIGTERM)
 
     previous = {}
     if threading.current_thread() is threading.main_thread():
@@ -263,6 +290,66 @@ def _run_streaming(cmd: list[str], env: dict, log, verbose: bool, quiet: bool = 
         t.join(timeout=5)
     # nsys returns the workload's exit code; it also prints it when non-zero.
     return (reported_exit[-1] if reported_exit else rc), bool(interrupted)
+
+
+# How long an interrupted workload gets to end (and flush its CUDA trace) before nsys is
+# told to stop: time to save a checkpoint on KeyboardInterrupt, as training scripts do.
+INTERRUPT_GRACE_S = 30.0
+# nsys's own processes (the CLI, its launcher, its output relay, the agent).
+_NSYS_PROCESS = re.compile(r"^(nsys|QdstrmImporter)")
+
+
+def _process_table() -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, command name), from /proc; empty where there is no /proc."""
+    table = {}
+    with contextlib.suppress(OSError):
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    stat = f.read()
+            except OSError:
+                continue  # ended meanwhile
+            name = stat[stat.find("(") + 1: stat.rfind(")")]
+            ppid = int(stat[stat.rfind(")") + 2:].split()[1])
+            table[int(entry)] = (ppid, name)
+    return table
+
+
+def workload_roots(root: int, table: dict[int, tuple[int, str]] | None = None) -> list[int]:
+    """The profiled programs below `root`: each process whose parent is one of nsys's own
+    and which is not nsys's itself (nsys's launcher starts the program in a process group
+    of its own). Under torchrun (--ranks), one per rank."""
+    table = _process_table() if table is None else table
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _name) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        for child in sorted(children.get(pid, [])):
+            parent_is_nsys = bool(_NSYS_PROCESS.match(table.get(pid, (0, ""))[1]))
+            if parent_is_nsys and not _NSYS_PROCESS.match(table[child][1]):
+                found.append(child)  # a program nsys started: its own subtree is its business
+            else:
+                todo.append(child)
+    return found
+
+
+def interrupt_workload(root: int) -> bool:
+    """SIGINT to the process group of each profiled program below `root` (what Ctrl-C in
+    its terminal would do). False when none was found (no /proc, or not started yet)."""
+    sent = False
+    for pid in workload_roots(root):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            group = os.getpgid(pid)
+            if group == os.getpgid(root):  # shares nsys's group: the program alone
+                os.kill(pid, signal.SIGINT)
+            else:
+                os.killpg(group, signal.SIGINT)
+            sent = True
+    return sent
 
 
 def _strip_noise(text: str) -> str:

@@ -10,6 +10,7 @@ The core loop, each part switchable and recorded in the result:
         NVTX range <name>: start.record(); fn(); end.record()
         [sync]
     sync; read the events
+    event floor: the same windows around one tiny kernel, after a GPU sleep (see _Floor)
 
 After the loop the per-iteration event times and the configuration go into the report as an
 NVTX mark carrying JSON (schema nsyswrap.benchmark/1), so a .sqlite is self-contained.
@@ -31,7 +32,14 @@ from typing import Any
 
 from .annotate import annotate, mark
 from .errors import NsysWrapError
-from .schema import CAPTURE_ENV, CAPTURE_RANGE, HARNESS_DOMAIN, MARK_PART_SCHEMA, MARK_SCHEMA
+from .schema import (
+    CAPTURE_ENV,
+    CAPTURE_RANGE,
+    FLOOR_RANGE_SUFFIX,
+    HARNESS_DOMAIN,
+    MARK_PART_SCHEMA,
+    MARK_SCHEMA,
+)
 
 FLUSH_MODES = ("all", "none", "interleave")
 # NVTX messages are kept whole by nsys, but long JSON is split so no tool has to cope with
@@ -88,6 +96,10 @@ class BenchmarkResult:
     config: BenchmarkConfig
     clock_mhz: list[float | None] = field(default_factory=list)  # SM clock per iteration
     warmup_ns: list[float] = field(default_factory=list)  # event times of the warmup
+    host_ns: list[float] = field(default_factory=list)  # host time to issue each iteration
+    # Event times of windows around one tiny kernel: what these events read for (almost) no
+    # work. `nsyswrap compare` subtracts that kernel's own time to get the events' cost.
+    floor_ns: list[float] = field(default_factory=list)
 
     @property
     def median_ns(self) -> float:
@@ -96,6 +108,16 @@ class BenchmarkResult:
     @property
     def min_ns(self) -> float:
         return min(self.samples_ns)
+
+    @property
+    def host_median_ns(self) -> float | None:
+        """Median host time to issue one call (start.record() to end.record())."""
+        return statistics.median(self.host_ns) if self.host_ns else None
+
+    @property
+    def floor_median_ns(self) -> float | None:
+        """Median event time of a window holding one tiny kernel (per window, not per call)."""
+        return statistics.median(self.floor_ns) if self.floor_ns else None
 
     @property
     def mean_ns(self) -> float:
@@ -116,7 +138,8 @@ class BenchmarkResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": MARK_SCHEMA, "name": self.name, "samples_ns": self.samples_ns,
-                "cache": self.cache, "clock_mhz": self.clock_mhz, "median_ns": self.median_ns,
+                "cache": self.cache, "clock_mhz": self.clock_mhz, "host_ns": self.host_ns,
+                "floor_ns": self.floor_ns, "median_ns": self.median_ns,
                 "iqr_ns": self.iqr_ns, "min_ns": self.min_ns, "config": asdict(self.config)}
 
     def save(self, path: str | os.PathLike) -> Path:
@@ -146,6 +169,9 @@ def mark_payloads(result: BenchmarkResult, pid: int | None = None) -> list[str]:
         "cache": result.cache,
         "clock_mhz": result.clock_mhz,
         "warmup_event_ns": [round(s * result.config.calls_per_window) for s in result.warmup_ns],
+        "host_ns": [round(h * result.config.calls_per_window) for h in result.host_ns],
+        "floor_range": floor_range_name(result.name) if result.floor_ns else None,
+        "floor_event_ns": [round(f) for f in result.floor_ns],
         "config": asdict(result.config),
     }
     text = json.dumps(body, separators=(",", ":"))
@@ -315,7 +341,7 @@ class _Loop:
         clock = self.nvml.read_mhz() if self.nvml is not None else None  # GPU still busy
         if self.sync_each if sync is None else sync:
             self.torch.cuda.synchronize()
-        return start, end, clock
+        return start, end, clock, enqueue
 
     def warm_up(self, warmup, flush_l2: str, window: int = 5, tolerance: float = 0.1,
                 max_iters: int = 200, max_seconds: float = 5.0) -> list[float]:
@@ -329,8 +355,8 @@ class _Loop:
                else len(times) < max_iters and time.perf_counter() < deadline):
             # No back-pressure in the warmup: its enqueue times must be the host's own, not
             # waits on a sleeping GPU (a function that syncs would feed back into the sleep).
-            start, end, _ = self.iteration(_cache_mode(flush_l2, i),
-                                           sync=warmup == "auto" or None, sleep=False)
+            start, end, _, _ = self.iteration(_cache_mode(flush_l2, i),
+                                              sync=warmup == "auto" or None, sleep=False)
             i += 1
             if warmup != "auto":
                 pending.append((start, end))
@@ -386,7 +412,8 @@ def _run(fn, *, name, warmup, iters, flush_l2, backpressure, cuda_graph, calls, 
             modes = [_cache_mode(flush_l2, len(warm) + i) for i in range(iters)]
             timed = [loop.iteration(mode) for mode in modes]
             torch.cuda.synchronize()
-        samples = [s.elapsed_time(e) * 1e6 / calls_per_iteration for s, e, _ in timed]
+            floor = _Floor(torch, name, pressure).measure()
+        samples = [s.elapsed_time(e) * 1e6 / calls_per_iteration for s, e, _, _ in timed]
         config = BenchmarkConfig(
             name=name, iters=iters, warmup=warmup, warmup_iters=len(warm),
             flush_l2=flush_l2, flush_bytes=flush_bytes, backpressure=backpressure,
@@ -400,8 +427,10 @@ def _run(fn, *, name, warmup, iters, flush_l2, backpressure, cuda_graph, calls, 
             max_clock_mhz=nvml.max_mhz if nvml is not None else None,
             torch_version=str(torch.__version__),
         )
-        result = BenchmarkResult(name, samples, modes, config, [c for _, _, c in timed],
-                                 warmup_ns=[w / calls_per_iteration for w in warm])
+        result = BenchmarkResult(name, samples, modes, config, [c for _, _, c, _ in timed],
+                                 warmup_ns=[w / calls_per_iteration for w in warm],
+                                 host_ns=[h / calls_per_iteration for _, _, _, h in timed],
+                                 floor_ns=floor)
         if record:
             for text in mark_payloads(result):
                 mark(text, domain=HARNESS_DOMAIN)
@@ -484,3 +513,52 @@ class _Backpressure:
         self.slept_ns.append(ns)
         self.torch.cuda._sleep(int(ns * self.cycles_per_ns))
         return ns
+
+
+def floor_range_name(name: str) -> str:
+    """The NVTX range of a benchmark's event-floor windows (see _Floor)."""
+    return f"{name}{FLOOR_RANGE_SUFFIX}"
+
+
+class _Floor:
+    """What a pair of CUDA events reads around (almost) no work: windows holding one
+    one-element kernel, each after a GPU sleep that outlasts the host's enqueue, so no launch
+    latency can fall inside. Under nsys, `compare` subtracts that kernel's own duration and
+    gets the events' own cost (about 2.4 µs on an H100: the GPU dispatching the start event,
+    then the kernel), which no benchmark can go below; overhead is judged beyond it.
+
+    Always with a sleep, whatever the benchmark's back-pressure setting: without one the
+    floor would hold launch latency and hide the very overhead it is there to separate.
+    """
+
+    WARMUP = 3
+    WINDOWS = 20
+    SLEEP_NS = 200_000
+    # Cycles per ns when back-pressure did not calibrate: 2 GHz overestimates every current
+    # GPU's clock, so the sleep lasts at least SLEEP_NS.
+    DEFAULT_CYCLES_PER_NS = 2.0
+
+    def __init__(self, torch, name: str, pressure: _Backpressure | None):
+        self.torch = torch
+        self.range = annotate(floor_range_name(name), domain=HARNESS_DOMAIN)
+        self.cycles = int(self.SLEEP_NS * (pressure.cycles_per_ns if pressure is not None
+                                            else self.DEFAULT_CYCLES_PER_NS))
+        self.tiny = torch.zeros(1, device="cuda")
+
+    def measure(self) -> list[float]:
+        torch = self.torch
+        times = []
+        for i in range(self.WARMUP + self.WINDOWS):
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            end.record()
+            torch.cuda._sleep(self.cycles)
+            with self.range:
+                start.record()
+                self.tiny.zero_()
+                end.record()
+            end.synchronize()
+            if i >= self.WARMUP:
+                times.append(start.elapsed_time(end) * 1e6)
+        return times

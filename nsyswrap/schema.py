@@ -8,3 +8,5 @@ MARK_PART_SCHEMA = MARK_SCHEMA + "/part"
 # CAPTURE_RANGE, where nsys (-c nvtx) starts collecting.
 CAPTURE_ENV = "NSYSWRAP_CAPTURE_RANGE"
 CAPTURE_RANGE = "nsyswrap.capture"
+# The harness's event-floor windows are NVTX ranges named "<benchmark> [event floor]".
+FLOOR_RANGE_SUFFIX = " [event floor]"

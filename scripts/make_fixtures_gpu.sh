@@ -24,15 +24,25 @@ profile() {  # profile NAME TRACE [extra nsys args...] -- script
   rm -f "$base.nsys-rep"
 }
 
-profile torch_mix cuda,nvtx,osrt -- "$here/workloads/torch_mix.py"
-profile torch_mix_nonvtx cuda,osrt -- "$here/workloads/torch_mix.py"
-profile torch_mix_nocuda nvtx,osrt -- "$here/workloads/torch_mix.py"
-profile torch_graph cuda,nvtx --cuda-graph-trace=node -- "$here/workloads/torch_graph.py"
-profile torch_graph_graphlevel cuda,nvtx -- "$here/workloads/torch_graph.py"
-profile holdout_cnn cuda,nvtx -- "$here/workloads/torch_holdout.py"
-profile harness_clock cuda,nvtx --gpu-metrics-devices=all --gpu-metrics-frequency=100 -- "$here/workloads/torch_harness_clock.py"
-# NVIDIA's own summaries of two fixtures, an independent reference for the tests.
-for name in torch_mix torch_graph; do
+# FIXTURES="torch_train diff_base" makes only those (default: all).
+want() { [ -z "${FIXTURES:-}" ] || [[ " $FIXTURES " == *" $1 "* ]]; }
+
+want torch_mix && profile torch_mix cuda,nvtx,osrt -- "$here/workloads/torch_mix.py"
+want torch_mix_nonvtx && profile torch_mix_nonvtx cuda,osrt -- "$here/workloads/torch_mix.py"
+want torch_mix_nocuda && profile torch_mix_nocuda nvtx,osrt -- "$here/workloads/torch_mix.py"
+want torch_graph && profile torch_graph cuda,nvtx --cuda-graph-trace=node -- "$here/workloads/torch_graph.py"
+want torch_graph_graphlevel && profile torch_graph_graphlevel cuda,nvtx -- "$here/workloads/torch_graph.py"
+want holdout_cnn && profile holdout_cnn cuda,nvtx -- "$here/workloads/torch_holdout.py"
+want harness_clock && profile harness_clock cuda,nvtx --gpu-metrics-devices=all --gpu-metrics-frequency=100 -- "$here/workloads/torch_harness_clock.py"
+# A training loop (backward on autograd threads) and threads launching for each other.
+want torch_train && profile torch_train cuda,nvtx -- "$here/workloads/torch_train.py"
+# `nsyswrap diff`: the same workload twice, and once with mlp2 made slower.
+want diff_base && profile diff_base cuda,nvtx -- "$here/workloads/torch_diff.py"
+want diff_base_again && profile diff_base_again cuda,nvtx -- "$here/workloads/torch_diff.py"
+want diff_slow && profile diff_slow cuda,nvtx -- "$here/workloads/torch_diff.py" --slow
+# NVIDIA's own summaries of some fixtures, an independent reference for the tests.
+for name in torch_mix torch_graph torch_train; do
+  want $name || continue
   nsys stats -q -f csv -r cuda_gpu_kern_sum,nvtx_gpu_proj_sum \
     -o "$out/${tag}_$name.nsys_stats" "$out/${tag}_$name.sqlite" >/dev/null
 done

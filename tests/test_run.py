@@ -125,9 +125,16 @@ def test_missing_libdw_is_named(tmp_path):
 
 def test_ctrl_c_keeps_and_analyses_the_capture(tmp_path):
     script = tmp_path / "forever.py"
-    script.write_text("import time, nsyswrap\nprint('running', flush=True)\nwhile True:\n"
-                      "    with nsyswrap.annotate('tick', domain='forever'):\n"
-                      "        time.sleep(0.01)\n")
+    seen = tmp_path / "seen"
+    # The workload itself must see the interrupt (and end through its own shutdown, where
+    # CUDA's buffered trace is written), not be killed by nsys.
+    script.write_text("import sys, time, nsyswrap\nprint('running', flush=True)\ntry:\n"
+                      "    while True:\n"
+                      "        with nsyswrap.annotate('tick', domain='forever'):\n"
+                      "            time.sleep(0.01)\n"
+                      "except KeyboardInterrupt:\n"
+                      f"    open({str(seen)!r}, 'w').write('KeyboardInterrupt')\n"
+                      "    sys.exit(130)\n")
     out = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, "-m", "nsyswrap", "run", "-o", str(out), str(script)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -138,6 +145,7 @@ def test_ctrl_c_keeps_and_analyses_the_capture(tmp_path):
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 130, stderr
     assert "interrupted" in stderr
+    assert seen.read_text() == "KeyboardInterrupt"
     doc = json.loads((out / "analysis.json").read_text())
     ticks = [r for r in doc["ranges"] if r["name"] == "tick"][0]
     assert ticks["count"] > 10
@@ -193,3 +201,43 @@ def test_one_report_per_torchrun_rank(tmp_path):
         assert steps == (4, 1)  # each rank's report holds its own four steps
         doc = json.loads((out / f"analysis.ranks.rank{rank}.json").read_text())
         assert [r["count"] for r in doc["ranges"] if r["name"] == "step"] == [4]
+
+
+def test_workload_roots_finds_the_program_below_nsys(tmp_path):
+    """A real process tree shaped like nsys's: nsys -> nsys-launcher -> program -> its own
+    child. The program is found; nsys's processes and the program's children are not."""
+    from nsyswrap.capture import workload_roots
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    program = bin_dir / "program"
+    program.write_text("#!/bin/sh\nsleep 30 &\nwait\n")
+    launcher = bin_dir / "nsys-launcher"
+    launcher.write_text(f"#!/bin/sh\n{program} &\nwait\n")
+    nsys = bin_dir / "nsys"
+    nsys.write_text(f"#!/bin/sh\n{launcher}\n")
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    proc = subprocess.Popen([str(nsys)], start_new_session=True)
+    try:
+        deadline = time.time() + 10
+        roots = []
+        while time.time() < deadline and not (roots and _has_child(roots[0])):
+            time.sleep(0.1)
+            roots = workload_roots(proc.pid)
+        assert len(roots) == 1
+        assert Path(f"/proc/{roots[0]}/comm").read_text().strip() == "program"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def _has_child(pid: int) -> bool:
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and Path(f"/proc/{entry}/stat").read_text().rsplit(
+                    ")", 1)[1].split()[1] == str(pid):
+                return True
+        except OSError:
+            continue
+    return False

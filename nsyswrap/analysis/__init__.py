@@ -12,7 +12,13 @@ from .._memory import release_freed_memory
 from ..report import Report, ReportInfo
 from .kernels import kernel_summary
 from .ranges import Attribution, attribute, process_summary, range_instances, range_summary
-from .reconcile import benchmark_runs, benchmark_summary, harness_range_names, iterations
+from .reconcile import (
+    benchmark_runs,
+    benchmark_summary,
+    event_floors,
+    harness_range_names,
+    iterations,
+)
 
 
 @dataclass
@@ -53,7 +59,7 @@ def analyze(report: Report, by_process: bool = False) -> Analysis:
         gpu_metrics=report.gpu_metrics,
         runs=runs,
         iterations=its,
-        benchmarks=benchmark_summary(its, runs),
+        benchmarks=benchmark_summary(its, runs, event_floors(instances, runs)),
         processes=process_summary(report, att),
     )
 

@@ -12,6 +12,12 @@ Per iteration (all ns):
   edge        event - span: window time before the first and after the last GPU op
               (launch latency, or host work before the first launch)
   host_lead   CPU time from the range's start (start.record()) to the first launch call
+  host        CPU time to issue the iteration (the range's length) less the time the host
+              spent blocked on the GPU inside it
+
+The harness also times windows around one tiny kernel ("<name> [event floor]" ranges, their
+event times in the mark): event - busy there is the events' own cost, the floor below which
+no window can read (floor_ns per call).
 """
 
 from __future__ import annotations
@@ -25,8 +31,8 @@ from ..schema import CAPTURE_RANGE, HARNESS_DOMAIN, MARK_PART_SCHEMA, MARK_SCHEM
 
 ITERATION_COLUMNS = [
     "benchmark", "run", "iteration", "cache", "calls", "range_id", "pid", "start_ns",
-    "end_ns", "gpu_first_start_ns", "gpu_last_end_ns", "event_ns", "gpu_busy_ns", "gpu_span_ns",
-    "overhead_ns", "edge_ns",
+    "end_ns", "cpu_ns", "host_ns", "gpu_first_start_ns", "gpu_last_end_ns", "event_ns",
+    "gpu_busy_ns", "gpu_span_ns", "overhead_ns", "edge_ns",
     "internal_idle_ns", "gaps", "max_gap_ns", "host_lead_ns", "gpu_ops", "kernels", "streams",
     "launch_latency_ns", "syncs", "sync_ns", "copies", "copy_bytes", "copy_ns",
     "pageable_copies",
@@ -59,20 +65,27 @@ def benchmark_runs(marks: pd.DataFrame) -> list[dict]:
     return sorted(runs, key=lambda r: r["time_ns"])
 
 
+def _windows(instances: pd.DataFrame, run: dict, range_name: str, n: int) -> pd.DataFrame | None:
+    """The last `n` instances of `range_name` that the run's process opened before its mark;
+    None when fewer are in the report (a capture range cut them off: cannot pair safely)."""
+    candidates = instances[
+        (instances["domain"] == run.get("domain", HARNESS_DOMAIN))
+        & (instances["name"] == range_name)
+        & (instances["pid"] == run["mark_pid"])
+        & (instances["start_ns"] <= run["time_ns"])
+    ].sort_values("start_ns")
+    mine = candidates.tail(n)
+    return mine if len(mine) == n else None
+
+
 def iterations(instances: pd.DataFrame, runs: list[dict]) -> pd.DataFrame:
     """One row per timed iteration of every harness run found in the report."""
     frames = []
     for run_index, run in enumerate(runs):
         n = len(run["event_ns"])
-        candidates = instances[
-            (instances["domain"] == run.get("domain", HARNESS_DOMAIN))
-            & (instances["name"] == run["range"])
-            & (instances["pid"] == run["mark_pid"])
-            & (instances["start_ns"] <= run["time_ns"])
-        ].sort_values("start_ns")
-        mine = candidates.tail(n)
-        if len(mine) != n:
-            continue  # ranges missing (capture range cut them off): cannot pair safely
+        mine = _windows(instances, run, run["range"], n)
+        if mine is None:
+            continue
         df = mine.reset_index(drop=True).copy()
         df["benchmark"] = run["name"]
         df["run"] = run_index
@@ -88,13 +101,32 @@ def iterations(instances: pd.DataFrame, runs: list[dict]) -> pd.DataFrame:
     it["edge_ns"] = it["event_ns"] - it["gpu_span_ns"]
     it["internal_idle_ns"] = it["gpu_idle_ns"]
     it["host_lead_ns"] = it["first_launch_ns"] - it["start_ns"]
+    it["host_ns"] = it["cpu_ns"] - it["sync_ns"]
     return it[ITERATION_COLUMNS]
+
+
+def event_floors(instances: pd.DataFrame, runs: list[dict]) -> dict[int, float]:
+    """Per run (index): the events' own cost per window, the median of event - GPU busy over
+    the harness's floor windows. Runs without floor windows (older harness, no CUDA trace)
+    are left out."""
+    out = {}
+    for run_index, run in enumerate(runs):
+        events = run.get("floor_event_ns") or []
+        if not run.get("floor_range") or not events:
+            continue
+        mine = _windows(instances, run, run["floor_range"], len(events))
+        if mine is None or mine["gpu_busy_ns"].isna().all():
+            continue
+        overhead = np.asarray(events, dtype="float64") - mine["gpu_busy_ns"].to_numpy("float64")
+        out[run_index] = float(np.median(overhead))
+    return out
 
 
 BENCHMARK_COLUMNS = [
     "benchmark", "run", "iterations", "calls", "flush_l2", "backpressure", "cuda_graph",
     "warmup_iters", "event_median_ns", "event_iqr_ns", "busy_median_ns", "busy_iqr_ns",
-    "span_median_ns", "overhead_median_ns", "overhead_share", "event_flushed_ns",
+    "span_median_ns", "overhead_median_ns", "overhead_share", "floor_ns", "host_median_ns",
+    "event_flushed_ns",
     "event_hot_ns", "busy_flushed_ns", "busy_hot_ns", "first_start_ns", "last_end_ns",
 ]
 
@@ -103,8 +135,11 @@ def _iqr(s: pd.Series) -> float:
     return float(s.quantile(0.75) - s.quantile(0.25)) if len(s) > 1 else 0.0
 
 
-def benchmark_summary(it: pd.DataFrame, runs: list[dict]) -> pd.DataFrame:
-    """One row per harness run. Times are per call (a graph replay of N calls counts N)."""
+def benchmark_summary(it: pd.DataFrame, runs: list[dict],
+                      floors: dict[int, float] | None = None) -> pd.DataFrame:
+    """One row per harness run. Times are per call (a graph replay of N calls counts N);
+    `floors` (event_floors) gives each run's event floor per window."""
+    floors = floors or {}
     rows = []
     for (name, run_index), g in it.groupby(["benchmark", "run"], sort=False):
         calls = int(g["calls"].iloc[0])
@@ -125,6 +160,8 @@ def benchmark_summary(it: pd.DataFrame, runs: list[dict]) -> pd.DataFrame:
             "span_median_ns": float((g["gpu_span_ns"] / calls).median()),
             "overhead_median_ns": overhead,
             "overhead_share": overhead / event_median if event_median else np.nan,
+            "floor_ns": floors[run_index] / calls if run_index in floors else np.nan,
+            "host_median_ns": float((g["host_ns"] / calls).median()),
             "event_flushed_ns": _median_or_nan(by_cache["flushed"][0]),
             "event_hot_ns": _median_or_nan(by_cache["hot"][0]),
             "busy_flushed_ns": _median_or_nan(by_cache["flushed"][1]),
@@ -145,4 +182,6 @@ def harness_range_names(runs: list[dict]) -> set[tuple[str, str]]:
     """(domain, name) of every range the harness opened: its iterations (warmup and timed)
     and the capture range of `nsyswrap run --harness-only`."""
     out = {(run.get("domain", HARNESS_DOMAIN), run["range"]) for run in runs}
+    out |= {(run.get("domain", HARNESS_DOMAIN), run["floor_range"]) for run in runs
+            if run.get("floor_range")}
     return out | {(HARNESS_DOMAIN, CAPTURE_RANGE)} if runs else out

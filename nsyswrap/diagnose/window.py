@@ -34,12 +34,20 @@ def _medians(g: pd.DataFrame) -> dict[str, float]:
     return m
 
 
+def event_floor(a: Analysis, run: int) -> float:
+    """The run's event floor per call (0 when the report holds none: older harness)."""
+    b = a.benchmarks
+    floor = b.loc[b["run"] == run, "floor_ns"]
+    return float(floor.iloc[0]) if len(floor) and pd.notna(floor.iloc[0]) else 0.0
+
+
 def check(a: Analysis, t: Thresholds) -> list[Finding]:
     findings = []
-    for (name, _run), g in a.iterations.groupby(["benchmark", "run"], sort=False):
+    for (name, run), g in a.iterations.groupby(["benchmark", "run"], sort=False):
         if g["gpu_busy_ns"].isna().all():
             continue  # no CUDA trace: nothing to reconcile against
         m = _medians(g)
+        floor = max(event_floor(a, run), 0.0)
         label = f"nsyswrap:{name}"
         event, busy, span, overhead = m["event_ns"], m["gpu_busy_ns"], m["gpu_span_ns"], \
             m["overhead_ns"]
@@ -87,10 +95,11 @@ def check(a: Analysis, t: Thresholds) -> list[Finding]:
                 "measure, use pinned memory and non_blocking=True.",
             ))
         # Gaps that short between dependent kernels are the GPU's own dispatch (a CUDA
-        # graph leaves them too); only the rest is overhead the host added.
+        # graph leaves them too), and the events cost their floor (measured by the harness
+        # in the same run) whatever they time; only the rest is overhead the host added.
         device_gaps = (m["internal_idle_ns"] if m["gaps"] and
                        m["internal_idle_ns"] / m["gaps"] < t.dispatch_gap_ns else 0.0)
-        host_overhead = overhead - device_gaps
+        host_overhead = overhead - device_gaps - floor
         if synced or host_overhead < max(t.overhead_min_ns, t.overhead_share * event):
             continue  # a sync explains the idle window on its own
         # One long host stall, between GPU operations or before the first one, is host work;
@@ -104,7 +113,8 @@ def check(a: Analysis, t: Thresholds) -> list[Finding]:
                     "internal_idle_median_ns": m["internal_idle_ns"],
                     "max_gap_median_ns": m["max_gap_ns"], "gaps_median": m["gaps"],
                     "host_lead_median_ns": m["host_lead_ns"], "gpu_ops_median": m["gpu_ops"],
-                    "device_gap_median_ns": device_gaps}
+                    "device_gap_median_ns": device_gaps, "event_floor_ns": floor,
+                    "overhead_beyond_floor_ns": host_overhead}
         if stall_inside or host_before:
             where = (f"a {fmt_ns(m['max_gap_ns'])} gap between GPU operations" if stall_inside
                      else f"{fmt_ns(m['host_lead_ns'])} of host time before the first launch")
@@ -122,7 +132,9 @@ def check(a: Analysis, t: Thresholds) -> list[Finding]:
                 LAUNCH, WARNING, label,
                 f"{label}: the events read {fmt_ns(event)} but the GPU was busy only "
                 f"{fmt_ns(busy)} (+{fmt_share(overhead / busy if busy else 1.0)}): "
-                f"{fmt_ns(overhead)} of launch overhead, {fmt_ns(m['edge_ns'])} before the "
+                + (f"{fmt_ns(host_overhead)} of launch overhead beyond the events' own "
+                   f"{fmt_ns(floor)}, " if floor else f"{fmt_ns(overhead)} of launch overhead, ")
+                + f"{fmt_ns(m['edge_ns'])} before the "
                 f"first GPU operation and {m['gaps']:.0f} gaps between "
                 f"{m['gpu_ops']:.0f} operations",
                 evidence,
