@@ -98,6 +98,19 @@ def _thresholds_help() -> str:
                      for name, default, text in Thresholds.describe())
 
 
+ATTRIBUTION_OPTION = click.option(
+    "--attribution", type=click.Choice(["process", "thread"]), default="process",
+    show_default=True,
+    help="Which GPU work a range owns. process: what its thread launched inside it, plus "
+    "what other threads of its process launched while it was open and in no range of the "
+    "user's own (PyTorch's backward runs on autograd threads). thread: nsys's rule "
+    "(nvtx_gpu_proj_sum).")
+ALL_DOMAINS_OPTION = click.option(
+    "--all-domains", is_flag=True,
+    help="Findings also for ranges of libraries' NVTX domains (NCCL, cuDNN, cuBLAS, ...) "
+    "and PyTorch's operator ranges (aten::*); they are listed either way.")
+
+
 @main.command("compare", epilog="\b\nThresholds (--threshold NAME=VALUE):\n"
               + _thresholds_help() + "\n\n\b\nExamples:\n"
               "  nsyswrap compare run.sqlite\n"
@@ -124,9 +137,11 @@ def _thresholds_help() -> str:
               help="Where .nsys-rep exports go (default $NSYSWRAP_CACHE or ~/.cache/nsyswrap).")
 @click.option("--by-process", is_flag=True, help="Summarise NVTX ranges per process "
               "(worker processes, torchrun ranks).")
+@ATTRIBUTION_OPTION
+@ALL_DOMAINS_OPTION
 @click.option("--color/--no-color", default=None, help="Colour (default: only on a terminal).")
 def compare_command(report, fmt, output, section, instances, top, thresholds, fail_on, nsys,
-                    cache_dir, by_process, color):
+                    cache_dir, by_process, attribution, all_domains, color):
     """Analyse an Nsight Systems report (.sqlite or .nsys-rep) and say what distorts its
     timings. Without REPORT, analyses the demo report bundled with nsyswrap."""
     from .compare import compare  # imported here: `nsyswrap --help` stays fast
@@ -137,7 +152,8 @@ def compare_command(report, fmt, output, section, instances, top, thresholds, fa
         report = demo_report()
         click.echo(f"nsyswrap: no report given; comparing the bundled demo report {report.name} "
                    "(try: nsyswrap compare YOUR_REPORT.sqlite)", err=True)
-    result = compare(report, limits, cache_dir=cache_dir, nsys=nsys, by_process=by_process)
+    result = compare(report, limits, cache_dir=cache_dir, nsys=nsys, by_process=by_process,
+                     attribution=attribution, all_domains=all_domains)
     _output(result, fmt, output, top, color, section=section, instances=instances)
     _exit_for([result], fail_codes)
 
@@ -221,11 +237,13 @@ def _target(module: str | None, args: tuple[str, ...]) -> list[str]:
               help="Change a finding threshold (see `nsyswrap compare --help`).")
 @click.option("--fail-on", metavar="CODE[,CODE]|any",
               help=f"Exit {EXIT_FINDINGS} when a finding with one of these codes is present.")
+@ATTRIBUTION_OPTION
+@ALL_DOMAINS_OPTION
 @click.option("-v", "--verbose", is_flag=True, help="Show nsys's own output.")
 @click.option("--color/--no-color", default=None)
 def run_command(args, module, output, force, nsys, trace, sample, gpu_metrics,
                 gpu_metrics_frequency, harness_only, ranks, nsys_args, fmt, thresholds, fail_on,
-                verbose, color):
+                attribution, all_domains, verbose, color):
     """Profile a script (or -m module, or -- any command) under nsys, export the report and
     show the verdict. The workload's output streams through; its exit code is nsyswrap's."""
     from .capture import ProfileOptions, default_output_dir
@@ -241,15 +259,16 @@ def run_command(args, module, output, force, nsys, trace, sample, gpu_metrics,
                           verbose=verbose)
     # Machine-readable output owns standard output; the workload's goes to stderr then.
     quiet_stdout = fmt in ("json", "csv")
+    analysis = {"attribution": attribution, "all_domains": all_domains}
     if ranks:
         if target[0] != sys.executable:
             raise BadInputError("--ranks runs a Python SCRIPT or -m MODULE with torchrun; "
                                 "for other commands use nsyswrap run -- torchrun ...")
         results = run_ranks(target, out_dir, opts, ranks, limits, nsys=nsys, progress=_say,
-                            stdout_to_stderr=quiet_stdout)
+                            stdout_to_stderr=quiet_stdout, compare_options=analysis)
     else:
         results = [run(target, out_dir, opts, limits, nsys=nsys, progress=_say,
-                       stdout_to_stderr=quiet_stdout)]
+                       stdout_to_stderr=quiet_stdout, compare_options=analysis)]
     for result in results:
         cap = result.capture
         if len(results) > 1:

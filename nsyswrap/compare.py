@@ -31,13 +31,21 @@ class Comparison:
 
 
 def compare(report: Report | str | os.PathLike, thresholds: Thresholds | None = None, *,
-            by_process: bool = False, **load_options) -> Comparison:
+            by_process: bool = False, attribution: str = "process", all_domains: bool = False,
+            **load_options) -> Comparison:
     """Analyse a report (a loaded Report or a path) and diagnose what distorts its timings.
-    `by_process` summarises NVTX ranges per process (workers, torchrun ranks)."""
+
+    by_process: summarise NVTX ranges per process (workers, torchrun ranks).
+    attribution: "process" (default: a range also owns the GPU work that other threads of
+        its process launched while it was open, as PyTorch's autograd threads do for
+        backward) or "thread" (nsys's rule, as nvtx_gpu_proj_sum).
+    all_domains: findings also cover ranges of libraries' NVTX domains (NCCL, cuDNN, ...).
+    """
     if not isinstance(report, Report):
         report = load(report, **load_options)
     thresholds = thresholds or Thresholds()
-    analysis = analyze(report, by_process=by_process)
+    analysis = analyze(report, by_process=by_process, attribution=attribution,
+                       all_domains=all_domains)
     findings = diagnose(analysis, thresholds)
     return Comparison(analysis, findings, thresholds, _with_verdicts(analysis, findings))
 

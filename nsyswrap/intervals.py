@@ -59,37 +59,42 @@ def _greedy_lanes(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     return lanes
 
 
-def events_in_ranges(ranges: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame:
-    """All (range, event) pairs where the event happened on the range's thread inside it.
+def events_in_ranges(ranges: pd.DataFrame, events: pd.DataFrame,
+                     key: str = "thread") -> pd.DataFrame:
+    """All (range, event) pairs where the event happened inside the range (start <= t <=
+    end) and has the range's `key`: its thread (the default), or any column both frames
+    carry that is constant per thread (the process, to match events of other threads).
 
-    ranges: range_id, thread, start_ns, end_ns (and lane, from assign_lanes).
-    events: thread, time_ns; the row label identifies the event.
+    ranges: range_id, thread, start_ns, end_ns, lane (from assign_lanes) and `key`.
+    events: time_ns and `key`; the row label identifies the event.
     Returns columns range_id, event (the event's row label), range_start_ns, innermost
     (True for the latest-starting range that holds the event: with nesting, the innermost).
-    Per lane and thread, a binary search of the events' times among the ranges' starts.
+    Per lane and thread of the ranges (where they never overlap), a binary search of the
+    events' times among the ranges' starts.
     """
     cols = {"range_id": "int64", "event": "int64", "range_start_ns": "int64", "innermost": bool}
     if ranges.empty or events.empty:
         return pd.DataFrame({c: pd.Series(dtype=t) for c, t in cols.items()})
     ev_label = events.index.to_numpy()
-    ev_thread = events["thread"].to_numpy(dtype="int64")
+    ev_key = events[key].to_numpy(dtype="int64")
     ev_time = events["time_ns"].to_numpy(dtype="int64")
-    order = np.lexsort((ev_time, ev_thread))
-    ev_label, ev_thread, ev_time = ev_label[order], ev_thread[order], ev_time[order]
+    order = np.lexsort((ev_time, ev_key))
+    ev_label, ev_key, ev_time = ev_label[order], ev_key[order], ev_time[order]
     r_thread = ranges["thread"].to_numpy(dtype="int64")
+    r_key = ranges[key].to_numpy(dtype="int64")
     r_lane = ranges["lane"].to_numpy(dtype="int64")
     r_start = ranges["start_ns"].to_numpy(dtype="int64")
     r_end = ranges["end_ns"].to_numpy(dtype="int64")
     r_id = ranges["range_id"].to_numpy(dtype="int64")
     r_order = np.lexsort((r_start, r_thread, r_lane))
-    r_thread, r_lane, r_start, r_end, r_id = (a[r_order] for a in
-                                              (r_thread, r_lane, r_start, r_end, r_id))
+    r_thread, r_key, r_lane, r_start, r_end, r_id = (
+        a[r_order] for a in (r_thread, r_key, r_lane, r_start, r_end, r_id))
     out_range, out_event, out_start = [], [], []
-    # Segments of (lane, thread) among the ranges, each with the events of that thread.
+    # Segments of (lane, thread) among the ranges, each with the events of its key.
     seg = np.flatnonzero(np.r_[True, (np.diff(r_lane) != 0) | (np.diff(r_thread) != 0), True])
     for lo, hi in zip(seg[:-1], seg[1:], strict=True):
-        t = r_thread[lo]
-        e_lo, e_hi = np.searchsorted(ev_thread, t, "left"), np.searchsorted(ev_thread, t, "right")
+        k = r_key[lo]
+        e_lo, e_hi = np.searchsorted(ev_key, k, "left"), np.searchsorted(ev_key, k, "right")
         if e_lo == e_hi:
             continue
         times = ev_time[e_lo:e_hi]
@@ -102,11 +107,18 @@ def events_in_ranges(ranges: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame
                    for x in (out_range, out_event, out_start))
     if len(ev) == 0:
         return pd.DataFrame({c: pd.Series(dtype=t) for c, t in cols.items()})
-    order = np.lexsort((st, ev))
-    rng, ev, st = rng[order], ev[order], st[order]
-    innermost = np.r_[ev[1:] != ev[:-1], True]
-    return pd.DataFrame({"range_id": rng, "event": ev, "range_start_ns": st,
-                         "innermost": innermost})
+    return with_innermost(pd.DataFrame({"range_id": rng, "event": ev, "range_start_ns": st}))
+
+
+def with_innermost(pairs: pd.DataFrame) -> pd.DataFrame:
+    """Pairs sorted by (event, range start) with `innermost` marking each event's
+    latest-starting range (the innermost of nested ranges)."""
+    ev = pairs["event"].to_numpy()
+    order = np.lexsort((pairs["range_start_ns"].to_numpy(), ev))
+    out = pairs.iloc[order].reset_index(drop=True)
+    ev = ev[order]
+    out["innermost"] = np.r_[ev[1:] != ev[:-1], True] if len(ev) else np.array([], bool)
+    return out
 
 
 def union_stats(intervals: pd.DataFrame, key: str) -> pd.DataFrame:

@@ -221,11 +221,11 @@ def _read_report(db: _Database, source: Path, notes: list[str]) -> Report:
             "(no StringIds or export metadata table)"
         )
     event_types = _nvtx_event_types(db)
-    runtime_sql, blocking = _runtime_sql(db)
-    db.prefetch(_kernels_sql(db), runtime_sql)
+    runtime = _runtime_sql(db)
+    db.prefetch(_kernels_sql(db), runtime.sql)
     kernels = _kernels(db)
     transfers = _transfers(db)
-    launches, api_calls = _runtime_calls(db, runtime_sql, blocking)
+    launches, api_calls = _runtime_calls(db, runtime)
     kernels, transfers = _attach_launches(db, launches, kernels, transfers)
     kernels, transfers = kernels[KERNEL_COLUMNS], transfers[TRANSFER_COLUMNS]
     domains = _nvtx_domains(db, event_types)
@@ -248,11 +248,32 @@ def _read_report(db: _Database, source: Path, notes: list[str]) -> Report:
     if not info.has_nvtx:
         info.notes.append("no NVTX events in this report (profile with -t nvtx and annotate "
                           "code with nsyswrap.annotate): no per-range analysis")
+    _check_gpu_trace(info, launches, kernels, transfers, ranges)
     active_pids = set(np.unique(np.concatenate([
         kernels["pid"].to_numpy(dtype="int64"), transfers["pid"].to_numpy(dtype="int64"),
         ranges["pid"].to_numpy(dtype="int64")])).tolist())
     info.processes = {pid: name for pid, name in _process_names(db).items() if pid in active_pids}
+    info.threads = _thread_names(db)
     return Report(info, kernels, transfers, api_calls, ranges, marks, gpu_metrics)
+
+
+def _check_gpu_trace(info: ReportInfo, launches: _Launches, kernels: pd.DataFrame,
+                     transfers: pd.DataFrame, ranges: pd.DataFrame) -> None:
+    """Say loudly when CUDA was traced and NVTX ranges are there but no GPU activity is: a
+    process that dies by a signal never writes the CUDA activity it buffered (kernels, and
+    the runtime calls too), while its NVTX ranges all reach the report (docs/nsys-quirks.md,
+    "Signals"). GPU times are then unknown, not 0."""
+    if len(launches.start_ns):
+        info.last_cuda_call_ns = int(launches.start_ns.max())
+    if not info.has_cuda or ranges.empty or len(kernels) or len(transfers):
+        return
+    info.gpu_trace_lost = True
+    info.alert(
+        f"no GPU activity in this report although CUDA was traced and there are {len(ranges)} "
+        "NVTX ranges: if the program launched GPU work, its GPU trace was lost (a program "
+        "ended by a signal never writes the CUDA activity it buffered); GPU times are "
+        "unknown, not 0. Profile again and let the program exit normally (nsyswrap run "
+        "makes Ctrl-C and SIGTERM end a Python program that way)")
 
 
 def _nvtx_event_types(db: _Database) -> dict[str, int]:
@@ -400,36 +421,43 @@ def _launch_key(process_key: np.ndarray, correlation_id: np.ndarray) -> np.ndarr
     return (process_key.astype("int64") << 32) | correlation_id.astype("int64")
 
 
-def _runtime_sql(db: _Database) -> tuple[str | None, dict[int, str]]:
-    """The runtime-table query of _runtime_calls, and the blocking APIs by name id."""
+@dataclass
+class _RuntimeQuery:
+    """The runtime-table query of _runtime_calls and what its name ids mean."""
+
+    sql: str | None
+    blocking: dict[int, str]  # name id -> blocking API
+
+
+def _runtime_sql(db: _Database) -> _RuntimeQuery:
     if RUNTIME_TABLE not in db.tables:
-        return None, {}
+        return _RuntimeQuery(None, {})
     names = dict(db.rows("SELECT id, value FROM StringIds WHERE value LIKE 'cu%'"))
     launch_ids = {i for i, v in names.items() if cuda_api.LAUNCH_API.match(v)}
     blocking = {i: cuda_api.base_name(v) for i, v in names.items()
                 if cuda_api.base_name(v) in cuda_api.BLOCKING_APIS}
     ids = sorted(launch_ids | set(blocking))
-    return (f"""SELECT correlationId AS correlation_id, start AS start_ns, "end" AS end_ns,
-                       globalTid AS thread, nameId AS name_id
-                FROM {RUNTIME_TABLE} WHERE nameId IN ({','.join(map(str, ids)) or 'NULL'})""",
-            blocking)
+    return _RuntimeQuery(
+        f"""SELECT correlationId AS correlation_id, start AS start_ns, "end" AS end_ns,
+                   globalTid AS thread, nameId AS name_id
+            FROM {RUNTIME_TABLE} WHERE nameId IN ({','.join(map(str, ids)) or 'NULL'})""",
+        blocking)
 
 
-def _runtime_calls(db: _Database, sql: str | None,
-                   blocking: dict[int, str]) -> tuple[_Launches, pd.DataFrame]:
+def _runtime_calls(db: _Database, query: _RuntimeQuery) -> tuple[_Launches, pd.DataFrame]:
     """One scan of the runtime API table for two things: the calls that may have launched
     GPU work (joined to it by _attach_launches) and the calls that block the host.
 
     Only calls that can launch GPU work or block are read (a filter on their name ids, in
     SQLite): a long capture holds several runtime calls per kernel.
     """
-    if sql is None:
+    if query.sql is None:
         return _Launches(*(np.array([], dtype="int64") for _ in range(3))), empty(API_COLUMNS)
-    df = db.frame(sql)
-    is_blocking = np.isin(df["name_id"].to_numpy(), list(blocking))
+    df = db.frame(query.sql)
+    is_blocking = np.isin(df["name_id"].to_numpy(), list(query.blocking))
     calls = df[is_blocking].sort_values("start_ns", kind="stable", ignore_index=True)
     calls["pid"] = _pid(calls["thread"])
-    calls["api"] = calls.pop("name_id").map(blocking)
+    calls["api"] = calls.pop("name_id").map(query.blocking)
     return _launches_from(df), calls[API_COLUMNS]
 
 
@@ -607,6 +635,15 @@ def _gpus(db: _Database) -> list[GpuInfo]:
             max_clock_mhz=float(clock) / 1e6 if clock else None,  # clockRate is in Hz
         ))
     return gpus
+
+
+def _thread_names(db: _Database) -> dict[int, str]:
+    """globalTid -> the thread's name (what `pthread_setname_np` or the OS called it)."""
+    if "ThreadNames" not in db.tables or "globalTid" not in db.columns("ThreadNames"):
+        return {}
+    return {int(tid): str(name) for tid, name in db.rows(
+        "SELECT t.globalTid, s.value FROM ThreadNames AS t JOIN StringIds AS s "
+        "ON s.id = t.nameId WHERE t.globalTid IS NOT NULL")}
 
 
 def _process_names(db: _Database) -> dict[int, str]:

@@ -31,21 +31,25 @@ class RunResult:
 def run(target: Sequence[str], output_dir: Path, opts: ProfileOptions,
         thresholds: Thresholds | None = None, *, nsys: str | None = None,
         progress: Callable[[str], None] | None = None,
-        stdout_to_stderr: bool = False) -> RunResult:
+        stdout_to_stderr: bool = False, compare_options: dict | None = None) -> RunResult:
+    """compare_options: keyword arguments of `compare` (attribution, all_domains, ...)."""
     cap = profile(target, output_dir, opts, nsys=nsys, progress=progress,
                   stdout_to_stderr=stdout_to_stderr)
-    return _analyse(finish(cap, progress), thresholds, progress)
+    return _analyse(finish(cap, progress), thresholds, progress,
+                    compare_options=compare_options)
 
 
 def run_ranks(target: Sequence[str], output_dir: Path, opts: ProfileOptions, ranks: int,
               thresholds: Thresholds | None = None, *, nsys: str | None = None,
               progress: Callable[[str], None] | None = None,
-              stdout_to_stderr: bool = False) -> list[RunResult]:
+              stdout_to_stderr: bool = False,
+              compare_options: dict | None = None) -> list[RunResult]:
     """torchrun with `ranks` processes, one nsys report and one analysis per rank."""
     captures = profile_ranks(target, output_dir, opts, ranks, nsys=nsys, progress=progress,
                              stdout_to_stderr=stdout_to_stderr)
     return [_analyse(finish(c, progress), thresholds, progress,
-                     json_name=f"analysis.{c.name}.json") for c in captures]
+                     json_name=f"analysis.{c.name}.json", compare_options=compare_options)
+            for c in captures]
 
 
 def import_capture(path: Path, thresholds: Thresholds | None = None, *,
@@ -69,12 +73,12 @@ def import_capture(path: Path, thresholds: Thresholds | None = None, *,
 
 def _analyse(cap: Capture, thresholds: Thresholds | None,
              progress: Callable[[str], None] | None,
-             json_name: str = ANALYSIS_JSON) -> RunResult:
+             json_name: str = ANALYSIS_JSON, compare_options: dict | None = None) -> RunResult:
     if cap.sqlite is None:
         return RunResult(cap, None, None)
     if progress:
         progress("analysing")
-    result = compare(cap.sqlite, thresholds)
+    result = compare(cap.sqlite, thresholds, **(compare_options or {}))
     result.info.notes.extend(cap.notes)
     out = cap.output_dir / json_name
     out.write_text(json.dumps(document(result), indent=2, ensure_ascii=False) + "\n")

@@ -36,11 +36,27 @@ class ReportInfo:
     end_ns: int | None
     gpus: list[GpuInfo] = field(default_factory=list)
     processes: dict[int, str] = field(default_factory=dict)  # pid -> name, for traced ones
+    threads: dict[int, str] = field(default_factory=dict)  # thread key -> name (ThreadNames)
     has_cuda: bool = False
+    # CUDA launches were traced but no GPU activity reached the report (a process killed
+    # before its CUDA buffers were written): GPU times are unknown, not zero.
+    gpu_trace_lost: bool = False
+    last_cuda_call_ns: int | None = None  # the last launching or blocking CUDA call
     has_nvtx: bool = False
     has_osrt: bool = False
     has_gpu_metrics: bool = False
     notes: list[str] = field(default_factory=list)  # what was missing or skipped while loading
+    alerts: list[str] = field(default_factory=list)  # notes that change what the numbers mean
+
+    def alert(self, text: str) -> None:
+        """A note that every output shows prominently (and in `notes`, for JSON)."""
+        self.alerts.append(text)
+        self.notes.append(text)
+
+    @property
+    def has_gpu_activity(self) -> bool:
+        """GPU times are measurements: CUDA was traced and its GPU records are there."""
+        return self.has_cuda and not self.gpu_trace_lost
 
     @property
     def duration_ns(self) -> int | None:

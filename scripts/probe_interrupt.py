@@ -4,7 +4,8 @@
 
 Each variant profiles scripts/workloads/torch_interrupt.py (one NVTX range and one matmul +
 .item() per iteration, one printed line per finished iteration), sends a signal --seconds
-after the first iteration finished, waits for everything to end, exports the report and counts what it holds:
+after the first iteration finished, waits for everything to end, exports the report and counts
+what it holds:
 finished iterations (printed), NVTX ranges, kernels. Needs a CUDA GPU and nsys on PATH.
 The table it prints is the evidence behind docs/nsys-quirks.md ("Signals").
 """

@@ -63,3 +63,10 @@ if os.environ.get("NSYSWRAP_REQUIRE_NSYS") and not nsys_available():
                        "tests of `nsyswrap run` cannot run")
 
 needs_nsys = pytest.mark.skipif(not nsys_available(), reason="nsys not on PATH")
+
+
+def finding(findings, code: str, label: str):
+    """(the finding with `code` that concerns `label`, its evidence for that label): merged
+    findings keep each range's evidence in evidence["by_range"]."""
+    f = next(f for f in findings if f.code == code and label in f.ranges)
+    return f, f.evidence["by_range"][label] if "by_range" in f.evidence else f.evidence

@@ -3,6 +3,7 @@ written without nsyswrap's code, to check its vectorised results."""
 
 from __future__ import annotations
 
+import bisect
 import statistics
 from pathlib import Path
 
@@ -67,18 +68,54 @@ def union_length(intervals: list[tuple[int, int]]) -> int:
     return total
 
 
-def projection(path: Path) -> list[dict]:
-    """Per range: the GPU ops launched inside it on its thread; busy (union), span, count."""
-    ops = gpu_ops(path)
+# The library domains present in the fixtures (NCCL's around collectives): their ranges are
+# no ownership under the process rule.
+LIBRARY_DOMAINS = {"nccl"}
+
+
+def is_user_range(r: dict) -> bool:
+    return r["domain"].lower() not in LIBRARY_DOMAINS and not (
+        r["domain"] == "" and r["name"].startswith("aten::"))
+
+
+def projection(path: Path, rule: str = "thread") -> list[dict]:
+    """Per range: the GPU ops it owns; busy (union), span, counts.
+
+    thread: ops launched inside the range on its thread (nsys's nvtx_gpu_proj_sum).
+    process: those, plus ops launched inside the range by another thread of the same process
+    while that thread was in no user range (library ranges such as NCCL's do not count).
+    `other_busy` is what the second kind adds to the busy time."""
+    ops = sorted(gpu_ops(path), key=lambda o: o["launch"])
+    launch_times = [o["launch"] for o in ops]
+    rs = ranges(path)
+
+    def inside(r):
+        lo = bisect.bisect_left(launch_times, r["start"])
+        hi = bisect.bisect_right(launch_times, r["end"])
+        return range(lo, hi)
+
+    owned = [False] * len(ops)  # launched inside a user range of its own thread
+    for r in rs:
+        if is_user_range(r):
+            for i in inside(r):
+                if ops[i]["tid"] == r["tid"]:
+                    owned[i] = True
     out = []
-    for r in ranges(path):
-        mine = [o for o in ops if o["tid"] == r["tid"] and r["start"] <= o["launch"] <= r["end"]]
+    for r in rs:
+        own = [i for i in inside(r) if ops[i]["tid"] == r["tid"]]
+        other = []
+        if rule == "process" and is_user_range(r):
+            other = [i for i in inside(r) if not owned[i] and ops[i]["tid"] != r["tid"]
+                     and ops[i]["tid"] >> 24 == r["tid"] >> 24]
+        mine = [ops[i] for i in own + other]
         iv = [(o["start"], o["end"]) for o in mine]
         out.append({
             **r,
             "ops": len(mine),
             "kernels": sum(o["kind"] == "kernel" for o in mine),
             "busy": union_length(iv),
+            "other_busy": union_length(iv) - union_length(
+                [(ops[i]["start"], ops[i]["end"]) for i in own]),
             "span": (max(e for _, e in iv) - min(s for s, _ in iv)) if iv else 0,
         })
     return out

@@ -5,7 +5,7 @@ and the amounts are read back with SQL."""
 from __future__ import annotations
 
 import pytest
-from conftest import CPU_2022, GPU_MIX, GPU_NO_CUDA, sql
+from conftest import CPU_2022, GPU_MIX, GPU_NO_CUDA, finding, sql
 
 import nsyswrap
 from nsyswrap.compare import compare
@@ -20,7 +20,7 @@ def mix():
 
 
 def codes_for(c, label):
-    return {f.code for f in c.findings if f.range == label}
+    return {f.code for f in c.findings if label in f.ranges}
 
 
 def test_syncs_flagged(mix):
@@ -55,11 +55,11 @@ def test_idle_gpu_says_which_cause(mix):
 
 
 def test_cold_start_names_how_many_to_skip(mix):
-    f = next(f for f in mix.findings if f.code == "COLD_START" and f.range == "app:gemm_fp32")
-    assert f.evidence["skip"] >= 1
+    _, evidence = finding(mix.findings, "COLD_START", "app:gemm_fp32")
+    assert evidence["skip"] >= 1
     first = sql(GPU_MIX, "SELECT e.end - e.start FROM NVTX_EVENTS e JOIN StringIds s "
                          "ON s.id = e.textId WHERE s.value = 'gemm_fp32' ORDER BY e.start")
-    assert f.evidence["metrics"]["cpu_ns"]["first_ns"][0] == first[0][0]
+    assert evidence["metrics"]["cpu_ns"]["first_ns"][0] == first[0][0]
 
 
 def test_fp32_gemm_is_report_level(mix):
@@ -84,8 +84,8 @@ def test_thresholds_change_the_verdict():
 
 def test_cpu_only_report_still_finds_cold_start():
     c = compare(nsyswrap.load(CPU_2022))
-    f = next(f for f in c.findings if f.range == "app:iteration")
-    assert f.code == "COLD_START" and f.evidence["skip"] == 1  # planted: first of 8 is 10x
+    _, evidence = finding(c.findings, "COLD_START", "app:iteration")
+    assert evidence["skip"] == 1  # planted: first of 8 is 10x
     assert not any(f.code == "GPU_IDLE_IN_RANGE" for f in c.findings)
 
 

@@ -16,12 +16,16 @@ from conftest import DATA, sql
 HOLDOUT = sorted((DATA / "holdout").glob("*.sqlite"))
 
 
+def _compare_json(path, *options):
+    proc = subprocess.run([sys.executable, "-m", "nsyswrap", "compare", str(path), "--format",
+                           "json", "--instances", *options], capture_output=True, text=True,
+                          check=True)
+    return json.loads(proc.stdout)
+
+
 @pytest.fixture(scope="module", params=HOLDOUT, ids=lambda p: p.name)
 def holdout(request):
-    path = request.param
-    proc = subprocess.run([sys.executable, "-m", "nsyswrap", "compare", str(path), "--format",
-                           "json", "--instances"], capture_output=True, text=True, check=True)
-    return path, json.loads(proc.stdout)
+    return request.param, _compare_json(request.param)
 
 
 def test_kernel_counts_and_totals(holdout):
@@ -46,9 +50,13 @@ def test_range_counts_equal_nvtx_events(holdout):
         assert b["iterations"] <= expected[b["benchmark"]]
 
 
-def test_per_range_gpu_busy_equals_kernels_launched_inside(holdout):
+@pytest.mark.parametrize("rule", ["process", "thread"])
+def test_per_range_gpu_busy_equals_kernels_launched_inside(holdout, rule):
     path, doc = holdout
-    expected = reference.projection(path)
+    if rule != "process":  # the default
+        doc = _compare_json(path, "--attribution", rule)
+    assert doc["report"]["attribution"] == rule
+    expected = reference.projection(path, rule)
     instances = sorted(doc["instances"], key=lambda r: (r["start_ns"], r["range_id"]))
     assert len(instances) == len(expected)
     for got, exp in zip(instances, expected, strict=True):

@@ -13,13 +13,14 @@ import nsyswrap
 from nsyswrap.analysis import analyze
 
 
+@pytest.mark.parametrize("rule", ["thread", "process"])
 @pytest.mark.parametrize("path", ALL_REPORTS, ids=lambda p: p.name)
-def test_each_instance_matches_reference(path):
-    a = analyze(nsyswrap.load(path))
-    expected = reference.projection(path)
+def test_each_instance_matches_reference(path, rule):
+    a = analyze(nsyswrap.load(path), attribution=rule)
+    expected = reference.projection(path, rule)
     inst = a.instances.sort_values("start_ns", kind="stable")
     assert len(inst) == len(expected)
-    has_cuda = a.info.has_cuda
+    has_cuda = a.info.has_gpu_activity  # CUDA traced and its GPU records kept
     for got, exp in zip(inst.to_dict("records"), expected, strict=True):
         assert (got["start_ns"], got["end_ns"], got["name"], got["domain"]) == (
             exp["start"], exp["end"], exp["name"], exp["domain"])
@@ -30,14 +31,16 @@ def test_each_instance_matches_reference(path):
         assert got["kernels"] == exp["kernels"], got["name"]
         assert got["gpu_busy_ns"] == exp["busy"], got["name"]
         assert got["gpu_span_ns"] == exp["span"], got["name"]
+        assert got["gpu_busy_other_threads_ns"] == exp["other_busy"], got["name"]
 
 
-@pytest.mark.parametrize(("path", "same_op_count"), [(GPU_MIX, True), (GPU_GRAPH_NODES, False)],
-                         ids=["mix", "graph_nodes"])
+@pytest.mark.parametrize(("path", "same_op_count"), [(GPU_MIX, True), (GPU_GRAPH_NODES, False),
+                                                    (DATA / "h100_torch_train.sqlite", True)],
+                         ids=["mix", "graph_nodes", "train"])
 def test_summary_matches_nsys_projection(path, same_op_count):
     """nsys's 'Proj' time is the span; its op counts equal ours, except that nsys counts a
     cudaGraphLaunch as one op where we count each kernel node it ran (docs/analyses.md)."""
-    ranges = analyze(nsyswrap.load(path)).ranges
+    ranges = analyze(nsyswrap.load(path), attribution="thread").ranges
     stats = DATA / (path.stem + ".nsys_stats_nvtx_gpu_proj_sum.csv")
     with open(stats, newline="") as f:
         rows = list(csv.DictReader(f))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import reference
-from conftest import sql
+from conftest import finding, sql
 
 import nsyswrap
 
@@ -35,7 +35,7 @@ def result():
 
 
 def _codes(result, name):
-    return {f.code for f in result.findings if f.range == f"nsyswrap:{name}"}
+    return {f.code for f in result.findings if f"nsyswrap:{name}" in f.ranges}
 
 
 def test_every_benchmark_is_in_the_report(result):
@@ -55,7 +55,8 @@ def test_control_is_clean(result, name):
 
 
 def test_no_findings_outside_the_benchmarks(result):
-    assert all((f.range or "").startswith("nsyswrap:") for f in result.findings)
+    assert all(label.startswith("nsyswrap:") for f in result.findings for label in f.ranges)
+    assert all(f.ranges for f in result.findings)
 
 
 def _marks():
@@ -86,8 +87,61 @@ def test_uncovered_stream_events_read_less_than_the_gpu_worked(result):
 
 
 def test_cache_effect_reports_both_numbers(result):
-    f = next(f for f in result.findings if f.code == "CACHE_EFFECT")
-    assert f.evidence["busy_flushed_ns"] > f.evidence["busy_hot_ns"]
+    _, evidence = finding(result.findings, "CACHE_EFFECT", "nsyswrap:cache_effect")
+    assert evidence["busy_flushed_ns"] > evidence["busy_hot_ns"]
+
+
+def test_same_finding_in_several_benchmarks_is_one(result):
+    """CACHE_EFFECT holds for cache_effect and softmax_interleave: one finding names both."""
+    cache = [f for f in result.findings if f.code == "CACHE_EFFECT"]
+    assert len(cache) == 1
+    assert sorted(cache[0].ranges) == ["nsyswrap:cache_effect", "nsyswrap:softmax_interleave"]
+    assert set(cache[0].evidence["by_range"]) == set(cache[0].ranges)
+    assert cache[0].range is None
+
+
+def _floor_windows(mark):
+    """Event - kernel time of the harness's floor windows, from SQL: the last N ranges named
+    like the mark's floor_range, each paired with the kernels launched inside it."""
+    projection = [p for p in reference.projection(REPORT, "thread")
+                  if p["domain"] == "nsyswrap" and p["name"] == mark["floor_range"]]
+    timed = projection[-len(mark["floor_event_ns"]):]
+    return [e - p["busy"] for e, p in zip(mark["floor_event_ns"], timed, strict=True)]
+
+
+def test_event_floor_is_measured_in_the_run(result):
+    """Every benchmark's floor (events around one tiny kernel, minus that kernel) matches
+    SQL, and sits where the accuracy table puts the events' own cost on an H100."""
+    bench = result.benchmarks.set_index("benchmark")
+    for name, mark in _marks().items():
+        floor = statistics.median(_floor_windows(mark)) / mark["calls_per_iteration"]
+        assert bench.loc[name, "floor_ns"] == pytest.approx(floor)
+        if mark["calls_per_iteration"] == 1:
+            assert 1_000 < floor < 5_000
+
+
+def test_a_short_kernel_with_only_the_events_cost_is_no_launch_overhead(result):
+    """softmax on 16 MiB: a 13-16 µs kernel whose events add only their own floor (the
+    issue's false LAUNCH_OVERHEAD). The overhead beyond the floor is well under a µs."""
+    assert "LAUNCH_OVERHEAD" not in _codes(result, "softmax_interleave")
+    row = result.benchmarks.set_index("benchmark").loc["softmax_interleave"]
+    assert row["overhead_median_ns"] > 2_000  # what was flagged before the floor
+    assert abs(row["overhead_median_ns"] - row["floor_ns"]) < 1_000
+
+
+def test_host_bound_numbers_match_sql(result):
+    """host_pause: host time per iteration is the NVTX range's length (no syncs inside),
+    from SQL; the GPU time the kernels launched inside it."""
+    _, evidence = finding(result.findings, "HOST_BOUND", "nsyswrap:host_pause")
+    mark = _marks()["host_pause"]
+    mine = [p for p in reference.projection(REPORT, "thread")
+            if p["domain"] == "nsyswrap" and p["name"] == "host_pause"][-len(mark["event_ns"]):]
+    assert evidence["host_median_ns"] == pytest.approx(
+        statistics.median(p["end"] - p["start"] for p in mine))
+    assert evidence["gpu_busy_median_ns"] == pytest.approx(
+        statistics.median(p["busy"] for p in mine))
+    assert evidence["host_median_ns"] > 800_000 > 5 * evidence["gpu_busy_median_ns"]
+    assert evidence["backpressure"] is True
 
 
 def test_demo_default_is_this_report():

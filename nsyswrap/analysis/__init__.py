@@ -10,8 +10,18 @@ import pandas as pd
 
 from .._memory import release_freed_memory
 from ..report import Report, ReportInfo
+from .completeness import lost_tail
+from .domains import library_mask
+from .families import family_names
 from .kernels import kernel_summary
-from .ranges import Attribution, attribute, process_summary, range_instances, range_summary
+from .ranges import (
+    GPU_INSTANCE_COLUMNS,
+    Attribution,
+    attribute,
+    process_summary,
+    range_instances,
+    range_summary,
+)
 from .reconcile import (
     benchmark_runs,
     benchmark_summary,
@@ -34,22 +44,39 @@ class Analysis:
     benchmarks: pd.DataFrame  # one row per harness run (reconcile.benchmark_summary)
     processes: pd.DataFrame  # one row per process with GPU work or NVTX ranges
 
+    all_domains: bool = False  # findings cover libraries' ranges (NCCL, cuDNN, ...) too
+
     def user_instances(self) -> pd.DataFrame:
-        """Range instances that are the user's own, not the harness's iterations."""
-        return self.instances[self.instances["benchmark"] == ""]
+        """Range instances that findings cover: the user's own, not the harness's iterations,
+        nor (unless all_domains) ranges of libraries' NVTX domains."""
+        inst = self.instances
+        mine = inst["benchmark"] == ""
+        if not self.all_domains:
+            mine &= ~inst["library"]
+        return inst[mine]
 
 
-def analyze(report: Report, by_process: bool = False) -> Analysis:
-    att = attribute(report)
+def analyze(report: Report, by_process: bool = False, attribution: str = "process",
+            all_domains: bool = False) -> Analysis:
+    """All analyses of one report. `attribution`: "process" (a range owns the GPU work
+    other threads of its process launched while it was open) or "thread" (nsys's rule);
+    `all_domains`: findings also cover libraries' NVTX ranges."""
+    att = attribute(report, attribution)
     release_freed_memory()
     instances = range_instances(report, att)
     runs = benchmark_runs(report.marks)
     harness = harness_range_names(runs)
     # Which harness benchmark a range belongs to ("" for the user's own ranges).
     instances["benchmark"] = np.where(_is_harness(instances, harness), instances["name"], "")
+    instances["library"] = library_mask(instances["domain"], instances["name"])
+    instances["family"] = family_names(
+        instances, ((instances["benchmark"] == "") & ~instances["library"]).to_numpy())
+    instances["index"] = instances.groupby(["domain", "family"], sort=False).cumcount()
+    instances.loc[lost_tail(report.info, instances), GPU_INSTANCE_COLUMNS] = np.nan
     its = iterations(instances, runs)
     ranges = range_summary(instances, att, by_process=by_process)
     ranges["harness"] = _is_harness(ranges, harness)
+    ranges["library"] = library_mask(ranges["domain"], ranges["name"])
     return Analysis(
         info=report.info,
         kernels=kernel_summary(report.kernels),
@@ -61,6 +88,7 @@ def analyze(report: Report, by_process: bool = False) -> Analysis:
         iterations=its,
         benchmarks=benchmark_summary(its, runs, event_floors(instances, runs)),
         processes=process_summary(report, att),
+        all_domains=all_domains,
     )
 
 

@@ -2,14 +2,22 @@
 
 A GPU operation (kernel, memcpy, memset, whole graph) belongs to a range when the runtime
 call that launched it started inside the range on the same thread (joined by correlation
-id in the loader). A range holds the work of the ranges nested in it, as in nsys's
-`nvtx_gpu_proj_sum`. Busy time is the union of the operations' intervals, so kernels that
-overlap on two streams count once; span runs from the first start to the last end.
+id in the loader): nsys's rule (`nvtx_gpu_proj_sum`), the "thread" attribution. A range
+holds the work of the ranges nested in it. Busy time is the union of the operations'
+intervals, so kernels that overlap on two streams count once; span runs from the first start
+to the last end.
+
+The "process" attribution (the default) adds the work that other threads of the same
+process launched while the range was open, when the launching thread had no range of the
+user's own open at that moment (a library's range, such as NCCL's around each collective,
+is no ownership: analysis/domains.py). PyTorch runs backward on its autograd device
+threads and DDP launches its all-reduces from autograd hooks there: under nsys's rule a
+range around `loss.backward()` owns almost none of backward's kernels.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -20,8 +28,10 @@ from ..intervals import (
     events_in_ranges,
     merge_intervals,
     union_stats,
+    with_innermost,
 )
 from ..report import Report
+from .domains import library_mask
 
 # Copies between host and device (what a timed window should rarely contain).
 HOST_COPY_KINDS = frozenset({"HtoD", "DtoH", "HtoA", "AtoH", "HtoH", "UVM HtoD", "UVM DtoH"})
@@ -32,11 +42,20 @@ class Attribution:
     """Which range holds what: the raw pairs behind the per-range numbers."""
 
     gpu_ops: pd.DataFrame  # every GPU operation (kind, times, launch, name, copy details)
-    op_pairs: pd.DataFrame  # range_id, event (row of gpu_ops), innermost, the op's times,
-    #                         device and stream, is_kernel, is_host_copy
+    op_pairs: pd.DataFrame  # range_id, event (row of gpu_ops), innermost, other_thread,
+    #                         the op's times, device and stream, is_kernel, is_host_copy
     call_pairs: pd.DataFrame  # range_id, event (row of blocking_calls), innermost
     blocking_calls: pd.DataFrame  # report.api_calls plus range_id of the innermost range or -1
     host_copies: pd.DataFrame  # host<->device memcpy rows plus range_id (innermost) or -1
+    rule: str = "process"  # ATTRIBUTION_RULES
+    # Threads whose GPU work went to ranges of other threads (process rule): thread, gpu_ops
+    other_threads: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(
+        {"thread": pd.Series(dtype="int64"), "gpu_ops": pd.Series(dtype="int64")}))
+
+
+# "process": a range also owns the work other threads of its process launched while it was
+# open (see the module docstring); "thread": nsys's rule, as nvtx_gpu_proj_sum.
+ATTRIBUTION_RULES = ("process", "thread")
 
 
 OP_KINDS = ["kernel", "memcpy", "memset", "graph"]
@@ -95,16 +114,23 @@ def _text_categorical(values: pd.Series) -> pd.Categorical:
 PAIR_COLUMNS = ("start_ns", "end_ns", "launch_start_ns", "device_id", "stream_id")
 
 
-def attribute(report: Report) -> Attribution:
+def attribute(report: Report, rule: str = "process") -> Attribution:
+    if rule not in ATTRIBUTION_RULES:
+        raise ValueError(f"attribution rule {rule!r}: choose from {ATTRIBUTION_RULES}")
     ranges = report.ranges.copy()
     ranges["lane"] = assign_lanes(ranges)
+    ranges["process"] = ranges["thread"].to_numpy(dtype="int64") >> 24
     ops = gpu_ops(report)
     launch = ops["launch_start_ns"].to_numpy()
     known = launch >= 0  # GPU work whose launching call is in the report
-    op_pairs = events_in_ranges(
-        ranges, pd.DataFrame({"thread": ops["thread"].to_numpy()[known],
-                              "time_ns": launch[known]}, index=np.flatnonzero(known))
-    )
+    thread = ops["thread"].to_numpy()
+    launches = pd.DataFrame({"thread": thread[known], "process": thread[known] >> 24,
+                             "time_ns": launch[known]}, index=np.flatnonzero(known))
+    op_pairs = events_in_ranges(ranges, launches)  # nsys's rule: the launching thread's
+    op_pairs["other_thread"] = False
+    other_threads = None
+    if rule == "process":
+        op_pairs, other_threads = _add_other_threads_work(ranges, launches, op_pairs)
     op_pairs = op_pairs.drop(columns="range_start_ns")  # served its purpose (innermost)
     # gpu_ops has a RangeIndex, so an event label is its row: take, don't merge.
     row = op_pairs["event"].to_numpy()
@@ -121,7 +147,37 @@ def attribute(report: Report) -> Attribution:
     inner = op_pairs[op_pairs["innermost"]].set_index("event")["range_id"]
     copies["range_id"] = inner.reindex(copies.index).fillna(-1).astype("int64").to_numpy()
     op_pairs["is_host_copy"] = is_copy[row]
-    return Attribution(ops, op_pairs, call_pairs, calls, copies)
+    att = Attribution(ops, op_pairs, call_pairs, calls, copies, rule)
+    if other_threads is not None:
+        att.other_threads = other_threads
+    return att
+
+
+def _add_other_threads_work(ranges: pd.DataFrame, launches: pd.DataFrame,
+                            pairs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The process rule: launches whose thread had no range of the user's own open go to
+    the user's ranges of the same process that were open at that moment (on other threads:
+    on its own thread there was none). Returns all pairs, and per launching thread how many
+    GPU operations went to other threads' ranges."""
+    user = ~library_mask(ranges["domain"], ranges["name"])
+    user_ids = ranges["range_id"].to_numpy()[user]
+    owned = np.zeros(int(launches.index.max()) + 1 if len(launches) else 0, dtype=bool)
+    mine = pairs[np.isin(pairs["range_id"].to_numpy(), user_ids)]
+    owned[mine["event"].to_numpy()] = True
+    orphans = launches[~owned[launches.index.to_numpy()]]
+    extra = events_in_ranges(ranges[user], orphans, key="process")
+    counts = pd.DataFrame({"thread": pd.Series(dtype="int64"),
+                           "gpu_ops": pd.Series(dtype="int64")})
+    if extra.empty:
+        return pairs, counts
+    extra["other_thread"] = True
+    combined = with_innermost(pd.concat([pairs.drop(columns="innermost"),
+                                         extra.drop(columns="innermost")], ignore_index=True))
+    taken = np.unique(extra["event"].to_numpy())
+    by_thread = pd.Series(launches.loc[taken, "thread"].to_numpy()).value_counts()
+    counts = pd.DataFrame({"thread": by_thread.index.to_numpy(dtype="int64"),
+                           "gpu_ops": by_thread.to_numpy(dtype="int64")})
+    return combined, counts
 
 
 def _innermost_range(pairs: pd.DataFrame, n: int) -> np.ndarray:
@@ -135,8 +191,17 @@ INSTANCE_COLUMNS = [
     "range_id", "domain", "name", "pid", "tid", "style", "start_ns", "end_ns", "cpu_ns",
     "index", "gpu_ops", "kernels", "gpu_busy_ns", "gpu_span_ns", "gpu_idle_ns",
     "gpu_first_start_ns", "gpu_last_end_ns", "gaps", "max_gap_ns", "launch_latency_ns",
-    "first_launch_ns", "streams", "gpu_device_busy_ns",
+    "first_launch_ns", "streams", "gpu_device_busy_ns", "gpu_device_busy_cpu_ns",
+    "gpu_busy_other_threads_ns",
     "syncs", "sync_ns", "copies", "copy_bytes", "copy_ns", "pageable_copies",
+]
+
+
+# What an instance's GPU work makes: unknown (NaN) where the report lost it.
+GPU_INSTANCE_COLUMNS = [
+    "gpu_ops", "kernels", "gpu_busy_ns", "gpu_span_ns", "gpu_idle_ns", "gpu_first_start_ns",
+    "gpu_last_end_ns", "gaps", "max_gap_ns", "launch_latency_ns", "first_launch_ns",
+    "streams", "gpu_device_busy_ns", "gpu_device_busy_cpu_ns", "gpu_busy_other_threads_ns",
 ]
 
 
@@ -170,7 +235,7 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
         "first_launch_ns": pd.Series(pairs["launch_start_ns"].to_numpy()).groupby(rid).min(),
         "streams": _distinct_streams(pairs),
     }
-    has_gpu = report.info.has_cuda
+    has_gpu = report.info.has_gpu_activity
     for col, values in cols.items():
         series = values.reindex(out.index).astype("float64")
         if has_gpu and col in ("gpu_ops", "kernels", "gpu_busy_ns", "gpu_span_ns",
@@ -178,7 +243,16 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
             series = series.fillna(0.0)
         out[col] = series
 
-    out["gpu_device_busy_ns"] = _device_busy_in_span(out, pairs, ops)
+    out["gpu_device_busy_ns"] = _device_busy_within(out, pairs, ops, "gpu_first_start_ns",
+                                                    "gpu_last_end_ns")
+    out["gpu_device_busy_cpu_ns"] = _device_busy_within(out, pairs, ops, "start_ns", "end_ns")
+    # What the other threads' work added to each range's busy time (process rule).
+    other = pairs["other_thread"].to_numpy()
+    if other.any():
+        own = union_stats(pairs[~other], "range_id")["busy_ns"].reindex(out.index).fillna(0)
+        out["gpu_busy_other_threads_ns"] = out["gpu_busy_ns"] - own
+    else:
+        out["gpu_busy_other_threads_ns"] = out["gpu_busy_ns"] * 0  # 0, or NaN without CUDA
 
     # Blocking calls and host copies inside the range, nested ranges included.
     calls = att.blocking_calls
@@ -217,11 +291,12 @@ def _distinct_streams(pairs: pd.DataFrame) -> pd.Series:
     return pd.Series(counts, index=ids)
 
 
-def _device_busy_in_span(inst: pd.DataFrame, pairs: pd.DataFrame,
-                         ops: pd.DataFrame) -> pd.Series:
-    """GPU time busy with *any* work (any thread, stream or process) inside each range's GPU
-    span, on the device of its first operation. A range's own gaps are not idle GPU time
-    when other threads fill them (PyTorch launches backward kernels from autograd threads)."""
+def _device_busy_within(inst: pd.DataFrame, pairs: pd.DataFrame, ops: pd.DataFrame,
+                        lo: str, hi: str) -> pd.Series:
+    """GPU time busy with *any* work (any thread, stream or process) inside each range's
+    window [lo, hi) (its GPU span, or its CPU time), on the device of its first operation;
+    NaN for ranges without GPU work. A range's own gaps are not idle GPU time when other
+    threads fill them."""
     out = pd.Series(np.nan, index=inst.index, dtype="float64")
     if pairs.empty:
         return out
@@ -229,22 +304,21 @@ def _device_busy_in_span(inst: pd.DataFrame, pairs: pd.DataFrame,
     order = np.lexsort((pairs["start_ns"].to_numpy(), rid))
     first = order[np.r_[True, rid[order][1:] != rid[order][:-1]]]  # earliest op per range
     device = pd.Series(pairs["device_id"].to_numpy()[first], index=rid[first])
-    spans = inst.loc[device.index, ["gpu_first_start_ns", "gpu_last_end_ns"]].assign(
-        device=device)
+    spans = inst.loc[device.index, [lo, hi]].assign(device=device)
     for dev, windows in spans.groupby("device"):
         on_device = ops[ops["device_id"] == dev]
         ms, me = merge_intervals(on_device["start_ns"].to_numpy(dtype="int64"),
                                  on_device["end_ns"].to_numpy(dtype="int64"))
         out.loc[windows.index] = covered_within(
-            ms, me, windows["gpu_first_start_ns"].to_numpy(dtype="int64"),
-            windows["gpu_last_end_ns"].to_numpy(dtype="int64"))
+            ms, me, windows[lo].to_numpy(dtype="int64"), windows[hi].to_numpy(dtype="int64"))
     return out
 
 
 SUMMARY_COLUMNS = [
-    "domain", "name", "count", "processes", "cpu_total_ns", "cpu_median_ns", "cpu_min_ns",
+    "domain", "name", "names", "count", "processes", "cpu_total_ns", "cpu_median_ns", "cpu_min_ns",
     "cpu_max_ns",
     "gpu_busy_total_ns", "gpu_busy_median_ns", "gpu_busy_min_ns", "gpu_busy_max_ns",
+    "gpu_busy_other_threads_median_ns",
     "gpu_span_median_ns", "gpu_idle_share_median", "gpu_ops", "kernels",
     "launch_latency_median_ns", "syncs", "sync_ns", "copies", "copy_bytes", "pageable_copies",
 ]
@@ -252,17 +326,23 @@ SUMMARY_COLUMNS = [
 
 def range_summary(instances: pd.DataFrame, att: Attribution,
                   by_process: bool = False) -> pd.DataFrame:
-    """Instances grouped by (domain, name), or by (pid, domain, name) when `by_process`,
-    heaviest CPU total first. `processes` counts the processes a group's instances ran in."""
-    keys = ["pid", "domain", "name"] if by_process else ["domain", "name"]
+    """Instances grouped by (domain, family), or by (pid, domain, family) when
+    `by_process`, heaviest CPU total first; `name` is the family's (analysis/families.py:
+    `step {n}` for `step 0`, `step 1`, ...), `names` how many distinct names it holds.
+    `processes` counts the processes a group's instances ran in. Without a `family` column,
+    each name is its own family."""
+    keys = ["pid", "domain", "family"] if by_process else ["domain", "family"]
     columns = (["pid"] if by_process else []) + SUMMARY_COLUMNS
     if instances.empty:
         return pd.DataFrame(columns=columns)
     inst = instances.copy()
+    if "family" not in inst:
+        inst["family"] = inst["name"]
     span = inst["gpu_span_ns"]
     inst["idle_share"] = (inst["gpu_idle_ns"] / span).where(span > 0)
     g = inst.groupby(keys, sort=False)
     out = g.agg(
+        names=("name", "nunique"),
         count=("range_id", "size"),
         processes=("pid", "nunique"),
         cpu_total_ns=("cpu_ns", "sum"), cpu_median_ns=("cpu_ns", "median"),
@@ -270,6 +350,7 @@ def range_summary(instances: pd.DataFrame, att: Attribution,
         gpu_busy_total_ns=("gpu_busy_ns", "sum"),
         gpu_busy_median_ns=("gpu_busy_ns", "median"),
         gpu_busy_min_ns=("gpu_busy_ns", "min"), gpu_busy_max_ns=("gpu_busy_ns", "max"),
+        gpu_busy_other_threads_median_ns=("gpu_busy_other_threads_ns", "median"),
         gpu_span_median_ns=("gpu_span_ns", "median"),
         gpu_idle_share_median=("idle_share", "median"),
         gpu_ops=("gpu_ops", "sum"),
@@ -290,7 +371,7 @@ def range_summary(instances: pd.DataFrame, att: Attribution,
     # Sums of unknowns are unknown (no CUDA trace), not zero.
     unknown = g["gpu_busy_ns"].count() == 0
     out.loc[unknown, ["gpu_busy_total_ns", "gpu_ops", "kernels"]] = np.nan
-    out = out.reset_index()
+    out = out.reset_index().rename(columns={"family": "name"})
     return out.sort_values("cpu_total_ns", ascending=False, kind="stable", ignore_index=True)[
         columns
     ]

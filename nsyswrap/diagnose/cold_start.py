@@ -95,7 +95,7 @@ def _harness_runs(a: Analysis, t: Thresholds) -> list[Finding]:
 def _user_ranges(a: Analysis, t: Thresholds) -> list[Finding]:
     findings = []
     inst = a.user_instances().sort_values("start_ns")
-    for (domain, name), g in inst.groupby(["domain", "name"], sort=False):
+    for (domain, name), g in inst.groupby(["domain", "family"], sort=False):
         if len(g) < t.cold_min_instances:
             continue
         cold = _cold_metrics(g, METRICS, t)

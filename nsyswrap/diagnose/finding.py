@@ -26,6 +26,13 @@ class Finding:
     message: str
     evidence: dict[str, Any] = field(default_factory=dict)
     suggestion: str = ""
+    # Every range or benchmark the finding concerns: [range] for one; a finding merged from
+    # several (diagnose.merge_alike) has range None, these, and evidence["by_range"].
+    ranges: list[str] = field(default_factory=list)
+
+    def __post_init__(self):
+        if self.range and not self.ranges:
+            object.__setattr__(self, "ranges", [self.range])
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -64,6 +71,11 @@ class Thresholds:
                                        "this on average are the GPU's own dispatch (as in a "
                                        "CUDA graph), not host launch overhead (ns)")
     cache_min_share: float = _t(0.05, "CACHE_EFFECT: flushed vs hot kernel time difference")
+    host_bound_factor: float = _t(2.0, "HOST_BOUND: host time to issue an iteration (or a "
+                                       "range's host time) this many times its GPU time")
+    host_bound_min_ns: float = _t(250_000, "HOST_BOUND: and at least this much more (ns); "
+                                           "dispatching a few PyTorch ops under nsys takes "
+                                           "~100 µs of host time on its own")
     uncovered_tolerance: float = _t(0.05, "UNCOVERED_STREAM: events shorter than the GPU span "
                                           "by this share")
     clock_min_share: float = _t(0.9, "CLOCK_VARIATION: median clock below this share of max")

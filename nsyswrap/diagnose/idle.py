@@ -20,7 +20,7 @@ def check(a: Analysis, t: Thresholds) -> list[Finding]:
     inst["idle_share"] = (inst["gpu_span_ns"] - inst["gpu_device_busy_ns"]) / inst["gpu_span_ns"]
     inst["stall"] = inst["max_gap_ns"] >= t.stall_share * inst["gpu_idle_ns"]
     findings = []
-    for (domain, name), g in inst.groupby(["domain", "name"], sort=False):
+    for (domain, name), g in inst.groupby(["domain", "family"], sort=False):
         share = float(g["idle_share"].median())
         if share < t.idle_share:
             continue

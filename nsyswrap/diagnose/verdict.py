@@ -4,7 +4,7 @@ what inflates (or hides) them. The numbers sit beside it in every view."""
 from __future__ import annotations
 
 from ..units import fmt_share
-from . import cache, clock, cold_start, window
+from . import cache, clock, cold_start, host_bound, window
 from .finding import Finding
 
 _CAUSES = (  # in order of how much they explain
@@ -14,6 +14,7 @@ _CAUSES = (  # in order of how much they explain
     (window.LAUNCH, "launch overhead"),
 )
 _CAVEATS = (
+    (host_bound.CODE, "host-bound in a loop"),
     (cold_start.CODE, "warmup too short"),
     (cache.CODE, "L2 state matters"),
     (clock.CODE, "clock varied"),
@@ -39,6 +40,6 @@ def verdict(codes: set[str], event_ns: float, busy_ns: float, span_ns: float) ->
 def codes_by_range(findings: list[Finding]) -> dict[str, set[str]]:
     out: dict[str, set[str]] = {}
     for f in findings:
-        if f.range:
-            out.setdefault(f.range, set()).add(f.code)
+        for label in f.ranges:
+            out.setdefault(label, set()).add(f.code)
     return out

@@ -14,14 +14,16 @@ from ..compare import SCHEMA, Comparison
 
 KERNEL_FIELDS = ["name", "short_name", "count", "total_ns", "mean_ns", "median_ns", "min_ns",
                  "max_ns", "std_ns", "share"]
-RANGE_FIELDS = ["name", "domain", "count", "processes", "cpu_total_ns", "cpu_median_ns",
-                "cpu_min_ns",
+RANGE_FIELDS = ["name", "domain", "names", "library", "count", "processes", "cpu_total_ns",
+                "cpu_median_ns", "cpu_min_ns",
                 "cpu_max_ns", "gpu_busy_total_ns", "gpu_busy_median_ns", "gpu_busy_min_ns",
-                "gpu_busy_max_ns", "gpu_span_median_ns", "gpu_idle_share_median", "gpu_ops",
+                "gpu_busy_max_ns", "gpu_busy_other_threads_median_ns",
+                "gpu_span_median_ns", "gpu_idle_share_median", "gpu_ops",
                 "kernels", "launch_latency_median_ns", "syncs", "sync_ns", "copies",
                 "copy_bytes", "pageable_copies"]
-INSTANCE_FIELDS = ["range_id", "name", "domain", "index", "pid", "tid", "style", "start_ns",
-                   "end_ns", "cpu_ns", "gpu_ops", "kernels", "gpu_busy_ns", "gpu_span_ns",
+INSTANCE_FIELDS = ["range_id", "name", "family", "domain", "index", "pid", "tid", "style",
+                   "start_ns", "end_ns", "cpu_ns", "gpu_ops", "kernels", "gpu_busy_ns",
+                   "gpu_busy_other_threads_ns", "gpu_span_ns",
                    "gpu_idle_ns", "gaps", "max_gap_ns", "launch_latency_ns", "syncs",
                    "sync_ns", "copies", "copy_bytes", "copy_ns", "pageable_copies"]
 FINDING_FIELDS = ["code", "severity", "range", "message", "evidence", "suggestion"]
@@ -107,6 +109,9 @@ def report_block(c: Comparison) -> dict[str, Any]:
         "processes": [{"pid": pid, "name": name} for pid, name in sorted(info.processes.items())],
         "traced": {"cuda": info.has_cuda, "nvtx": info.has_nvtx, "osrt": info.has_osrt,
                    "gpu_metrics": info.has_gpu_metrics},
+        "gpu_trace_lost": info.gpu_trace_lost,
+        "attribution": a.attribution.rule,
+        "other_threads": other_thread_rows(c),
         "counts": {
             "kernels": int(a.kernels["count"].sum()) if not a.kernels.empty else 0,
             "gpu_ops": len(a.attribution.gpu_ops),
@@ -114,6 +119,17 @@ def report_block(c: Comparison) -> dict[str, Any]:
         },
         "notes": list(info.notes),
     })
+
+
+def other_thread_rows(c: Comparison) -> list[dict[str, Any]]:
+    """The threads whose GPU work went to ranges open on other threads (process rule),
+    busiest first: pid, tid, name, gpu_ops."""
+    info = c.info
+    rows = []
+    for r in c.analysis.attribution.other_threads.itertuples():
+        rows.append({"pid": (r.thread >> 24) & 0xFFFFFF, "tid": r.thread & 0xFFFFFF,
+                     "name": info.threads.get(int(r.thread), ""), "gpu_ops": int(r.gpu_ops)})
+    return sorted(rows, key=lambda r: -r["gpu_ops"])
 
 
 def document(c: Comparison) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from .views import (
     PROCESS_COLUMNS,
     RANGE_COLUMNS,
     Column,
+    attribution_line,
     cells,
     header_lines,
     kernel_columns,
@@ -21,7 +22,7 @@ def _escape(cell: str) -> str:
 
 
 def _table(columns: list[Column], data: list[dict]) -> list[str]:
-    head = "| " + " | ".join(c.header for c in columns) + " |"
+    head = "| " + " | ".join(_escape(c.long_header) for c in columns) + " |"
     rule = "|" + "|".join("---:" if c.numeric else "---" for c in columns) + "|"
     body = ["| " + " | ".join(_escape(x) for x in cells(columns, r)) + " |" for r in data]
     return [head, rule, *body]
@@ -31,7 +32,11 @@ class MarkdownRenderer:
     def render(self, c: Comparison, *, top: int = 10, **_) -> str:
         lines = header_lines(c)
         out = [f"## nsyswrap compare: `{lines[0]}`", "", lines[1], ""]
-        out += [f"> note: {n}" for n in c.info.notes]
+        out += [f"> **Warning:** {_escape(n)}" for n in c.info.alerts]
+        out += [f"> note: {_escape(n)}" for n in c.info.notes if n not in c.info.alerts]
+        attribution = attribution_line(c)
+        if attribution:
+            out += [f"> {attribution}"]
         findings = rows(c, "findings")
         out += ["", f"### Findings ({len(findings)})", ""]
         if findings:

@@ -16,9 +16,11 @@ from .views import (
     PROCESS_COLUMNS,
     RANGE_COLUMNS,
     Column,
+    attribution_line,
     cells,
     header_lines,
     kernel_columns,
+    legend,
     rows,
 )
 
@@ -34,8 +36,14 @@ class TableRenderer:
         lines = header_lines(c)
         console.print(Text(lines[0], style="bold"))
         console.print(Text(lines[1], style="dim"))
+        for alert in c.info.alerts:
+            console.print(Text(f"WARNING: {alert}", style="bold yellow"))
         for note in c.info.notes:
-            console.print(Text(f"note: {note}", style="dim"))
+            if note not in c.info.alerts:
+                console.print(Text(f"note: {note}", style="dim"))
+        attribution = attribution_line(c)
+        if attribution:
+            console.print(Text(attribution, style="dim"))
 
         kernels = rows(c, "kernels")
         if kernels:
@@ -73,12 +81,13 @@ class TableRenderer:
 
 
 def _table(title: str, columns: list[Column], data: list[dict]) -> Table:
-    t = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left")
-    for i, col in enumerate(columns):
-        # The first column names the row: never cut it. Long text columns fold.
+    """Numbers never wrap and headers are never cut (their width is the least a column
+    gets); text columns fold. Short headers are explained in a caption (the legend)."""
+    t = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left", pad_edge=False,
+              caption=legend(columns) or None, caption_justify="left", caption_style="dim")
+    for col in columns:
         t.add_column(col.header, justify="right" if col.numeric else "left",
-                     overflow="fold" if not col.numeric else "ellipsis",
-                     no_wrap=i == 0 or (col.numeric or None))
+                     overflow="fold", no_wrap=col.numeric, min_width=len(col.header))
     for row in data:
         t.add_row(*cells(columns, row))
     return t

@@ -16,9 +16,19 @@ from .names import shorten
 
 @dataclass(frozen=True)
 class Column:
-    header: str
+    header: str  # short, for terminals (80-120 columns)
     cell: Callable[[dict[str, Any]], str]
     numeric: bool = True
+    title: str = ""  # what the header means, where there is room (Markdown) or in a legend
+
+    @property
+    def long_header(self) -> str:
+        return self.title or self.header
+
+
+def legend(columns: list[Column]) -> str:
+    """'CPU: median CPU time · Busy: ...' for the columns whose header is short for more."""
+    return " · ".join(f"{c.header}: {c.title}" for c in columns if c.title)
 
 
 def _ns(key: str) -> Callable[[dict[str, Any]], str]:
@@ -57,13 +67,14 @@ def kernel_columns(name_width: int) -> list[Column]:
 RANGE_COLUMNS = [
     Column("Range", lambda r: (f"[{r['pid']}] " if "pid" in r else "")
            + range_label(r["domain"] or "", r["name"]), numeric=False),
-    Column("N", lambda r: str(r["count"])),
-    Column("CPU med", _ns("cpu_median_ns")),
-    Column("GPU busy med", _ns("gpu_busy_median_ns")),
-    Column("GPU span med", _ns("gpu_span_median_ns")),
-    Column("GPU idle", lambda r: fmt_share(r["gpu_idle_share_median"])),
-    Column("Ops/inst", _ops_per_instance),
-    Column("Launch lat", _ns("launch_latency_median_ns")),
+    Column("N", lambda r: str(r["count"]), title="instances"),
+    Column("CPU", _ns("cpu_median_ns"), title="median CPU time"),
+    Column("Busy", _ns("gpu_busy_median_ns"), title="median GPU busy time"),
+    Column("Span", _ns("gpu_span_median_ns"), title="median GPU span"),
+    Column("Idle", lambda r: fmt_share(r["gpu_idle_share_median"]),
+           title="GPU idle share of the span"),
+    Column("Ops", _ops_per_instance, title="GPU ops per instance"),
+    Column("Lat", _ns("launch_latency_median_ns"), title="launch latency"),
     Column("Syncs", lambda r: str(r["syncs"]) if r["syncs"] else "–"),
     Column("Copies", _copies),
 ]
@@ -87,11 +98,11 @@ def _difference(r: dict[str, Any]) -> str:
 
 BENCHMARK_COLUMNS = [
     Column("Benchmark", lambda r: r["benchmark"], numeric=False),
-    Column("N", lambda r: str(r["iterations"])),
+    Column("N", lambda r: str(r["iterations"]), title="timed iterations"),
     Column("Mode", _mode, numeric=False),
-    Column("Events med", _ns("event_median_ns")),
-    Column("Kernels med", _ns("busy_median_ns")),
-    Column("Diff", _difference),
+    Column("Events", _ns("event_median_ns"), title="median CUDA-event time"),
+    Column("Kernels", _ns("busy_median_ns"), title="median GPU busy time (trust this)"),
+    Column("Diff", _difference, title="events against kernels"),
     Column("Verdict", lambda r: r["verdict"], numeric=False),
 ]
 
@@ -104,12 +115,36 @@ PROCESS_COLUMNS = [
     Column("NVTX ranges", lambda r: str(r["nvtx_ranges"])),
 ]
 
+def _finding_subject(r: dict[str, Any]) -> str:
+    return ", ".join(r.get("ranges") or []) or r["range"] or "(report)"
+
+
 FINDING_COLUMNS = [
     Column("Severity", lambda r: r["severity"], numeric=False),
     Column("Code", lambda r: r["code"], numeric=False),
-    Column("Range", lambda r: r["range"] or "(report)", numeric=False),
-    Column("Finding", lambda r: _without_label(r["message"], r["range"]), numeric=False),
+    Column("Range", _finding_subject, numeric=False),
+    Column("Finding", lambda r: _without_label(r["message"], _finding_subject(r)),
+           numeric=False),
 ]
+
+
+def attribution_line(c: Comparison) -> str | None:
+    """Once per output: whose GPU work the range numbers include, when that is not obvious."""
+    rep = report_block(c)
+    if rep["attribution"] == "thread":
+        return ("attribution: thread (nsys's rule): a range owns only the GPU work launched on "
+                "its own thread; PyTorch's backward kernels belong to autograd threads")
+    threads = rep["other_threads"]
+    if not threads:
+        return None
+    ops = sum(t["gpu_ops"] for t in threads)
+    named = ", ".join(f"{t['name'] or 'tid ' + str(t['tid'])} {t['gpu_ops']}"
+                      for t in threads[:3])
+    more = f", +{len(threads) - 3} more" if len(threads) > 3 else ""
+    return (f"attribution: ranges include GPU work other threads of their process launched "
+            f"while they were open: {ops} GPU ops from {len(threads)} "
+            f"thread{'s' if len(threads) > 1 else ''} ({named}{more}); "
+            "--attribution thread for nsys's rule")
 
 
 def header_lines(c: Comparison) -> list[str]:

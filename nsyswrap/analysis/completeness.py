@@ -1,0 +1,42 @@
+"""Is the GPU trace whole? A process that dies by a signal loses the CUDA activity it had
+buffered (docs/nsys-quirks.md, "Signals"): nothing at all when it never filled a buffer (the
+loader says so), or the last part when it did. NVTX ranges always arrive, so a repeated range
+that launched GPU work in every earlier instance and has instances after the last CUDA call
+of the report shows a lost tail.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ..report import ReportInfo
+from ..units import fmt_ns
+
+# Instances needed on each side of the last CUDA call before a tail reads as lost.
+MIN_INSTANCES = 3
+
+
+def lost_tail(info: ReportInfo, instances: pd.DataFrame) -> pd.Index:
+    """The instances whose GPU work the report lost: of range families that launched GPU
+    work in all their earlier instances, the MIN_INSTANCES or more that started after the
+    report's last CUDA call. Alerts (ReportInfo.alert) when there are any."""
+    last = info.last_cuda_call_ns
+    if last is None or not info.has_gpu_activity or instances.empty:
+        return instances.index[:0]
+    user = instances[(instances["benchmark"] == "") & ~instances["library"]]
+    cut, lost = [], []
+    for (_domain, family), g in user.groupby(["domain", "family"], sort=False):
+        before, after = g[g["start_ns"] <= last], g[g["start_ns"] > last]
+        if (len(before) >= MIN_INSTANCES and len(after) >= MIN_INSTANCES
+                and (before["gpu_ops"] > 0).all() and (after["gpu_ops"] == 0).all()):
+            cut.append((family, len(after), len(g)))
+            lost.append(after.index)
+    if cut:
+        what = ", ".join(f"{n} of {total} `{family}`" for family, n, total in cut[:3])
+        end = info.end_ns if info.end_ns is not None else int(user["end_ns"].max())
+        info.alert(
+            f"GPU trace incomplete: the last CUDA call in the report is {fmt_ns(end - last)} "
+            f"before its end, and ranges that launched GPU work every time before have none "
+            f"after it ({what}): the program was most likely ended by a signal before its last "
+            "CUDA buffers were written; those instances' GPU numbers are unknown")
+    return lost[0].append(lost[1:]) if lost else instances.index[:0]

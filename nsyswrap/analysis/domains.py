@@ -1,0 +1,45 @@
+"""Whose range is it: the user's own, or a library's.
+
+Libraries annotate their own work in NVTX domains of their own (NCCL around every collective
+and communicator set-up, cuDNN, cuBLAS, NVSHMEM, MPI, ...), and PyTorch's
+`torch.autograd.profiler.emit_nvtx` names a range after every operator (`aten::mm`) in the
+default domain. Those ranges are listed like any other, but:
+  - findings with advice for the user cover the user's own ranges (and the harness's) only,
+    unless `--all-domains` asks for the rest;
+  - they are no ownership in attribution across threads: a thread inside NCCL's range is
+    still working for whichever user range its process has open (analysis/ranges.py).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+# Compared case-insensitively. Names as the libraries register them (NCCL: "NCCL"; cuDNN's
+# and cuBLAS's own NVTX; NVSHMEM; MPI and UCX wrappers; OpenMP and OpenACC tools; NVIDIA's
+# inference and data libraries).
+LIBRARY_DOMAINS = frozenset(d.lower() for d in (
+    "NCCL", "RCCL", "cuBLAS", "cuBLASLt", "cuDNN", "cuFFT", "cuSOLVER", "cuSPARSE", "cuRAND",
+    "cuTENSOR", "CUTLASS", "CCCL", "NVSHMEM", "MPI", "UCX", "UCC", "OpenMP", "OpenACC",
+    "TensorRT", "NVIDIA TensorRT", "DALI", "nvJPEG", "NPP", "libcudf", "cudf_python",
+))
+# Operator ranges PyTorch opens in the default domain (emit_nvtx, record_function under
+# nsys): "aten::addmm", "aten::add_, seq = 12", "c10d::allreduce_".
+LIBRARY_RANGE_NAME = re.compile(r"^(aten|c10d|prim|cudnn|autograd|torch|_c10d_functional)::")
+
+
+def is_library_domain(domain: str) -> bool:
+    return domain.lower() in LIBRARY_DOMAINS
+
+
+def library_mask(domains: pd.Series, names: pd.Series) -> np.ndarray:
+    """True for ranges that belong to a library (see the module docstring)."""
+    dom = domains.astype(str)
+    in_domain = dom.str.lower().isin(LIBRARY_DOMAINS).to_numpy()
+    # Only the default domain's names are read as operator names: a user domain may name
+    # ranges as it likes.
+    operator = ((dom == "").to_numpy()
+                & names.astype(str).str.match(LIBRARY_RANGE_NAME).to_numpy(dtype=bool))
+    return in_domain | operator

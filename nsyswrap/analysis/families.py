@@ -1,0 +1,57 @@
+"""Range families: ranges named with a counter (`step 12`, `iter_5`, `batch-003`, `linear:3`)
+are instances of one thing, and statistics and findings treat them as one family, named
+with `{n}` in place of the number (`step {n}`). Each instance keeps its own name.
+
+A set of names is a counter family when, in one domain, the names differ only in a trailing
+number, at least MIN_DISTINCT numbers occur, and the numbers never go down in the order the
+ranges started (per process): a counter counts. Names that cycle (`layer1` ... `layer4` in
+every step) are distinct ranges that happen to be numbered, and stay apart. One pass over
+numbered layers looks like a counter; that ambiguity is accepted (docs/analyses.md).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+COUNTER = re.compile(r"^(?P<stem>.*\D)(?P<number>\d+)$")
+MIN_DISTINCT = 3
+PLACEHOLDER = "{n}"
+
+
+def family_names(instances: pd.DataFrame, eligible: np.ndarray) -> pd.Series:
+    """Per instance (columns domain, name, pid, start_ns), the family it belongs to: the
+    name with `{n}` for its counter, or its own name. Only `eligible` rows are grouped
+    (the user's own ranges, not the harness's or a library's)."""
+    family = instances["name"].astype(str).copy()
+    if not eligible.any():
+        return family
+    names = pd.Series(instances["name"].to_numpy()[eligible]).astype(str)
+    parts = names.str.extract(COUNTER)
+    numbered = parts["stem"].notna().to_numpy()
+    if not numbered.any():
+        return family
+    rows = np.flatnonzero(eligible)[numbered]
+    candidates = pd.DataFrame({
+        "row": rows,
+        "domain": instances["domain"].to_numpy()[rows],
+        "stem": parts["stem"].to_numpy()[numbered],
+        "number": parts["number"].to_numpy()[numbered].astype("int64"),
+        "pid": instances["pid"].to_numpy()[rows],
+        "start_ns": instances["start_ns"].to_numpy()[rows],
+    })
+    for (_domain, stem), g in candidates.groupby(["domain", "stem"], sort=False):
+        if g["number"].nunique() < MIN_DISTINCT or not _counts_up(g):
+            continue
+        family.iloc[g["row"].to_numpy()] = f"{stem}{PLACEHOLDER}"
+    return family
+
+
+def _counts_up(g: pd.DataFrame) -> bool:
+    """The numbers never decrease in start order, within each process."""
+    for _pid, p in g.sort_values("start_ns", kind="stable").groupby("pid", sort=False):
+        if (np.diff(p["number"].to_numpy()) < 0).any():
+            return False
+    return True

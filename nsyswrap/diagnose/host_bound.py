@@ -1,0 +1,108 @@
+"""HOST_BOUND: the host needs longer to issue the work than the GPU needs to run it.
+
+Harness benchmarks: back-pressure (a GPU sleep before each timed window, longer than the
+host's enqueue) keeps host time out of the events on purpose, so the events and kernels
+agree; but called in a loop, the function runs at the host's pace. Flagged when the host's
+time to issue one call (the iteration's NVTX range, less any time blocked on the GPU) is
+host_bound_factor times the GPU busy time and host_bound_min_ns more, and the events do not
+show it already (they sit nearer the GPU time than the host time; otherwise LAUNCH_OVERHEAD
+or HOST_WORK_IN_WINDOW says it).
+
+Plain ranges: the range's host time (CPU time less syncs) against the GPU work it owns, with
+the GPU idle (no work from anyone) for most of the range's CPU time: host work starves the
+GPU. Ranges whose idle time lies inside their GPU span are GPU_IDLE_IN_RANGE's. The first
+instance is left out (set-up work: COLD_START's), so a range needs two more.
+
+Host times are measured under the profiler, whose CUDA tracing adds a few µs to every API
+call and slows the framework's dispatch; host_bound_min_ns keeps that from reading as a
+finding (F.linear alone took ~130 µs of host time under nsys on the H100 host).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ..analysis import Analysis
+from ..units import fmt_ns, fmt_share
+from .finding import WARNING, Finding, Thresholds, range_label
+
+CODE = "HOST_BOUND"
+
+
+def check(a: Analysis, t: Thresholds) -> list[Finding]:
+    return _harness(a, t) + _ranges(a, t)
+
+
+def _host_bound(host: float, busy: float, t: Thresholds) -> bool:
+    return host >= t.host_bound_factor * busy and host - busy >= t.host_bound_min_ns
+
+
+def _harness(a: Analysis, t: Thresholds) -> list[Finding]:
+    findings = []
+    for (name, run), g in a.iterations.groupby(["benchmark", "run"], sort=False):
+        if g["gpu_busy_ns"].isna().all():
+            continue
+        calls = float(g["calls"].iloc[0])
+        host = float(g["host_ns"].median()) / calls
+        busy = float(g["gpu_busy_ns"].median()) / calls
+        event = float(g["event_ns"].median()) / calls
+        if not _host_bound(host, busy, t) or event > busy + (host - busy) / 2:
+            continue
+        config = a.runs[run].get("config", {})
+        label = f"nsyswrap:{name}"
+        if config.get("backpressure"):
+            hid = (f"back-pressure (a {fmt_ns(config.get('sleep_ns'))} GPU sleep before each "
+                   f"window) kept the host's time out of the events, which read "
+                   f"{fmt_ns(event)}")
+        else:
+            hid = f"the events read {fmt_ns(event)}"
+        findings.append(Finding(
+            CODE, WARNING, label,
+            f"{label}: the host takes {fmt_ns(host)} to issue one call and the GPU works "
+            f"{fmt_ns(busy)} ({host / busy if busy else float('inf'):.1f}x): called in a "
+            f"loop, this function runs at the host's pace; {hid}",
+            {"host_median_ns": host, "gpu_busy_median_ns": busy, "event_median_ns": event,
+             "ratio": host / busy if busy else None, "iterations": len(g),
+             "backpressure": bool(config.get("backpressure")),
+             "backpressure_sleep_ns": config.get("sleep_ns")},
+            "The kernel time stands; what a loop of this function achieves is the host's "
+            "time. Cut host work per call (Python logic, tensor creation, .item() and "
+            "prints), or capture it in a CUDA graph (cuda_graph=N) or torch.compile it.",
+        ))
+    return findings
+
+
+def _ranges(a: Analysis, t: Thresholds) -> list[Finding]:
+    inst = a.user_instances()
+    if inst.empty or inst["gpu_busy_ns"].isna().all():
+        return []
+    findings = []
+    for (domain, name), g in inst.sort_values("start_ns").groupby(["domain", "family"],
+                                                                  sort=False):
+        g = g.iloc[1:]
+        g = g[g["gpu_ops"] > 0]
+        if len(g) < 2:
+            continue
+        host = float((g["cpu_ns"] - g["sync_ns"]).median())
+        busy = float(g["gpu_busy_ns"].median())
+        cpu = g["cpu_ns"].where(g["cpu_ns"] > 0)
+        idle_cpu = float(((cpu - g["gpu_device_busy_cpu_ns"]) / cpu).median())
+        span = g["gpu_span_ns"].where(g["gpu_span_ns"] >= t.idle_min_span_ns)
+        idle_span = ((span - g["gpu_device_busy_ns"]) / span).median()
+        if not _host_bound(host, busy, t) or not idle_cpu >= t.idle_share or (
+                pd.notna(idle_span) and idle_span >= t.idle_share):
+            continue
+        label = range_label(domain, name)
+        findings.append(Finding(
+            CODE, WARNING, label,
+            f"{label}: the host spends {fmt_ns(host)} per instance (not counting waits for the "
+            f"GPU) on {fmt_ns(busy)} of GPU work ({host / busy:.1f}x), and the GPU runs "
+            f"nothing for {fmt_share(idle_cpu)} of the range: host work starves the GPU",
+            {"instances": len(g), "host_median_ns": host, "gpu_busy_median_ns": busy,
+             "ratio": host / busy, "gpu_idle_share_of_cpu_time": idle_cpu},
+            "Find the host work in the range (nsys timeline with -t osrt, or --sample) and move "
+            "it off the critical path: prepare data ahead (DataLoader workers, pinned memory, "
+            "non_blocking copies), avoid per-step Python work and syncs, or capture the GPU "
+            "part in a CUDA graph.",
+        ))
+    return findings
