@@ -15,7 +15,7 @@ importer=${QDSTRM_IMPORTER:-/usr/lib/nsight-systems/host-linux-x64/QdstrmImporte
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-for prog in cpu_nvtx cpu_holdout; do
+for prog in cpu_nvtx cpu_holdout cpu_families; do
   gcc -O1 -o "$work/$prog" "$here/workloads/$prog.c" -I"$nvtx_include" -ldl -lpthread
 done
 
@@ -32,6 +32,7 @@ profile() {  # profile NAME TRACE command...
 
 profile cpu2022_nvtx nvtx,osrt "$work/cpu_nvtx"
 # A report as nsys saves it, for tests of .nsys-rep input (exported on the fly).
+profile cpu2022_families nvtx "$work/cpu_families"
 cp "$work/cpu2022_nvtx.nsys-rep" "$out/cpu2022_nvtx.nsys-rep"
 # Held out: checked only by tests/test_holdout.py, against SQL.
 mkdir -p "$out/holdout"

@@ -1,0 +1,108 @@
+"""Range families and libraries' ranges on a real CPU export (cpu2022_families.sqlite, made by
+scripts/make_fixtures_cpu.sh from scripts/workloads/cpu_families.c with Debian's nsys 2022.4).
+
+Expected values from direct SQL on NVTX_EVENTS; the rules are in docs/analyses.md."""
+
+from __future__ import annotations
+
+import json
+import statistics
+
+import pytest
+from click.testing import CliRunner
+from conftest import DATA, finding, sql
+
+import nsyswrap
+from nsyswrap.analysis import analyze
+from nsyswrap.cli import main
+from nsyswrap.diagnose import diagnose
+
+FAMILIES = DATA / "cpu2022_families.sqlite"
+
+DURATIONS = """
+SELECT coalesce(e.text, s.value), e.end - e.start, coalesce(d.text, '')
+FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId
+LEFT JOIN NVTX_EVENTS d ON d.eventType = 75 AND d.domainId = e.domainId
+     AND (d.globalTid >> 24) = (e.globalTid >> 24)
+WHERE e.eventType = 59 AND e.end IS NOT NULL ORDER BY e.start
+"""
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return sql(FAMILIES, DURATIONS)
+
+
+@pytest.fixture(scope="module")
+def analysis():
+    return analyze(nsyswrap.load(FAMILIES))
+
+
+def _durations(rows, match) -> list[int]:
+    return [d for name, d, _ in rows if match(name)]
+
+
+def test_counter_names_form_one_family(analysis, rows):
+    ranges = analysis.ranges.set_index("name")
+    for family, prefix, count in (("step {n}", "step ", 8), ("iter_{n}", "iter_", 5)):
+        durations = _durations(rows, lambda n, p=prefix: n.startswith(p))
+        assert len(durations) == count
+        row = ranges.loc[family]
+        assert row["count"] == count
+        assert row["names"] == count  # each instance keeps its own name
+        assert row["cpu_median_ns"] == statistics.median(durations)
+        assert row["cpu_total_ns"] == sum(durations)
+    inst = analysis.instances
+    steps = inst[inst["family"] == "step {n}"].sort_values("start_ns")
+    assert list(steps["name"]) == [f"step {i}" for i in range(8)]
+
+
+def test_cycling_numbered_names_stay_apart(analysis, rows):
+    """layer1..layer3 recur in every step: three ranges, not a counter."""
+    ranges = analysis.ranges.set_index("name")
+    for layer in ("layer1", "layer2", "layer3"):
+        durations = _durations(rows, lambda n, name=layer: n == name)
+        assert ranges.loc[layer, "count"] == len(durations) == 8
+        assert ranges.loc[layer, "cpu_median_ns"] == statistics.median(durations)
+    assert not any("{n}" in n and n.startswith("layer") for n in ranges.index)
+
+
+def test_cold_start_seen_on_the_family(analysis, rows):
+    """Each step name occurs once, so only the family can show that step 0 was cold."""
+    first = _durations(rows, lambda n: n == "step 0")[0]
+    rest = statistics.median(
+        _durations(rows, lambda n: n.startswith("step ") and n != "step 0"))
+    findings = diagnose(analysis)
+    _, evidence = finding(findings, "COLD_START", "step {n}")
+    assert evidence["skip"] == 1
+    assert evidence["metrics"]["cpu_ns"]["first_ns"] == [first]
+    assert evidence["metrics"]["cpu_ns"]["median_rest_ns"] == rest
+
+
+def test_library_ranges_are_listed_but_not_judged(analysis, rows):
+    ranges = analysis.ranges.set_index("name")
+    assert bool(ranges.loc["ncclAllReduce", "library"]) and bool(ranges.loc["aten::mm", "library"])
+    assert ranges.loc["aten::mm", "count"] == len(_durations(rows, lambda n: n == "aten::mm"))
+    assert not ranges.loc["step {n}", "library"]
+    # Their first instances are planted slow (a cold start), yet no finding concerns them...
+    named = {r for f in diagnose(analysis) for r in f.ranges}
+    assert "NCCL:ncclAllReduce" not in named and "aten::mm" not in named
+    # ...unless --all-domains asks.
+    every = analyze(nsyswrap.load(FAMILIES), all_domains=True)
+    named = {r for f in diagnose(every) for r in f.ranges}
+    assert {"NCCL:ncclAllReduce", "aten::mm"} <= named
+
+
+def test_cli_all_domains_and_json_fields():
+    runner = CliRunner()
+    plain = json.loads(runner.invoke(main, ["compare", str(FAMILIES), "--format", "json"]).output)
+    every = json.loads(runner.invoke(
+        main, ["compare", str(FAMILIES), "--format", "json", "--all-domains"]).output)
+    by_name = {r["name"]: r for r in plain["ranges"]}
+    assert by_name["ncclAllReduce"]["domain"] == "NCCL" and by_name["ncclAllReduce"]["library"]
+    assert by_name["step {n}"]["names"] == 8
+
+    def judged(doc):
+        return {r for f in doc["findings"] for r in f["ranges"]}
+    assert "NCCL:ncclAllReduce" not in judged(plain)
+    assert "NCCL:ncclAllReduce" in judged(every)
