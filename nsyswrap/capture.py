@@ -153,7 +153,7 @@ def profile(target: Sequence[str], output_dir: Path, opts: ProfileOptions, *,
     standard output clean for machine-readable results)."""
     exe = require_nsys(nsys, purpose="profiling")
     name = name or _target_stem(target)
-    output_dir.mkdir(parents=True, exist_ok=True)
+    make_output_dir(output_dir)
     base = output_dir / name
     _clear_existing([base], opts.force)
     cmd = profile_command(exe, target, base, opts)
@@ -167,6 +167,18 @@ def profile(target: Sequence[str], output_dir: Path, opts: ProfileOptions, *,
             f"output is in {cap.log}"
         )
     return cap
+
+
+def make_output_dir(path: Path) -> None:
+    """Create the run's folder, or refuse before anything runs: a path that cannot be
+    written is the user's to fix (exit 2), not a crash after the workload ran."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise BadInputError(f"cannot create the output folder {path}: "
+                            f"{e.strerror or e}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise BadInputError(f"cannot write to the output folder {path}: permission denied")
 
 
 def profile_ranks(target: Sequence[str], output_dir: Path, opts: ProfileOptions, ranks: int,
@@ -183,7 +195,7 @@ def profile_ranks(target: Sequence[str], output_dir: Path, opts: ProfileOptions,
                             "torchrun ...)")
     exe = require_nsys(nsys, purpose="profiling")
     name = _target_stem(target)
-    output_dir.mkdir(parents=True, exist_ok=True)
+    make_output_dir(output_dir)
     bases = [output_dir / f"{name}.rank{r}" for r in range(ranks)]
     _clear_existing(bases, opts.force)
     inner = profile_command(exe, target, output_dir / f"{name}.rank%q{{RANK}}", opts)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 import urllib.parse
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -121,6 +122,24 @@ def check_sqlite_file(path: Path) -> None:
         )
 
 
+# A report locked by a writer (an export still running, a tool holding a transaction) is
+# waited for briefly: sqlite3 waits 5 s by itself, the ADBC reads retry for as long.
+LOCKED_RETRIES, LOCKED_WAIT_S = 10, 0.5
+
+
+def _is_locked(e: Exception) -> bool:
+    text = str(e).lower()
+    return "locked" in text or "busy" in text
+
+
+def _unreadable(path: Path, e: Exception) -> BadInputError:
+    """The one-line error for a report SQLite refuses: locked, or damaged."""
+    if _is_locked(e):
+        return BadInputError(f"{path} is locked by another process (an export or a writer "
+                             "still running?): wait for it to finish and try again")
+    return BadInputError(f"{path} cannot be read as SQLite ({e}): is it damaged?")
+
+
 class _Database:
     """A read-only connection: sqlite3 for small lookups, ADBC for bulk frames."""
 
@@ -128,7 +147,7 @@ class _Database:
         self.path = path
         self.uri = "file:" + urllib.parse.quote(str(path.resolve())) + "?mode=ro"
         try:
-            self.con = sqlite3.connect(self.uri, uri=True)
+            self.con = sqlite3.connect(self.uri, uri=True, timeout=LOCKED_RETRIES * LOCKED_WAIT_S)
             self.tables = {
                 name
                 for (name,) in self.con.execute(
@@ -136,7 +155,7 @@ class _Database:
                 )
             }
         except sqlite3.DatabaseError as e:
-            raise BadInputError(f"{path} cannot be read as SQLite ({e}): is it damaged?") from e
+            raise _unreadable(path, e) from e
         self._bulk = None
         self._columns: dict[str, set[str]] = {}
         self._pool = None
@@ -174,7 +193,7 @@ class _Database:
         try:
             return self.con.execute(sql, tuple(params)).fetchall()
         except sqlite3.DatabaseError as e:
-            raise BadInputError(f"{self.path} could not be read ({e}): is it damaged?") from e
+            raise _unreadable(self.path, e) from e
 
     def frame(self, sql: str) -> pd.DataFrame:
         """Run a query whose columns are never NULL and return it as a DataFrame.
@@ -187,7 +206,7 @@ class _Database:
             return future.result()
         return self._fetch(sql, self)
 
-    def _fetch(self, sql: str, owner: _Database | None) -> pd.DataFrame:
+    def _fetch(self, sql: str, owner: _Database | None, attempt: int = 0) -> pd.DataFrame:
         import adbc_driver_sqlite.dbapi as adbc
 
         con = None
@@ -205,7 +224,10 @@ class _Database:
             finally:
                 cur.close()
         except adbc.Error as e:
-            raise BadInputError(f"{self.path} could not be read ({e}): is it damaged?") from e
+            if _is_locked(e) and attempt < LOCKED_RETRIES:
+                time.sleep(LOCKED_WAIT_S)  # sqlite3's own busy timeout does this for it
+                return self._fetch(sql, owner, attempt + 1)
+            raise _unreadable(self.path, e) from e
         finally:
             if owner is None and con is not None:
                 con.close()
@@ -233,6 +255,9 @@ def _read_report(db: _Database, source: Path, notes: list[str]) -> Report:
     if unterminated:
         notes.append(f"{unterminated} NVTX range(s) never ended (program exited inside them); "
                      "left out")
+    kernels = _drop_reversed(kernels, "kernel", notes)
+    transfers = _drop_reversed(transfers, "copy or memset", notes)
+    ranges = _drop_reversed(ranges, "NVTX range", notes)
     marks = _nvtx_marks(db, event_types, domains)
     gpu_metrics = _gpu_clock_metrics(db)
 
@@ -255,6 +280,18 @@ def _read_report(db: _Database, source: Path, notes: list[str]) -> Report:
     info.processes = {pid: name for pid, name in _process_names(db).items() if pid in active_pids}
     info.threads = _thread_names(db)
     return Report(info, kernels, transfers, api_calls, ranges, marks, gpu_metrics)
+
+
+def _drop_reversed(frame: pd.DataFrame, what: str, notes: list[str]) -> pd.DataFrame:
+    """Leave out records that end before they start (a broken timestamp: seen in reports
+    merged or edited by other tools, and possible from a clock that stepped) and say so;
+    they would count as negative time."""
+    reversed_ = frame["end_ns"].to_numpy() < frame["start_ns"].to_numpy()
+    n = int(reversed_.sum())
+    if not n:
+        return frame
+    notes.append(f"{n} {what}(s) end before they start (broken timestamps); left out")
+    return frame[~reversed_].reset_index(drop=True)
 
 
 def _check_gpu_trace(info: ReportInfo, launches: _Launches, kernels: pd.DataFrame,

@@ -75,7 +75,7 @@ def test_findings_do_not_fail_unless_asked():
 
 
 def test_thresholds_from_the_command_line():
-    doc = json.loads(run("compare", GPU_MIX, "--format", "json", "-t", "fp32_gemm_share=1.01",
+    doc = json.loads(run("compare", GPU_MIX, "--format", "json", "-t", "fp32_gemm_share=1",
                          "--threshold", "idle_share=0.99").stdout)
     assert doc["thresholds"]["idle_share"] == 0.99
     assert "FP32_GEMM" not in {f["code"] for f in doc["findings"]}
@@ -86,6 +86,13 @@ def test_thresholds_from_the_command_line():
     (["-t", "bogus=1"], "unknown threshold"),
     (["-t", "idle_share"], "NAME=VALUE"),
     (["-t", "idle_share=lots"], "needs a number"),
+    (["-t", "idle_share=nan"], "a share between 0 and 1"),
+    (["-t", "idle_share=-1"], "a share between 0 and 1"),
+    (["-t", "fp32_gemm_share=1.5"], "a share between 0 and 1"),
+    (["-t", "cold_factor=0.5"], "a factor of at least 1"),
+    (["-t", "cold_min_instances=1"], "at least 2"),
+    (["-t", "cold_min_instances=2.5"], "a whole number"),
+    (["-t", "host_bound_min_ns=-5"], "a duration in ns"),
 ])
 def test_bad_options_are_one_line(args, words):
     res = run("compare", GPU_MIX, *args)

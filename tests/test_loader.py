@@ -163,3 +163,63 @@ def test_launches_outside_the_name_filter_are_still_found(monkeypatch):
     monkeypatch.setattr(cuda_api, "LAUNCH_API", re.compile(r"^no-such-api$"))
     got = nsyswrap.load(GPU_MIX).kernels["launch_start_ns"].to_numpy()
     assert (got == expected).all() and (got >= 0).all()
+
+
+def test_records_that_end_before_they_start_are_left_out_and_noted(report_copy):
+    """A real export with broken timestamps planted (as a tool that merges or edits reports
+    can leave them): one kernel and one NVTX range end before they start."""
+    import sqlite3
+
+    path = report_copy(GPU_MIX)
+    con = sqlite3.connect(path)
+    con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = start - 5 WHERE rowid = "
+                "(SELECT min(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL)")
+    con.execute("UPDATE NVTX_EVENTS SET end = start - 7 WHERE rowid = (SELECT min(rowid) FROM "
+                "NVTX_EVENTS WHERE eventType = 59 AND end IS NOT NULL)")
+    con.commit()
+    con.close()
+    kernels = sql(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE end >= start")
+    ranges = sql(path, "SELECT count(*) FROM NVTX_EVENTS WHERE eventType IN (59, 60) "
+                       "AND end >= start")
+    report = nsyswrap.load(path)
+    assert len(report.kernels) == kernels[0][0]
+    assert len(report.ranges) == ranges[0][0]
+    assert (report.kernels["end_ns"] >= report.kernels["start_ns"]).all()
+    notes = " ".join(report.info.notes)
+    assert "1 kernel(s) end before they start" in notes
+    assert "1 NVTX range(s) end before they start" in notes
+    assert not any("end before" in n for n in nsyswrap.load(GPU_MIX).info.notes)
+
+
+def _hold_lock(path, seconds: float):
+    """Another process takes an exclusive lock on the report (as a writer mid-transaction
+    does) and holds it for `seconds`. Returns once the lock is held."""
+    import subprocess
+    import sys
+
+    code = ("import sqlite3, sys, time\n"
+            "con = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+            "con.execute('BEGIN EXCLUSIVE')\n"
+            "print('locked', flush=True)\n"
+            "time.sleep(float(sys.argv[2]))\n"
+            "con.execute('ROLLBACK')\n")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(path), str(seconds)],
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "locked"
+    return proc
+
+
+def test_locked_report_is_waited_for_then_named_locked(report_copy):
+    path = report_copy(CPU_2022)
+    holder = _hold_lock(path, 1.0)  # released within the wait: the load succeeds
+    try:
+        assert len(nsyswrap.load(path).ranges) > 0
+    finally:
+        holder.wait(timeout=30)
+    holder = _hold_lock(path, 30.0)  # held past the wait: a one-line "locked" error
+    try:
+        with pytest.raises(BadInputError, match="locked by another process"):
+            nsyswrap.load(path)
+    finally:
+        holder.kill()
+        holder.wait()

@@ -81,6 +81,17 @@ def test_existing_report_needs_force(tmp_path):
     assert nsyswrap("run", "-o", out, "--force", WORKLOAD).returncode == 0
 
 
+def test_unwritable_output_folder_is_a_usage_error(tmp_path):
+    """Refused before the workload runs: exit 2, one line naming the path."""
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where a folder should go")
+    for out in (blocked / "run", Path("/proc/nsyswrap-cannot-be-here")):
+        proc = nsyswrap("run", "-o", out, WORKLOAD)
+        assert proc.returncode == 2, proc.stderr
+        assert str(out) in proc.stderr and proc.stderr.count("\n") == 1
+        assert "annotated: start" not in proc.stdout + proc.stderr  # nothing ran
+
+
 def test_no_nsys_is_a_precise_error(tmp_path):
     env = {**os.environ, "PATH": os.path.dirname(sys.executable)}
     env.pop("NSYS", None)

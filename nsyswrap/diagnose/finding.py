@@ -38,8 +38,16 @@ class Finding:
         return dataclasses.asdict(self)
 
 
-def _t(default, help_: str):
-    return field(default=default, metadata={"help": help_})
+# What values each kind of threshold admits: (least, greatest, words for the error).
+SHARE = (0.0, 1.0, "a share between 0 and 1")
+FACTOR = (1.0, float("inf"), "a factor of at least 1")
+NANOSECONDS = (0.0, float("inf"), "a duration in ns, 0 or more")
+COUNT = (2, float("inf"), "a whole number of instances, at least 2")
+RATIO = (0.0, float("inf"), "a ratio, 0 or more")
+
+
+def _t(default, help_: str, kind: tuple = SHARE):
+    return field(default=default, metadata={"help": help_, "kind": kind})
 
 
 @dataclass(frozen=True)
@@ -48,13 +56,15 @@ class Thresholds:
 
     idle_share: float = _t(0.5, "GPU_IDLE_IN_RANGE: median share of the GPU span left idle")
     idle_min_span_ns: float = _t(10_000, "GPU_IDLE_IN_RANGE: ignore ranges whose GPU span is "
-                                         "shorter (ns)")
+                                         "shorter (ns)", NANOSECONDS)
     stall_share: float = _t(0.5, "GPU_IDLE_IN_RANGE: one gap holding this share of the idle "
                                  "time is a host stall, else launch gaps")
     cold_factor: float = _t(2.0, "COLD_START: a leading instance this many times the median "
-                                 "is cold")
-    cold_min_excess_ns: float = _t(5_000, "COLD_START: and at least this much slower (ns)")
-    cold_min_instances: int = _t(3, "COLD_START: only ranges repeated at least this often")
+                                 "is cold", FACTOR)
+    cold_min_excess_ns: float = _t(5_000, "COLD_START: and at least this much slower (ns)",
+                                   NANOSECONDS)
+    cold_min_instances: int = _t(3, "COLD_START: only ranges repeated at least this often",
+                                 COUNT)
     sync_share: float = _t(0.1, "SYNC_IN_RANGE: a warning (not info) when blocked for this "
                                 "share of the range")
     transfer_share: float = _t(0.1, "TRANSFER_IN_RANGE: a warning (not info) when copies "
@@ -63,23 +73,24 @@ class Thresholds:
     overhead_share: float = _t(0.15, "LAUNCH_OVERHEAD / HOST_WORK_IN_WINDOW: event time above "
                                      "the GPU busy time, as a share of the event time")
     overhead_min_ns: float = _t(2_000, "LAUNCH_OVERHEAD / HOST_WORK_IN_WINDOW: and at least "
-                                       "this much (ns)")
+                                       "this much (ns)", NANOSECONDS)
     host_work_min_ns: float = _t(100_000, "HOST_WORK_IN_WINDOW: a single host stall this "
                                           "long (ns) is host work; shorter ones read as the "
-                                          "framework's launch overhead")
+                                          "framework's launch overhead", NANOSECONDS)
     dispatch_gap_ns: float = _t(1_000, "LAUNCH_OVERHEAD: gaps between kernels shorter than "
                                        "this on average are the GPU's own dispatch (as in a "
-                                       "CUDA graph), not host launch overhead (ns)")
+                                       "CUDA graph), not host launch overhead (ns)", NANOSECONDS)
     cache_min_share: float = _t(0.05, "CACHE_EFFECT: flushed vs hot kernel time difference")
     host_bound_factor: float = _t(2.0, "HOST_BOUND: host time to issue an iteration (or a "
-                                       "range's host time) this many times its GPU time")
+                                       "range's host time) this many times its GPU time",
+                                  FACTOR)
     host_bound_min_ns: float = _t(250_000, "HOST_BOUND: and at least this much more (ns); "
                                            "dispatching a few PyTorch ops under nsys takes "
-                                           "~100 µs of host time on its own")
+                                           "~100 µs of host time on its own", NANOSECONDS)
     uncovered_tolerance: float = _t(0.05, "UNCOVERED_STREAM: events shorter than the GPU span "
                                           "by this share")
     clock_min_share: float = _t(0.9, "CLOCK_VARIATION: median clock below this share of max")
-    clock_spread: float = _t(0.1, "CLOCK_VARIATION: (p90 - p10) / median of the clock")
+    clock_spread: float = _t(0.1, "CLOCK_VARIATION: (p90 - p10) / median of the clock", RATIO)
 
     def with_overrides(self, overrides: dict[str, str]) -> Thresholds:
         fields = {f.name: f for f in dataclasses.fields(self)}
@@ -89,11 +100,15 @@ class Thresholds:
                 raise BadInputError(
                     f"unknown threshold {name!r}: choose from {', '.join(sorted(fields))}"
                 )
-            kind = type(getattr(self, name))
+            least, greatest, words = fields[name].metadata["kind"]
             try:
-                values[name] = kind(float(raw)) if kind is int else kind(raw)
+                value = float(raw)
             except ValueError:
                 raise BadInputError(f"threshold {name} needs a number, not {raw!r}") from None
+            # nan compares false with everything: refused by the range check too.
+            if not least <= value <= greatest or (isinstance(least, int) and value % 1):
+                raise BadInputError(f"threshold {name} needs {words}, not {raw!r}")
+            values[name] = int(value) if isinstance(least, int) else value
         return dataclasses.replace(self, **values)
 
     def to_dict(self) -> dict[str, float]:

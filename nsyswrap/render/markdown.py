@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from ..compare import Comparison
 from .views import (
     BENCHMARK_COLUMNS,
@@ -16,9 +18,18 @@ from .views import (
     rows,
 )
 
+# Names come from the report (kernels, NVTX ranges, domains, paths) and may hold anything.
+# In a table cell or a list item they must stay one line of plain text: GitHub renders raw
+# HTML (an <img> in a range name would show as an image), `|` ends a cell, and `*_[]`
+# and backticks would format. HTML's specials become entities, Markdown's get a backslash.
+_HTML = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
+_MARKDOWN = re.compile(r"([\\`*_\[\]|#~])")
+_LINE_BREAKS = re.compile(r"[\r\n\t]+")
 
-def _escape(cell: str) -> str:
-    return cell.replace("|", "\\|").replace("\n", " ")
+
+def _escape(text: str) -> str:
+    text = _LINE_BREAKS.sub(" ", str(text)).translate(_HTML)
+    return _MARKDOWN.sub(r"\\\1", text)
 
 
 def _table(columns: list[Column], data: list[dict]) -> list[str]:
@@ -31,19 +42,19 @@ def _table(columns: list[Column], data: list[dict]) -> list[str]:
 class MarkdownRenderer:
     def render(self, c: Comparison, *, top: int = 10, **_) -> str:
         lines = header_lines(c)
-        out = [f"## nsyswrap compare: `{lines[0]}`", "", lines[1], ""]
+        out = [f"## nsyswrap compare: {_escape(lines[0])}", "", _escape(lines[1]), ""]
         out += [f"> **Warning:** {_escape(n)}" for n in c.info.alerts]
         out += [f"> note: {_escape(n)}" for n in c.info.notes if n not in c.info.alerts]
         attribution = attribution_line(c)
         if attribution:
-            out += [f"> {attribution}"]
+            out += [f"> {_escape(attribution)}"]
         findings = rows(c, "findings")
         out += ["", f"### Findings ({len(findings)})", ""]
         if findings:
             out += _table(FINDING_COLUMNS, findings)
             out += ["", "Suggestions:", ""]
-            out += [f"- **{f['code']}** ({f['range'] or 'report'}): {f['suggestion']}"
-                    for f in findings]
+            out += [f"- **{f['code']}** ({_escape(', '.join(f['ranges']) or 'report')}): "
+                    f"{_escape(f['suggestion'])}" for f in findings]
         else:
             out.append("No findings.")
         kernels = rows(c, "kernels")
