@@ -39,6 +39,18 @@ echo "== fixtures"; date
 FIXTURE_TAG=h100 bash scripts/make_fixtures_gpu.sh "$out/fixtures" >"$out/fixtures.log" 2>&1
 ls -la "$out/fixtures"
 
+echo "== training loop: nsyswrap's ranges against SQL (backward on autograd threads)"; date
+nsyswrap run --trace cuda,nvtx -o "$out/train" --force scripts/workloads/torch_train.py \
+  >"$out/train.txt" 2>&1
+echo "exit $?"
+python3 scripts/check_training_attribution.py "$out/train/torch_train.sqlite" \
+  | tee "$out/train_check.txt"
+
+echo "== interrupted runs: what each way of stopping keeps (docs/nsys-quirks.md)"; date
+timeout 500 python3 scripts/probe_interrupt.py "$out/interrupt" --seconds 8 \
+  >"$out/interrupt.txt" 2>&1
+echo "exit $?"; tail -12 "$out/interrupt.txt"
+
 echo "== nsyswrap run --harness-only"; date
 nsyswrap run --harness-only --trace cuda,nvtx -o "$out/harness_only" --force --format json \
   scripts/workloads/torch_harness_clock.py >"$out/harness_only.json" 2>"$out/harness_only.log"
