@@ -23,9 +23,8 @@ pytestmark = [
 WORKLOAD = Path(__file__).parents[1] / "scripts" / "workloads" / "torch_interrupt.py"
 
 
-@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)],
-                         ids=["SIGINT", "SIGTERM"])
-def test_interrupted_run_keeps_finished_iterations_kernels(tmp_path, sig, code):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_interrupted_run_keeps_finished_iterations_kernels(tmp_path, sig):
     out = tmp_path / "run"
     proc = subprocess.Popen(
         [sys.executable, "-m", "nsyswrap", "run", "-o", str(out), "--trace", "cuda,nvtx",
@@ -42,7 +41,9 @@ def test_interrupted_run_keeps_finished_iterations_kernels(tmp_path, sig, code):
     rest, stderr = proc.communicate(timeout=240)
     finished = max([finished] + [int(w.split()[1]) for w in rest.splitlines()
                                  if w.startswith("done ")])
-    assert proc.returncode == code, stderr
+    # Either signal reaches the program as a Ctrl-C (SIGINT, which code most often handles);
+    # its exit code, 130, is nsyswrap's.
+    assert proc.returncode == 130, stderr
     report = out / "torch_interrupt.sqlite"
     assert report.exists(), stderr
     ranges = sql(report, "SELECT count(*) FROM NVTX_EVENTS e JOIN StringIds s "
