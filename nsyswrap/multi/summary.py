@@ -67,11 +67,14 @@ def summarize(path: str | os.PathLike, thresholds: Thresholds | None = None,
               compare_options: dict | None = None, *, samples: bool = False,
               load_options: dict | None = None) -> ReportSummary:
     """Analyse one report (load, compare) and keep its summary: what a worker returns."""
-    c = compare(path, thresholds, **(compare_options or {}), **(load_options or {}))
-    return summary_of(c, samples=samples)
+    from ..loader import load
+
+    report = load(path, **(load_options or {}))
+    c = compare(report, thresholds, **(compare_options or {}))
+    return summary_of(c, kernels=report.kernels if samples else None)
 
 
-def summary_of(c: Comparison, *, samples: bool = False) -> ReportSummary:
+def summary_of(c: Comparison, *, kernels: pd.DataFrame | None = None) -> ReportSummary:
     """The summary of an analysis already made (`nsyswrap run --ranks` has them)."""
     info = c.info
     out = ReportSummary(source=str(info.source), document=document(c),
@@ -83,10 +86,10 @@ def summary_of(c: Comparison, *, samples: bool = False) -> ReportSummary:
     for row, (rank, how) in zip(gpu_procs.itertuples(), identities, strict=True):
         out.ranks.append(_rank_summary(c, int(row.pid), str(row.name), list(row.devices),
                                        rank, how))
-    if samples:
+    if kernels is not None:
         from .samples import diff_samples  # only `nsyswrap diff` needs them
 
-        out.samples = diff_samples(c)
+        out.samples = diff_samples(c, kernels)
     return out
 
 

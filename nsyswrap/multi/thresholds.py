@@ -42,8 +42,9 @@ class DiffThresholds:
                                      "share ran different work under one name: inconclusive")
     clock_tolerance: float = _t(0.05, "GPU clocks (median) differing by more than this share "
                                       "make the runs not comparable")
-    matched_share: float = _t(0.5, "Runs whose matched kernels hold less than this share of "
-                                   "either run's kernel time are different workloads")
+    matched_share: float = _t(0.5, "Runs where less than this share of either run's kernel "
+                                   "launches have a name the other run has are different "
+                                   "workloads")
 
     with_overrides = Thresholds.with_overrides
     to_dict = Thresholds.to_dict
