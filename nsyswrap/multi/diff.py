@@ -54,6 +54,8 @@ def diff(base: DiffSide, new: DiffSide, thresholds: DiffThresholds | None = None
     comparability = _comparability(base, new, t)
     rows = []
     for key in list(base.items) + [k for k in new.items if k not in base.items]:
+        if key[2] == "event_per_call" and (key not in base.items or key not in new.items):
+            continue  # an analysis.json without iterations has no event samples
         rows.append(_row(base.items.get(key), new.items.get(key), comparability, t))
     frame = pd.DataFrame(rows, columns=ROW_COLUMNS)
     # Ranges, then benchmarks, then kernels; within each the biggest change in total first.
@@ -132,6 +134,8 @@ def _row(b: Item | None, n: Item | None, comp: dict[str, Any], t: DiffThresholds
         change, low, high = median_change_ci(b.samples, n.samples, confidence=t.confidence,
                                              resamples=t.resamples)
         row.update(change=change, ci_low=low, ci_high=high, method=METHOD)
+    elif min(b.count, n.count) < t.min_samples:
+        return {**row, "verdict": INCONCLUSIVE, "reason": "too few samples"}
     elif b.std_ns is not None and n.std_ns is not None and b.mean_ns and n.mean_ns:
         low, high = _welch(b, n, t.confidence)
         row.update(ci_low=low, ci_high=high, method="welch (means; summary numbers only)")
