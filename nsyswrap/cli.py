@@ -22,8 +22,8 @@ import click
 from ._version import __version__
 from .capture import DEFAULT_TRACE
 from .diagnose import CODES, Thresholds
-from .multi.thresholds import DiffThresholds, RankThresholds
 from .errors import BadInputError, NsysWrapError
+from .multi.thresholds import DiffThresholds, RankThresholds
 from .render import RENDERERS, render
 from .render.document import SECTIONS
 
@@ -417,7 +417,8 @@ def diff_command(base, new, fmt, output, section, top, thresholds, fail_pct, nsy
     if fail_pct is not None:
         worse = result.regressions(fail_pct)
         if len(worse):
-            names = ", ".join(f"{r.name} {100 * r.change:+.1f}%" for r in worse.head(5).itertuples())
+            names = ", ".join(f"{r.name} {100 * r.change:+.1f}%"
+                              for r in worse.head(5).itertuples())
             _say(f"{len(worse)} significant regression(s) of {fail_pct:g}% or more: {names}")
             sys.exit(EXIT_FINDINGS)
 

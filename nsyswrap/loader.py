@@ -654,8 +654,8 @@ def _rank_env(db: _Database) -> dict[str, str]:
     Empty where nsys ran around the launcher (all ranks in one report)."""
     found: dict[str, str] = {}
     if "META_DATA_CAPTURE" in db.tables:
-        for name, value in db.rows("SELECT name, value FROM META_DATA_CAPTURE "
-                                   "WHERE name LIKE '%ENVIRONMENT_VARIABLE'"):
+        for (value,) in db.rows("SELECT value FROM META_DATA_CAPTURE "
+                                "WHERE name LIKE '%ENVIRONMENT_VARIABLE'"):
             key, sep, val = str(value).partition("=")
             if sep and key in RANK_VARIABLES and key not in found:
                 found[key] = val.strip('"')
