@@ -139,16 +139,8 @@ def _output_multi(kind: str, result, fmt: str, output: Path | None, top: int,
     """Like _output, for ranks side by side or a diff."""
     from .render.multi import render_diff, render_ranks
 
-    to_terminal = output is None and sys.stdout.isatty()
-    use_color = color if color is not None else (to_terminal and "NO_COLOR" not in os.environ)
-    width = shutil.get_terminal_size((120, 40)).columns if to_terminal else 120
     renderer = render_ranks if kind == "ranks" else render_diff
-    text = renderer(result, fmt, color=use_color, width=width, top=top, **options)
-    if output is None:
-        click.echo(text, nl=False)
-    else:
-        output.write_text(text, encoding="utf-8")
-        _say(f"wrote {fmt} to {output}")
+    _output(result, fmt, output, top, color, renderer=renderer, **options)
 
 
 def _exit_for_ranks(analysis, fail_codes: set[str] | None) -> None:
@@ -241,12 +233,12 @@ def compare_command(reports, fmt, output, section, instances, top, thresholds, f
 
 
 def _output(result, fmt: str, output: Path | None, top: int, color: bool | None,
-            **options) -> None:
+            renderer=render, **options) -> None:
     """Render `result` to standard output or `output`; colour and width only on a terminal."""
     to_terminal = output is None and sys.stdout.isatty()
     use_color = color if color is not None else (to_terminal and "NO_COLOR" not in os.environ)
     width = shutil.get_terminal_size((120, 40)).columns if to_terminal else 120
-    text = render(result, fmt, color=use_color, width=width, top=top, **options)
+    text = renderer(result, fmt, color=use_color, width=width, top=top, **options)
     if output is None:
         click.echo(text, nl=False)
     else:

@@ -5,6 +5,7 @@ straggler run with both ranks in one report. Expected values come from SQL."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -160,7 +161,26 @@ def test_cli_csv_and_markdown_and_thresholds():
     assert r.exit_code == 0 and "STRAGGLER" not in r.output  # 64% of the step < 90%
 
 
-def test_cli_no_gpu_process_is_one_line_error():
-    r = _cli("compare", "--ranks", DATA / "h100_torch_mix_nocuda.sqlite")
+def test_reports_without_gpu_work_still_compare_host_times(tmp_path):
+    path = DATA / "h100_torch_mix_nocuda.sqlite"
+    copies = [tmp_path / "a.sqlite", tmp_path / "b.sqlite"]
+    for c in copies:
+        shutil.copyfile(path, c)
+    a = compare_ranks(copies, jobs=1)  # the same report twice: two ranks, numbered
+    assert list(a.table["rank"]) == [0, 1]
+    assert set(a.table["identified_by"]) == {"order the reports were given (nothing in the "
+                                             "report names its rank)"}
+    family = a.step_family
+    steps = np.array([e - b for b, e in _range_times(path, family)])
+    kept = steps[1:] if len(steps) - 1 >= 4 else steps
+    assert a.table["step_median_ns"].tolist() == [np.median(kept)] * 2
+    assert a.table["compute_median_ns"].isna().all()  # unknown without CUDA trace, not 0
+    assert not [f for f in a.findings if f.code == "STRAGGLER"]
+
+
+def test_cli_unreadable_report_is_one_line_error(tmp_path):
+    bad = tmp_path / "x.rank0.sqlite"
+    bad.write_text("not sqlite")
+    r = _cli("compare", bad, DATA / "h200x2_ddp_control.rank0.sqlite", "-j", "1")
     assert r.exit_code == 2
-    assert "no process with GPU kernels" in r.output
+    assert "not a SQLite file" in r.output

@@ -57,8 +57,8 @@ def analyze_ranks(summaries: list[ReportSummary],
     notes: list[str] = []
     ranks = _numbered([r for s in summaries for r in s.ranks], notes)
     if not ranks:
-        raise BadInputError("no process with GPU kernels in these reports: nothing to put "
-                            "side by side (profile with -t cuda)")
+        raise BadInputError("no process with GPU kernels or NVTX ranges in these reports: "
+                            "nothing to put side by side (profile with -t cuda,nvtx)")
     families = {r.step_family for r in ranks}
     step = ranks[0].step_family if len(families) == 1 else None
     if len(families) > 1:

@@ -81,9 +81,13 @@ def summary_of(c: Comparison, *, kernels: pd.DataFrame | None = None) -> ReportS
                         gpus=[g.name for g in info.gpus], nsys_version=info.nsys_version,
                         driver_version=info.driver_version)
     processes = c.analysis.processes
-    gpu_procs = processes[processes["kernels"] > 0]
-    identities = identify_ranks(info, gpu_procs)
-    for row, (rank, how) in zip(gpu_procs.itertuples(), identities, strict=True):
+    # A rank is a process that ran GPU kernels; in a report without any (CPU-only ranks, no
+    # CUDA trace), a process with NVTX ranges: host-side stragglers still show.
+    procs = processes[processes["kernels"] > 0]
+    if procs.empty:
+        procs = processes[processes["nvtx_ranges"] > 0]
+    identities = identify_ranks(info, procs)
+    for row, (rank, how) in zip(procs.itertuples(), identities, strict=True):
         out.ranks.append(_rank_summary(c, int(row.pid), str(row.name), list(row.devices),
                                        rank, how))
     if kernels is not None:
@@ -124,11 +128,11 @@ def _rank_summary(c: Comparison, pid: int, name: str, devices: list[int], rank: 
 
     # GPU totals over the steps' GPU window (the whole process's GPU activity without steps).
     own = ops[mine]
-    lo, hi = int(own["start_ns"].min()), int(own["end_ns"].max())
+    lo, hi = ((int(own["start_ns"].min()), int(own["end_ns"].max())) if len(own) else (0, 0))
     if step is not None:
         steps = inst[inst["family"] == step]
         lo = int(np.nanmin(steps["start_ns"]))
-        hi = int(np.nanmax(steps["end_ns"]))
+        hi = max(hi, int(np.nanmax(steps["end_ns"])))
         last_gpu = a.attribution.op_pairs
         last_gpu = last_gpu[np.isin(last_gpu["range_id"], steps.index.to_numpy())]
         if len(last_gpu):
