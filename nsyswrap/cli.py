@@ -23,6 +23,7 @@ from ._version import __version__
 from .capture import DEFAULT_TRACE
 from .diagnose import CODES, Thresholds
 from .errors import BadInputError, NsysWrapError
+from .multi.thresholds import DiffThresholds, RankThresholds
 from .render import RENDERERS, render
 from .render.document import SECTIONS
 
@@ -84,18 +85,21 @@ def _parse_fail_on(value: str | None) -> set[str] | None:
     codes = {c.strip().upper() for c in value.split(",") if c.strip()}
     if "ANY" in codes:
         return {"ANY"}
-    unknown = codes - set(CODES)
+    from .multi.checks import CODES as RANK_CODES
+
+    known = (*CODES, *RANK_CODES)
+    unknown = codes - set(known)
     if unknown:
         raise BadInputError(
             f"--fail-on: unknown code(s) {', '.join(sorted(unknown))}; "
-            f"known: {', '.join(CODES)} or 'any'"
+            f"known: {', '.join(known)} or 'any'"
         )
     return codes
 
 
-def _thresholds_help() -> str:
+def _thresholds_help(kind=Thresholds) -> str:
     return "\n".join(f"  {name} (default {default}): {text}"
-                     for name, default, text in Thresholds.describe())
+                     for name, default, text in kind.describe())
 
 
 ATTRIBUTION_OPTION = click.option(
@@ -111,20 +115,65 @@ ALL_DOMAINS_OPTION = click.option(
     "and PyTorch's operator ranges (aten::*); they are listed either way.")
 
 
+JOBS_OPTION = click.option(
+    "-j", "--jobs", type=click.IntRange(min=1), metavar="N",
+    help="Analyse reports in N worker processes (default: the number of cores).")
+DASK_OPTION = click.option(
+    "--dask", metavar="ADDRESS", help="Analyse the reports on this Dask scheduler "
+    "(tcp://host:8786; pip install 'nsyswrap[dask]'); the workers must see the files.")
+
+
+def _split_thresholds(pairs: tuple[str, ...]):
+    """NAME=VALUE pairs into the single-report thresholds and the cross-rank ones."""
+    from .multi.thresholds import RankThresholds
+
+    names = {n for n, _, _ in RankThresholds.describe()}
+    ranks = tuple(p for p in pairs if p.partition("=")[0].strip() in names)
+    single = tuple(p for p in pairs if p not in ranks)
+    overrides = {p.partition("=")[0].strip(): p.partition("=")[2].strip() for p in ranks}
+    return _parse_thresholds(single), RankThresholds().with_overrides(overrides)
+
+
+def _output_multi(kind: str, result, fmt: str, output: Path | None, top: int,
+                  color: bool | None, **options) -> None:
+    """Like _output, for ranks side by side or a diff."""
+    from .render.multi import render_diff, render_ranks
+
+    renderer = render_ranks if kind == "ranks" else render_diff
+    _output(result, fmt, output, top, color, renderer=renderer, **options)
+
+
+def _exit_for_ranks(analysis, fail_codes: set[str] | None) -> None:
+    """--fail-on over the cross-rank findings and every report's own."""
+    if not fail_codes:
+        return
+    codes = [f.code for f in analysis.findings] + [
+        f["code"] for s in analysis.summaries for f in s.document["findings"]]
+    hit = [c for c in codes if "ANY" in fail_codes or c in fail_codes]
+    if hit:
+        _say(f"{len(hit)} finding(s) match --fail-on ({', '.join(sorted(set(hit)))})")
+        sys.exit(EXIT_FINDINGS)
+
+
 @main.command("compare", epilog="\b\nThresholds (--threshold NAME=VALUE):\n"
-              + _thresholds_help() + "\n\n\b\nExamples:\n"
+              + _thresholds_help() + "\n\n\b\nAcross ranks:\n"
+              + _thresholds_help(RankThresholds) + "\n\n\b\nExamples:\n"
+              "  nsyswrap compare runs/ddp/*.rank*.sqlite\n"
+              "  nsyswrap compare --ranks one_report_all_ranks.sqlite --format json\n"
               "  nsyswrap compare run.sqlite\n"
               "  nsyswrap compare run.nsys-rep --format json -o verdict.json\n"
               "  nsyswrap compare run.sqlite --fail-on SYNC_IN_RANGE,TRANSFER_IN_RANGE\n"
               "  nsyswrap compare run.sqlite --format csv --section kernels")
-@click.argument("report", required=False, type=click.Path(path_type=Path))
+@click.argument("reports", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(sorted(RENDERERS)), default="table",
               show_default=True, help="Output format. json is the CI contract "
-              "(schema nsyswrap.compare/1).")
+              "(schema nsyswrap.compare/1; nsyswrap.ranks/1 for several reports).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               help="Write to FILE instead of standard output.")
-@click.option("--section", type=click.Choice(SECTIONS),
-              help="csv: which table to write (default: ranges, or kernels without NVTX).")
+@click.option("--section", type=click.Choice(sorted(set(SECTIONS) | {"ranks", "families",
+                                                                      "collectives"})),
+              help="csv: which table to write (default: ranges, or kernels without NVTX; "
+              "with several reports: ranks|families|collectives|findings).")
 @click.option("--instances", is_flag=True, help="json: add one row per NVTX range instance.")
 @click.option("--top", type=int, default=10, show_default=True,
               help="table/markdown: kernels to list (0: all).")
@@ -139,15 +188,40 @@ ALL_DOMAINS_OPTION = click.option(
               "(worker processes, torchrun ranks).")
 @ATTRIBUTION_OPTION
 @ALL_DOMAINS_OPTION
+@click.option("--ranks", "as_ranks", is_flag=True, help="Ranks side by side even for one "
+              "report (its processes with GPU work are the ranks); on for several reports.")
+@JOBS_OPTION
+@DASK_OPTION
 @click.option("--color/--no-color", default=None, help="Colour (default: only on a terminal).")
-def compare_command(report, fmt, output, section, instances, top, thresholds, fail_on, nsys,
-                    cache_dir, by_process, attribution, all_domains, color):
+def compare_command(reports, fmt, output, section, instances, top, thresholds, fail_on, nsys,
+                    cache_dir, by_process, attribution, all_domains, as_ranks, jobs, dask,
+                    color):
     """Analyse an Nsight Systems report (.sqlite or .nsys-rep) and say what distorts its
-    timings. Without REPORT, analyses the demo report bundled with nsyswrap."""
+    timings. Without REPORT, analyses the demo report bundled with nsyswrap.
+
+    \b
+    Several reports (files, folders, globs), or --ranks: ranks side by side (one report per
+    rank, or one report with a process per rank), with STRAGGLER, COMM_WAIT, EXPOSED_COMM."""
     from .compare import compare  # imported here: `nsyswrap --help` stays fast
 
-    limits = _parse_thresholds(thresholds)
+    limits, rank_limits = _split_thresholds(thresholds)
     fail_codes = _parse_fail_on(fail_on)
+    if reports:
+        from .multi import compare_ranks
+        from .multi.inputs import expand
+
+        paths = expand(reports)
+        if len(paths) > 1 or as_ranks:
+            analysis = compare_ranks(
+                paths, thresholds=limits, rank_thresholds=rank_limits, jobs=jobs, dask=dask,
+                compare_options={"attribution": attribution, "all_domains": all_domains},
+                load_options={"cache_dir": cache_dir, "nsys": nsys})
+            _output_multi("ranks", analysis, fmt, output, top, color, section=section)
+            _exit_for_ranks(analysis, fail_codes)
+            return
+        report = paths[0]
+    else:
+        report = None
     if report is None:
         report = demo_report()
         click.echo(f"nsyswrap: no report given; comparing the bundled demo report {report.name} "
@@ -159,12 +233,12 @@ def compare_command(report, fmt, output, section, instances, top, thresholds, fa
 
 
 def _output(result, fmt: str, output: Path | None, top: int, color: bool | None,
-            **options) -> None:
+            renderer=render, **options) -> None:
     """Render `result` to standard output or `output`; colour and width only on a terminal."""
     to_terminal = output is None and sys.stdout.isatty()
     use_color = color if color is not None else (to_terminal and "NO_COLOR" not in os.environ)
     width = shutil.get_terminal_size((120, 40)).columns if to_terminal else 120
-    text = render(result, fmt, color=use_color, width=width, top=top, **options)
+    text = renderer(result, fmt, color=use_color, width=width, top=top, **options)
     if output is None:
         click.echo(text, nl=False)
     else:
@@ -249,7 +323,7 @@ def run_command(args, module, output, force, nsys, trace, sample, gpu_metrics,
     from .capture import ProfileOptions, default_output_dir
     from .pipeline import run, run_ranks
 
-    limits = _parse_thresholds(thresholds)
+    limits, rank_limits = _split_thresholds(thresholds)
     fail_codes = _parse_fail_on(fail_on)
     target = _target(module, args)
     out_dir = output or default_output_dir(target)
@@ -275,12 +349,70 @@ def run_command(args, module, output, force, nsys, trace, sample, gpu_metrics,
             _say(f"--- {cap.name}")
         _say("files: " + ", ".join(str(p) for p in cap.files()))
         if result.comparison is not None:
-            _output(result.comparison, fmt, None, 10, color)
+            if len(results) == 1:
+                _output(result.comparison, fmt, None, 10, color)
             _say(f"analysis: {result.analysis_json}")
+    analysed = [r.comparison for r in results if r.comparison is not None]
+    if len(results) > 1 and analysed:
+        # The per-rank reports shrink to their findings inside the cross-rank summary.
+        from .multi import ranks_of, summary_of
+
+        ranks = ranks_of([summary_of(c) for c in analysed], rank_limits)
+        _output_multi("ranks", ranks, fmt, None, 10, color)
     if results[0].capture.interrupted:
         _say("interrupted: the capture up to that point was kept")
     failed = next((r.capture.workload_exit for r in results if r.capture.workload_exit), None)
     _exit_for([r.comparison for r in results], fail_codes, failed)
+
+
+@main.command("diff", epilog="\b\nThresholds (--threshold NAME=VALUE):\n"
+              + _thresholds_help(DiffThresholds) + "\n\n\b\nExamples:\n"
+              "  nsyswrap diff before.sqlite after.sqlite\n"
+              "  nsyswrap diff base/analysis.json new/analysis.json --format markdown\n"
+              "  nsyswrap diff main.sqlite pr.sqlite --fail-on-regression 5   # CI gate")
+@click.argument("base", type=click.Path(path_type=Path))
+@click.argument("new", type=click.Path(path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "markdown", "csv"]),
+              default="table", show_default=True,
+              help="Output format (json: schema nsyswrap.diff/1).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write to FILE instead of standard output.")
+@click.option("--section", type=click.Choice(["rows", "findings"]),
+              help="csv: which table to write (default: rows).")
+@click.option("--top", type=int, default=0, help="table/markdown: rows to list (0: all).")
+@click.option("-t", "--threshold", "thresholds", multiple=True, metavar="NAME=VALUE",
+              help="Change a diff threshold (repeatable; names below).")
+@click.option("--fail-on-regression", "fail_pct", type=click.FloatRange(min=0), metavar="PCT",
+              help=f"Exit {EXIT_FINDINGS} when something got significantly slower by PCT "
+              "percent or more.")
+@click.option("--nsys", metavar="PATH", help="nsys binary, to export a .nsys-rep.")
+@click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Where .nsys-rep exports go.")
+@ATTRIBUTION_OPTION
+@JOBS_OPTION
+@DASK_OPTION
+@click.option("--color/--no-color", default=None)
+def diff_command(base, new, fmt, output, section, top, thresholds, fail_pct, nsys, cache_dir,
+                 attribution, jobs, dask, color):
+    """Compare two runs: BASE and NEW reports (.sqlite, .nsys-rep) or analysis.json files.
+    Kernels by name, range families and harness benchmarks, each with base and new medians,
+    the change, its bootstrap confidence interval and a verdict; comparability first."""
+    from .multi import diff_reports
+
+    overrides = {p.partition("=")[0].strip(): p.partition("=")[2].strip() for p in thresholds}
+    if any("=" not in p for p in thresholds):
+        raise BadInputError("--threshold takes NAME=VALUE")
+    result = diff_reports(base, new, thresholds=DiffThresholds().with_overrides(overrides),
+                          jobs=jobs, dask=dask, compare_options={"attribution": attribution},
+                          load_options={"cache_dir": cache_dir, "nsys": nsys})
+    _output_multi("diff", result, fmt, output, top, color, section=section)
+    if fail_pct is not None:
+        worse = result.regressions(fail_pct)
+        if len(worse):
+            names = ", ".join(f"{r.name} {100 * r.change:+.1f}%"
+                              for r in worse.head(5).itertuples())
+            _say(f"{len(worse)} significant regression(s) of {fail_pct:g}% or more: {names}")
+            sys.exit(EXIT_FINDINGS)
 
 
 @main.command("import")

@@ -650,7 +650,58 @@ def _report_info(db: _Database, source: Path) -> ReportInfo:
         start_ns=start,
         end_ns=end,
         gpus=_gpus(db),
+        session_start_utc_ns=_session_start(db),
+        driver_version=_driver_version(db),
+        rank_env=_rank_env(db),
     )
+
+
+# Variables that number a process among its peers, as launchers set them: torchrun
+# (RANK, LOCAL_RANK), Slurm, Open MPI, MPICH/PMI.
+RANK_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "SLURM_PROCID", "SLURM_LOCALID",
+                  "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK")
+
+
+def _session_start(db: _Database) -> int | None:
+    if "TARGET_INFO_SESSION_START_TIME" not in db.tables or "utcEpochNs" not in db.columns(
+            "TARGET_INFO_SESSION_START_TIME"):
+        return None
+    row = db.rows("SELECT min(utcEpochNs) FROM TARGET_INFO_SESSION_START_TIME")
+    return int(row[0][0]) if row and row[0][0] is not None else None
+
+
+def _system_env(db: _Database) -> dict[str, str]:
+    """TARGET_INFO_SYSTEM_ENV as name -> value (driver, the nsys CLI's environment, ...)."""
+    if "TARGET_INFO_SYSTEM_ENV" not in db.tables or not {"name", "value"} <= db.columns(
+            "TARGET_INFO_SYSTEM_ENV"):
+        return {}
+    return {str(k): str(v) for k, v in db.rows("SELECT name, value FROM TARGET_INFO_SYSTEM_ENV")
+            if k is not None and v is not None}
+
+
+def _driver_version(db: _Database) -> str | None:
+    value = _system_env(db).get("NvDriverVersion")
+    return value if value not in (None, "", "0") else None  # 2022.4 CPU exports write "0"
+
+
+def _rank_env(db: _Database) -> dict[str, str]:
+    """The rank variables of the profiled program: from the environment nsys launched it
+    with (META_DATA_CAPTURE, 2023+), else from the nsys CLI's own environment (the
+    DeviceEnvironment entry: under torchrun, nsys runs inside each rank's environment).
+    Empty where nsys ran around the launcher (all ranks in one report)."""
+    found: dict[str, str] = {}
+    if "META_DATA_CAPTURE" in db.tables:
+        for (value,) in db.rows("SELECT value FROM META_DATA_CAPTURE "
+                                "WHERE name LIKE '%ENVIRONMENT_VARIABLE'"):
+            key, sep, val = str(value).partition("=")
+            if sep and key in RANK_VARIABLES and key not in found:
+                found[key] = val.strip('"')
+    if not found:
+        for item in _system_env(db).get("DeviceEnvironment", "").split(";"):
+            key, sep, val = item.partition("=")
+            if sep and key in RANK_VARIABLES:
+                found.setdefault(key, val)
+    return found
 
 
 def _gpus(db: _Database) -> list[GpuInfo]:

@@ -47,6 +47,12 @@ class ReportInfo:
     has_gpu_metrics: bool = False
     notes: list[str] = field(default_factory=list)  # what was missing or skipped while loading
     alerts: list[str] = field(default_factory=list)  # notes that change what the numbers mean
+    # For comparing reports (nsyswrap/multi): the capture's UTC start (session times are
+    # relative to it), the driver, and the rank variables of the environment nsys recorded
+    # (RANK, LOCAL_RANK, WORLD_SIZE, SLURM_PROCID, ...).
+    session_start_utc_ns: int | None = None
+    driver_version: str | None = None
+    rank_env: dict[str, str] = field(default_factory=dict)
 
     def alert(self, text: str) -> None:
         """A note that every output shows prominently (and in `notes`, for JSON)."""

@@ -212,6 +212,11 @@ def test_one_report_per_torchrun_rank(tmp_path):
         assert steps == (4, 1)  # each rank's report holds its own four steps
         doc = json.loads((out / f"analysis.ranks.rank{rank}.json").read_text())
         assert [r["count"] for r in doc["ranges"] if r["name"] == "step"] == [4]
+    # It ends with the ranks side by side, identified (nsys 2022.4 records no environment:
+    # by the file name), and each rank's report shrunk to its findings.
+    assert "2 ranks side by side" in proc.stdout
+    assert "file name (ranks.rank0.sqlite)" in proc.stdout.replace("\n", " ") or \
+        "RANK=0" in proc.stdout
 
 
 def test_workload_roots_finds_the_program_below_nsys(tmp_path):

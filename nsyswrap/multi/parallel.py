@@ -1,0 +1,60 @@
+"""Analyse many reports at once: in worker processes on this machine (`--jobs N`), or on an
+existing Dask cluster (`--dask ADDRESS`, the optional extra `nsyswrap[dask]`).
+
+Each worker loads one report, analyses it and returns its summary (nsyswrap/multi/summary.py:
+a few tables of per-step and per-collective numbers); the parent combines summaries only. So
+peak memory is that of `jobs` reports at a time, not of all of them. Workers start through a
+fork server that has imported nsyswrap once: no fork of a parent holding Arrow's and the
+loader's thread pools, and no second import of pandas per report.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from functools import partial
+from typing import Any
+
+from ..errors import BadInputError, NsysWrapError
+
+
+def default_jobs() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def map_reports(func: Callable[..., Any], paths: Sequence[Any], *, jobs: int | None = None,
+                dask: str | None = None, **kwargs) -> list[Any]:
+    """[func(path, **kwargs) for path in paths], in order, in parallel where asked."""
+    call = partial(func, **kwargs)
+    if dask:
+        return _on_dask(call, paths, dask)
+    jobs = min(jobs or default_jobs(), len(paths))
+    if jobs <= 1:
+        return [call(p) for p in paths]
+    ctx = multiprocessing.get_context(
+        "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn")
+    if ctx.get_start_method() == "forkserver":
+        ctx.set_forkserver_preload(["nsyswrap.multi.summary"])
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+        return list(pool.map(call, paths))
+
+
+def _on_dask(call: Callable[[Any], Any], paths: Sequence[Any], address: str) -> list[Any]:
+    try:
+        from distributed import Client
+    except ImportError:
+        raise BadInputError("--dask needs Dask: pip install 'nsyswrap[dask]'") from None
+    try:
+        client = Client(address, timeout="10s", set_as_default=False)
+    except OSError as e:
+        raise NsysWrapError(f"--dask {address}: cannot reach the scheduler ({e})") from None
+    with client:
+        # The workers read the reports themselves: paths must be valid on them (a shared
+        # file system), and only the summaries travel back.
+        futures = client.map(call, [str(p) for p in paths], pure=False)
+        return client.gather(futures)

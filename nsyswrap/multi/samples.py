@@ -1,0 +1,168 @@
+"""What `nsyswrap diff` compares, from one side: per-instance samples of each kernel (by
+name), each range family of the user's and each harness benchmark, with the facts that
+decide whether two runs are comparable. From a report, or from an `analysis.json`
+(nsyswrap.compare/1) where the samples are what the document holds."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..compare import SCHEMA, Comparison
+from ..diagnose.finding import range_label
+from ..errors import BadInputError
+
+# torch.cuda._sleep, the harness's back-pressure: its length is chosen by the harness from
+# the host's enqueue time, so it says nothing about the workload's speed.
+HARNESS_KERNELS = frozenset({"spin_kernel"})
+
+
+@dataclass
+class Item:
+    """One thing to compare: samples (per instance, ns), or only summary numbers."""
+
+    kind: str  # kernel | range | benchmark
+    name: str
+    metric: str  # duration | gpu_busy | cpu | busy_per_call | event_per_call
+    samples: np.ndarray | None
+    median_ns: float
+    count: int
+    mean_ns: float | None = None
+    std_ns: float | None = None
+
+
+@dataclass
+class DiffSide:
+    source: str
+    gpus: list[str]
+    driver_version: str | None
+    nsys_version: str | None
+    clock_mhz: float | None  # median SM clock (GPU metrics or the harness's samples)
+    items: dict[tuple[str, str, str], Item] = field(default_factory=dict)
+    findings: list[dict[str, Any]] = field(default_factory=list)
+    kernel_time_ns: float = 0.0
+
+
+def _add(side: DiffSide, kind: str, name: str, metric: str, values) -> None:
+    v = np.asarray(values, dtype="float64")
+    v = v[np.isfinite(v)]
+    if len(v):
+        side.items[(kind, name, metric)] = Item(kind, name, metric, v, float(np.median(v)),
+                                                len(v))
+
+
+def diff_samples(c: Comparison, kernels: pd.DataFrame | None = None) -> DiffSide:
+    """From an analysis; `kernels`: the report's kernel rows (name, start_ns, end_ns)."""
+    a = c.analysis
+    info = c.info
+    side = DiffSide(str(info.source), [g.name for g in info.gpus], info.driver_version,
+                    info.nsys_version, _clock(c))
+    if kernels is not None and len(kernels):
+        k = pd.DataFrame({"name": kernels["name"].astype(str).to_numpy(),
+                          "short": kernels["short_name"].astype(str).to_numpy(),
+                          "ns": (kernels["end_ns"] - kernels["start_ns"]).to_numpy()})
+        if a.runs:
+            k = k[~k["short"].isin(HARNESS_KERNELS)]
+        side.kernel_time_ns = float(k["ns"].sum())
+        for name, g in k.groupby("name", sort=False):
+            _add(side, "kernel", str(name), "duration", g["ns"])
+    inst = a.user_instances()
+    for (domain, family), g in inst.groupby(["domain", "family"], sort=False):
+        _add_range(side, range_label(domain, family), g)
+    _add_benchmarks(side, a.iterations)
+    side.findings = [{"code": f.code, "severity": f.severity, "range": f.range,
+                      "message": f.message} for f in c.findings]
+    return side
+
+
+def _add_range(side: DiffSide, label: str, g: pd.DataFrame) -> None:
+    """A range family by the GPU work it launched. Its host time only where the GPU's is
+    unknown: in an asynchronous program a range's host time is the time to enqueue, which
+    moved by 18-25% between two identical runs of the diff fixture (h100_diff_base and
+    _again) while their GPU busy times agreed within 1%."""
+    busy = pd.to_numeric(g["gpu_busy_ns"], errors="coerce")
+    if busy.notna().any():
+        _add(side, "range", label, "gpu_busy", busy)
+    else:
+        _add(side, "range", label, "cpu", g["cpu_ns"])
+
+
+def _add_benchmarks(side: DiffSide, its: pd.DataFrame) -> None:
+    if its is None or its.empty:
+        return
+    calls = its["calls"].where(its["calls"] > 0, 1) if "calls" in its else 1
+    its = its.assign(busy=its["gpu_busy_ns"] / calls, event=its["event_ns"] / calls)
+    for name, g in its.groupby("benchmark", sort=False):
+        _add(side, "benchmark", str(name), "busy_per_call", g["busy"])
+        _add(side, "benchmark", str(name), "event_per_call", g["event"])
+
+
+def _clock(c: Comparison) -> float | None:
+    m = c.analysis.gpu_metrics
+    if m is not None and len(m):
+        gpc = m[m["metric"].astype(str).str.contains("GPC|SM", case=False, regex=True)]
+        if len(gpc):
+            return float(gpc["value"].median())
+    clocks = [x for run in c.analysis.runs for x in (run.get("clock_mhz") or [])
+              if isinstance(x, (int, float)) and x > 0]
+    return float(np.median(clocks)) if clocks else None
+
+
+def from_analysis_json(path: Path) -> DiffSide:
+    """A side from a nsyswrap.compare/1 document. Kernels have summary numbers only (count,
+    median, mean, std); ranges and benchmarks have samples when the document was written
+    with --instances (instances, iterations)."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise BadInputError(f"{path}: not readable as JSON ({e})") from None
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        raise BadInputError(f"{path}: not a {SCHEMA} document (nsyswrap compare --format "
+                            "json, or a run's analysis.json)")
+    rep = doc.get("report", {})
+    side = DiffSide(str(rep.get("source") or path), [g.get("name") for g in rep.get("gpus", [])],
+                    rep.get("driver_version"), rep.get("nsys_version"), None)
+    for k in doc.get("kernels", []):
+        if k.get("short_name") in HARNESS_KERNELS and doc.get("benchmarks"):
+            continue
+        side.kernel_time_ns += k.get("total_ns") or 0
+        side.items[("kernel", k["name"], "duration")] = Item(
+            "kernel", k["name"], "duration", None, float(k["median_ns"]), int(k["count"]),
+            k.get("mean_ns"), k.get("std_ns"))
+    user = {(r.get("domain") or "", r["name"]) for r in doc.get("ranges", [])
+            if not r.get("library")}
+    inst = pd.DataFrame(doc.get("instances", []))
+    if len(inst):
+        inst["domain"] = inst["domain"].fillna("")
+        fam = inst.get("family", inst["name"])
+        inst = inst.assign(family=fam)
+        mine = [(d, f) in user for d, f in zip(inst["domain"], inst["family"], strict=True)]
+        for (domain, family), g in inst[mine].groupby(["domain", "family"], sort=False):
+            _add_range(side, range_label(domain, family), g.astype({"cpu_ns": "float64"}))
+    else:
+        for r in doc.get("ranges", []):
+            if r.get("library"):
+                continue
+            label = range_label(r.get("domain") or "", r["name"])
+            metric, col = (("gpu_busy", "gpu_busy_median_ns") if r.get("gpu_busy_median_ns")
+                           is not None else ("cpu", "cpu_median_ns"))
+            if r.get(col) is not None:
+                side.items[("range", label, metric)] = Item(
+                    "range", label, metric, None, float(r[col]), int(r["count"]))
+    its = pd.DataFrame(doc.get("iterations", []))
+    if len(its):
+        _add_benchmarks(side, its)
+    else:
+        for b in doc.get("benchmarks", []):
+            if b.get("busy_median_ns") is not None:
+                side.items[("benchmark", b["benchmark"], "busy_per_call")] = Item(
+                    "benchmark", b["benchmark"], "busy_per_call", None,
+                    float(b["busy_median_ns"]), int(b.get("iterations") or 0))
+    side.findings = [{k: f.get(k) for k in ("code", "severity", "range", "message")}
+                     for f in doc.get("findings", [])]
+    return side

@@ -1,0 +1,49 @@
+"""Markdown for a pull-request comment: the verdicts first, then the tables."""
+
+from __future__ import annotations
+
+from ..markdown import _escape, _table
+from .document import diff_section, ranks_section
+from .views import IDENTITY_COLUMNS, RANK_COLUMNS, diff_columns, family_rows
+
+
+def _findings(findings: list[dict]) -> list[str]:
+    if not findings:
+        return ["No cross-rank findings."]
+    return [f"- **{f['severity']} {f['code']}**: {_escape(f['message'])}" for f in findings]
+
+
+class RanksMarkdown:
+    def render(self, a, **_) -> str:
+        ranks = ranks_section(a, "ranks")
+        out = [f"## nsyswrap: {len(ranks)} ranks side by side", ""]
+        out += _findings(ranks_section(a, "findings"))
+        out += ["", "### Ranks", ""] + _table(IDENTITY_COLUMNS, ranks)
+        out += ["", "### Per rank, per step (medians)", ""] + _table(RANK_COLUMNS, ranks)
+        cols, rows = family_rows(ranks_section(a, "families"), [r["rank"] for r in ranks])
+        if rows:
+            out += ["", "### Range families per rank", ""] + _table(cols, rows)
+        out += [f"> note: {_escape(n)}" for n in a.notes]
+        return "\n".join(out) + "\n"
+
+
+class DiffMarkdown:
+    def render(self, d, *, top: int = 0, **_) -> str:
+        comp = d.comparability
+        rows = diff_section(d, "rows")
+        counts = d.rows["verdict"].value_counts()
+        out = [f"## nsyswrap diff: `{d.base.source}` → `{d.new.source}`", "",
+               f"**{comp['level']}**" + "".join(f"; {_escape(r)}" for r in
+                                                comp["reasons"] + comp["cautions"]), "",
+               "Verdicts: " + ", ".join(f"{int(n)} {v}" for v, n in counts.items())
+               + f" ({comp['method']}, {comp['confidence']:.0%} interval, noise floor "
+               f"{comp['noise_floor']:.0%})", ""]
+        significant = [r for r in rows if r["verdict"] in ("slower", "faster")]
+        if significant:
+            out += ["### Significant changes", ""] + _table(diff_columns(80), significant)
+        out += ["", "### All rows", ""] + _table(diff_columns(80), rows[:top] if top else rows)
+        changed = diff_section(d, "findings")
+        if changed:
+            out += ["", "### Findings", ""]
+            out += [f"- {f['change']}: **{f['code']}** {_escape(f['message'])}" for f in changed]
+        return "\n".join(out) + "\n"

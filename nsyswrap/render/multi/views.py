@@ -1,0 +1,80 @@
+"""Columns of the rank and diff tables (terminal and Markdown)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...units import fmt_ns, fmt_share
+from ..names import shorten
+from ..views import Column, _ns
+
+
+def _pct(key: str):
+    def cell(r: dict[str, Any]) -> str:
+        v = r.get(key)
+        return "–" if v is None else f"{100 * v:+.1f}%"
+    return cell
+
+
+def _ci(r: dict[str, Any]) -> str:
+    lo, hi = r.get("ci_low"), r.get("ci_high")
+    return "–" if lo is None or hi is None else f"[{100 * lo:+.1f}%, {100 * hi:+.1f}%]"
+
+
+RANK_COLUMNS = [
+    Column("Rank", lambda r: str(r["rank"])),
+    Column("GPU", lambda r: ",".join(map(str, r["devices"])), numeric=False),
+    Column("Steps", lambda r: str(r["steps"])),
+    Column("Step", _ns("step_median_ns"), title="median step time (host)"),
+    Column("GPU span", _ns("step_gpu_span_median_ns"), title="median GPU span of a step"),
+    Column("Busy", lambda r: fmt_share(r["gpu_busy_share"]), title="GPU busy share"),
+    Column("Compute", _ns("compute_median_ns"), title="compute per step"),
+    Column("Comm", _ns("comm_median_ns"), title="NCCL kernels per step"),
+    Column("Overlap", _ns("overlapped_comm_median_ns"),
+           title="communication overlapped with compute per step"),
+    Column("Exposed", _ns("exposed_comm_median_ns"),
+           title="communication with no compute beside it per step"),
+    Column("Wait", _ns("comm_wait_median_ns"),
+           title="time in collectives waiting for the last rank per step"),
+    Column("Last", lambda r: fmt_share(r["last_arrival_share"]),
+           title="share of collectives it arrived last to"),
+]
+IDENTITY_COLUMNS = [
+    Column("Rank", lambda r: str(r["rank"])),
+    Column("Report", lambda r: r["source"], numeric=False),
+    Column("Identified by", lambda r: r["identified_by"], numeric=False),
+]
+
+
+def family_rows(families: list[dict[str, Any]], ranks: list[int]) -> tuple[list[Column],
+                                                                          list[dict]]:
+    """One row per family, one column per rank: median host work (CPU less syncs) / GPU
+    compute."""
+    by: dict[str, dict[str, Any]] = {}
+    for f in families:
+        row = by.setdefault(f["family"], {"family": f["family"]})
+        row[f["rank"]] = f
+    cols = [Column("Range family", lambda r: r["family"], numeric=False)]
+    for rank in ranks:
+        cols.append(Column(f"r{rank} host", lambda r, k=rank: fmt_ns((r.get(k) or {}).get(
+            "work_median_ns")), title=f"rank {rank}: median host work (CPU less syncs)"))
+        cols.append(Column(f"r{rank} GPU", lambda r, k=rank: fmt_ns((r.get(k) or {}).get(
+            "compute_median_ns")), title=f"rank {rank}: median GPU compute (no NCCL)"))
+    return cols, list(by.values())
+
+
+def diff_columns(name_width: int) -> list[Column]:
+    return [
+        Column("Kind", lambda r: r["kind"], numeric=False),
+        Column("Name", lambda r: shorten(r["name"], name_width) + (
+            "" if r["metric"] in ("duration", "gpu_busy", "busy_per_call")
+            else f" ({r['metric']})"), numeric=False),
+        Column("N", lambda r: f"{r['base_count']}/{r['new_count']}",
+               title="instances base/new"),
+        Column("Base", _ns("base_median_ns"), title="base median"),
+        Column("New", _ns("new_median_ns"), title="new median"),
+        Column("Change", _pct("change")),
+        Column("95% CI", _ci, title="confidence interval of the change"),
+        Column("Verdict", lambda r: r["verdict"] + (f" ({r['reason']})" if r["reason"] else ""),
+               numeric=False),
+    ]
