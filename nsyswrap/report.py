@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 
@@ -87,6 +88,17 @@ RANGE_COLUMNS = [
 ]
 MARK_COLUMNS = ["time_ns", "pid", "thread", "domain", "text"]
 METRIC_COLUMNS = ["time_ns", "device_id", "metric", "value"]
+
+
+# nsys's globalTid: marker | pid << 24 | tid; `thread` columns hold it as is.
+_TID_BITS = 24
+_ID_MASK = (1 << _TID_BITS) - 1
+
+
+def thread_ids(thread: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(pid, tid) arrays from `thread` keys."""
+    key = np.asarray(thread, dtype="int64")
+    return (key >> _TID_BITS) & _ID_MASK, key & _ID_MASK
 
 
 def empty(columns: list[str]) -> pd.DataFrame:

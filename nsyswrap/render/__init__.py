@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..compare import Comparison
 from .csv import CsvRenderer
+from .html import HtmlRenderer
 from .json import JsonRenderer
 from .markdown import MarkdownRenderer
 from .table import TableRenderer
@@ -13,6 +14,7 @@ RENDERERS = {
     "json": JsonRenderer,
     "csv": CsvRenderer,
     "markdown": MarkdownRenderer,
+    "html": HtmlRenderer,
 }
 
 

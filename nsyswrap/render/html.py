@@ -1,0 +1,664 @@
+"""The HTML report: one self-contained page (scripts, styles and data inlined; it asks the
+network for nothing), in the order a person reads it: what was profiled and the findings;
+each harness benchmark's iterations; timelines of one representative iteration or range
+instance; range families as stacked bars; the kernel table.
+
+Pictures are Vega-Lite specifications (`charts.py`) drawn in the browser by the vendored
+Vega bundles (`vendor/`, see docs/html-report.md for the choice). Every string that comes
+from the report is escaped here (HTML) or travels as JSON data inside the page (charts).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from importlib import resources
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .._version import __version__
+from ..compare import Comparison
+from ..diagnose import range_label
+from ..units import fmt_bytes, fmt_ns, fmt_share
+from . import charts
+from .document import report_block, section_rows
+from .names import shorten
+from .timeline import EVENTS_NOTE, WindowBuilder
+from .views import BENCHMARK_COLUMNS, RANGE_COLUMNS, Column, cells
+
+# How much one page draws (a 1M-kernel report must stay a page a browser opens quickly).
+MAX_FAMILY_TIMELINES = 6
+MAX_FAMILY_BARS = 12
+MAX_BAR_INSTANCES = 200
+MAX_KERNEL_ROWS = 2000
+MAX_RANGE_ROWS = 300
+VENDOR_FILES = ("vega.min.js", "vega-lite.min.js", "vega-embed.min.js")
+
+
+def esc(value: Any) -> str:
+    """Text from the report as HTML text or attribute value."""
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def _json_for_script(data: Any) -> str:
+    """JSON inside <script type="application/json">: no '<' can close the element."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return (text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+
+
+def _vendor_scripts() -> str:
+    folder = resources.files("nsyswrap.render") / "vendor"
+    return "\n".join(f"<script>{(folder / name).read_text(encoding='utf-8')}</script>"
+                     for name in VENDOR_FILES)
+
+
+def _finite(x: Any) -> float | None:
+    try:
+        f = float(x)
+    except (TypeError, ValueError):
+        return None
+    return f if np.isfinite(f) else None
+
+
+def _cold_counts(c: Comparison) -> dict[str, int]:
+    """Leading cold instances per range label, as COLD_START found them."""
+    out: dict[str, int] = {}
+    for f in c.findings:
+        if f.code != "COLD_START":
+            continue
+        skip = int(f.evidence.get("skip") or 0)
+        for label in _finding_ranges(f):
+            out[label] = max(out.get(label, 0), skip)
+    return out
+
+
+def _finding_ranges(f) -> list[str]:
+    """The ranges a finding concerns: `ranges` (several) where a finding has it, else
+    `range`."""
+    several = getattr(f, "ranges", None)
+    if several:
+        return [str(r) for r in several]
+    return [f.range] if f.range else []
+
+
+class _Page:
+    def __init__(self, c: Comparison, notebook: bool):
+        self.c = c
+        self.notebook = notebook
+        self.specs: dict[str, Any] = {}
+        self.cold = _cold_counts(c)
+        self.windows = WindowBuilder(c)
+        self.bench_anchor: dict[str, str] = {}  # "nsyswrap:NAME" -> timeline id
+        self.family_anchor: dict[str, str] = {}  # range label -> timeline or bars id
+        self.caps: list[str] = []
+        self.families = self._families()
+
+    # -- data choices ---------------------------------------------------------------------
+
+    def _families(self) -> list[dict[str, Any]]:
+        """User range families, the busiest on the GPU first (CPU time without CUDA)."""
+        inst = self.c.analysis.user_instances()
+        if inst.empty:
+            return []
+        family = inst["family"] if "family" in inst else inst["name"]
+        labels = [range_label(d or "", str(n)) for d, n in
+                  zip(inst["domain"].fillna(""), family.astype(str), strict=True)]
+        inst = inst.assign(_label=labels)
+        busy = inst["gpu_busy_ns"].fillna(0)
+        order = (inst.assign(_busy=busy).groupby("_label", sort=False)
+                 .agg(busy=("_busy", "sum"), cpu=("cpu_ns", "sum"), n=("cpu_ns", "size"))
+                 .sort_values(["busy", "cpu"], ascending=False))
+        return [{"label": label, "instances": inst[inst["_label"] == label]
+                 .sort_values("start_ns"), "anchor": f"r{i}"}
+                for i, label in enumerate(order.index)]
+
+    def _representative(self, frame: pd.DataFrame, value: str, label: str) -> pd.Series:
+        """The instance whose `value` is closest to the median of the warm instances."""
+        warm = frame.iloc[self.cold.get(label, 0):]
+        warm = warm if len(warm) else frame
+        vals = warm[value].astype("float64")
+        if vals.notna().any():
+            return warm.iloc[int((vals - vals.median()).abs().fillna(np.inf).argmin())]
+        return warm.iloc[len(warm) // 2]
+
+    # -- page -----------------------------------------------------------------------------
+
+    def render(self) -> str:
+        body = [self._header(), self._findings(), self._benchmarks(), self._timelines(),
+                self._range_families(), self._kernels(), self._footer()]
+        title = f"nsyswrap · {self.c.info.source.name}"
+        return "".join([
+            "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">",
+            f"<meta name=\"generator\" content=\"nsyswrap {esc(__version__)}\">",
+            f"<title>{esc(title)}</title><style>{_CSS}</style></head><body>",
+            "<main>", *body, "</main>",
+            "<script type=\"application/json\" id=\"nsyswrap-specs\">",
+            _json_for_script(self.specs), "</script>",
+            _vendor_scripts(), f"<script>{_JS}</script></body></html>\n",
+        ])
+
+    def _chart(self, key: str, spec: dict[str, Any], kind: str, label: str) -> str:
+        self.specs[key] = spec
+        return (f"<div class=\"chart\" data-spec=\"{esc(key)}\" data-kind=\"{kind}\" "
+                f"role=\"img\" aria-label=\"{esc(label)}\"></div>")
+
+    def _header(self) -> str:
+        c, rep = self.c, report_block(self.c)
+        info = c.info
+        command = getattr(info, "command", None)
+        gpus = ", ".join(f"{g['name']} (GPU {g['device_id']})" for g in rep["gpus"]) or "–"
+        procs = ", ".join(f"{p['name']} [{p['pid']}]" for p in rep["processes"]) or "–"
+        traced = ", ".join(k for k, v in rep["traced"].items() if v) or "nothing"
+        counts = rep["counts"]
+        facts = [
+            ("Command", " ".join(command) if isinstance(command, (list, tuple)) else command),
+            ("Report", rep["source"] + ("" if rep["source"] == rep["path"]
+                                        else f" (read from {rep['path']})")),
+            ("Nsight Systems", f"{rep['nsys_version'] or '?'} (export schema "
+                               f"{rep['schema_version'] or '?'})"),
+            ("GPUs", gpus), ("Processes", procs), ("Traced", traced),
+            ("Contents", f"{counts['kernels']:,} kernels, {counts['gpu_ops']:,} GPU "
+                         f"operations, {counts['nvtx_ranges']:,} NVTX ranges over "
+                         f"{fmt_ns(rep['duration_ns'])}"),
+        ]
+        dl = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in facts if v)
+        notes = "".join(f"<li>{esc(n)}</li>" for n in rep["notes"])
+        return (f"<header><h1>nsyswrap <span class=\"muted\">·</span> {esc(info.source.name)}"
+                "</h1><p class=\"lede\">CUDA-event timings next to the GPU work Nsight "
+                "Systems recorded, and what distorts them.</p>"
+                f"<dl class=\"facts\">{dl}</dl>"
+                + (f"<ul class=\"notes\">{notes}</ul>" if notes else "")
+                + self._toc() + "</header>")
+
+    def _toc(self) -> str:
+        items = [("findings", f"Findings ({len(self.c.findings)})")]
+        if not self.c.benchmarks.empty:
+            items.append(("benchmarks", "Harness benchmarks"))
+        items.append(("timelines", "Timelines"))
+        if self.families:
+            items.append(("ranges", "Range families"))
+        items.append(("kernels", "Kernels"))
+        links = " · ".join(f"<a href=\"#{a}\">{esc(t)}</a>" for a, t in items)
+        return f"<nav>{links}</nav>"
+
+    # -- 1. findings ----------------------------------------------------------------------
+
+    def _findings(self) -> str:
+        # Anchors are decided by the sections below; fill them in first.
+        self._plan_anchors()
+        rows = section_rows(self.c, "findings")
+        if not rows:
+            return ("<section id=\"findings\"><h2>Findings</h2><p class=\"ok\">No findings: "
+                    "nothing distorts these timings at the current thresholds.</p></section>")
+        out = [f"<section id=\"findings\"><h2>Findings ({len(rows)})</h2>"]
+        for i, (f, row) in enumerate(zip(self.c.findings, rows, strict=True)):
+            labels = _finding_ranges(f)
+            links = []
+            for label in labels:
+                anchor = self.bench_anchor.get(label) or self.family_anchor.get(label)
+                if anchor:
+                    links.append(f"<a href=\"#{anchor}\">"
+                                 f"{'timeline' if anchor.startswith('tl-') else 'bars'} ↓</a>")
+            message = row["message"]
+            if len(labels) == 1 and message.startswith(labels[0] + ": "):
+                message = message[len(labels[0]) + 2:]
+            evidence = "".join(f"<tr><th>{esc(k)}</th><td>{esc(_evidence_value(k, v))}</td>"
+                               "</tr>" for k, v in (row["evidence"] or {}).items())
+            out.append(
+                f"<article class=\"finding {esc(row['severity'])}\" id=\"f{i}\">"
+                f"<div class=\"fhead\"><span class=\"sev\">{esc(row['severity'])}</span> "
+                f"<code>{esc(row['code'])}</code> <span class=\"range\">"
+                f"{esc(', '.join(labels) or 'whole report')}</span>"
+                f"<span class=\"links\">{' '.join(links)}</span></div>"
+                f"<p>{esc(message)}</p>"
+                f"<p class=\"suggestion\">→ {esc(row['suggestion'])}</p>"
+                + (f"<details><summary>evidence</summary><table class=\"kv\">{evidence}"
+                   "</table></details>" if evidence else "")
+                + "</article>")
+        out.append("</section>")
+        return "".join(out)
+
+    def _plan_anchors(self) -> None:
+        for run in self.c.benchmarks["run"].tolist() if not self.c.benchmarks.empty else []:
+            name = str(self.c.benchmarks.loc[self.c.benchmarks["run"] == run,
+                                             "benchmark"].iloc[0])
+            self.bench_anchor.setdefault(f"nsyswrap:{name}", f"tl-b{run}")
+        for i, fam in enumerate(self.families):
+            if i < MAX_FAMILY_TIMELINES:
+                self.family_anchor[fam["label"]] = f"tl-{fam['anchor']}"
+            elif i < MAX_FAMILY_BARS:
+                self.family_anchor[fam["label"]] = fam["anchor"]
+            else:
+                self.family_anchor[fam["label"]] = "ranges"
+
+    # -- 2. harness benchmarks ------------------------------------------------------------
+
+    def _benchmarks(self) -> str:
+        b = self.c.benchmarks
+        if b.empty:
+            return ""
+        rows = section_rows(self.c, "benchmarks")
+        # The shared columns with the spreads beside the medians.
+        columns = [*BENCHMARK_COLUMNS[:4],
+                   Column("Events IQR", lambda r: fmt_ns(r["event_iqr_ns"])),
+                   BENCHMARK_COLUMNS[4],
+                   Column("Kernels IQR", lambda r: fmt_ns(r["busy_iqr_ns"])),
+                   *BENCHMARK_COLUMNS[5:]]
+        table = _table(columns, rows, "benchmarks-table",
+                       link=lambda r: f"b{r['run']}" if "run" in r else None)
+        out = ["<section id=\"benchmarks\"><h2>Harness benchmarks</h2>",
+               "<p class=\"explain\">Per call. The events are what a CUDA-event timer reports; "
+               "the kernels are the GPU busy time nsys recorded for the same iterations (the "
+               "number to trust). Each plot shows every timed iteration; dashed lines are the "
+               "medians; triangles are hot-L2 iterations.</p>", table,
+               "<div class=\"grid\">"]
+        its = self.c.analysis.iterations
+        for r in rows:
+            run = r["run"]
+            g = its[its["run"] == run]
+            calls = max(int(r.get("calls") or 1), 1)
+            points = [{"iteration": int(it.iteration), "cache": str(it.cache),
+                       "event_us": _round_us(it.event_ns / calls),
+                       "kernels_us": _round_us(it.gpu_busy_ns / calls)}
+                      for it in g.itertuples(index=False)]
+            medians = {"CUDA events": _round_us(r["event_median_ns"]),
+                       "kernels (nsys)": _round_us(r["busy_median_ns"])}
+            out.append(
+                f"<div class=\"bench\" id=\"b{run}\"><h3>{esc(r['benchmark'])} "
+                f"<span class=\"verdict {_verdict_class(r)}\">{esc(r['verdict'])}</span></h3>"
+                f"<p class=\"stats\">{esc(_bench_stats(r))} · "
+                f"<a href=\"#tl-b{run}\">timeline ↓</a></p>"
+                + self._chart(f"bench-{run}", charts.iterations(points, medians), "benchmark",
+                              f"iterations of {r['benchmark']}")
+                + "</div>")
+        out.append("</div></section>")
+        return "".join(out)
+
+    # -- 3. timelines ---------------------------------------------------------------------
+
+    def _timelines(self) -> str:
+        out = ["<section id=\"timelines\"><h2>Timelines</h2>",
+               "<p class=\"explain\">One representative iteration of each benchmark (its event "
+               "time closest to the median) and one instance of the busiest range families "
+               "(CPU time closest to the median, cold instances left out). Rows: the NVTX "
+               "ranges and the CUDA-event window, each launching thread's calls (ticks, with "
+               "a line to the GPU operation they launched) and syncs, the GPU operations per "
+               "stream, and the idle gaps between the range's own GPU operations. Scroll to "
+               "zoom, drag to pan, double-click to reset, hover for details. "
+               f"{esc(EVENTS_NOTE)}</p>"]
+        codes = _codes_by_label(self.c)
+        drawn = 0
+        its = self.c.analysis.iterations
+        instances = self.c.analysis.instances
+        for r in section_rows(self.c, "benchmarks"):
+            run = r["run"]
+            g = its[its["run"] == run]
+            if g.empty:
+                continue
+            label = f"nsyswrap:{r['benchmark']}"
+            it = self._representative(g, "event_ns", label)
+            if it["range_id"] not in instances.index:
+                continue
+            title = f"{r['benchmark']} · timed iteration {int(it['iteration'])}"
+            win = self.windows.build(instances.loc[it["range_id"]], f"tl-b{run}", title,
+                                     _finite(it["event_ns"]))
+            out.append(self._timeline_block(win, codes.get(label, []), f"#b{run}"))
+            drawn += 1
+        for fam in self.families[:MAX_FAMILY_TIMELINES]:
+            inst = self._representative(fam["instances"], "cpu_ns", fam["label"])
+            title = f"{fam['label']} · instance {int(inst['index'])} of {len(fam['instances'])}"
+            win = self.windows.build(inst, f"tl-{fam['anchor']}", title)
+            out.append(self._timeline_block(win, codes.get(fam["label"], []),
+                                             f"#{fam['anchor']}"))
+            drawn += 1
+        if len(self.families) > MAX_FAMILY_TIMELINES:
+            self.caps.append(f"Timelines are drawn for the {MAX_FAMILY_TIMELINES} busiest of "
+                             f"{len(self.families)} range families.")
+            out.append(f"<p class=\"cap\">Timelines of the {MAX_FAMILY_TIMELINES} busiest of "
+                       f"{len(self.families)} range families.</p>")
+        if not drawn:
+            out.append("<p class=\"muted\">No harness iterations or NVTX ranges to draw.</p>")
+        out.append("</section>")
+        return "".join(out)
+
+    def _timeline_block(self, win, codes: list[str], back: str) -> str:
+        code_links = " ".join(f"<code>{esc(code)}</code>" for code in codes)
+        notes = "".join(f"<li>{esc(n)}</li>" for n in win.notes)
+        return (f"<div class=\"timeline\" id=\"{esc(win.anchor)}\"><h3>{esc(win.title)}</h3>"
+                + (f"<p class=\"codes\">Findings: {code_links}</p>" if codes else "")
+                + self._chart(f"chart-{win.anchor}", charts.timeline(win), "timeline",
+                              f"timeline of {win.title}")
+                + (f"<ul class=\"notes\">{notes}</ul>" if notes else "")
+                + f"<p class=\"back\"><a href=\"{esc(back)}\">numbers ↑</a></p></div>")
+
+    # -- 4. range families ----------------------------------------------------------------
+
+    def _range_families(self) -> str:
+        if not self.families:
+            return ""
+        rows = section_rows(self.c, "ranges")
+        cap = ""
+        if len(rows) > MAX_RANGE_ROWS:
+            cap = (f"<p class=\"cap\">The {MAX_RANGE_ROWS} range families with the most GPU "
+                   f"time of {len(rows)}; the JSON output lists all.</p>")
+            rows = sorted(rows, key=lambda r: -(r["gpu_busy_total_ns"] or 0))[:MAX_RANGE_ROWS]
+        out = ["<section id=\"ranges\"><h2>Range families</h2>",
+               "<p class=\"explain\">Every NVTX range with the GPU work it launched (nested "
+               "ranges included). Bars: per instance, GPU busy time (kernels, copies) and idle "
+               "time stacked to the GPU span; the red tick is the time the host blocked in "
+               "syncs. Cold instances (COLD_START) are paler and marked.</p>",
+               _table(RANGE_COLUMNS, rows, "ranges-table"), cap]
+        for fam in self.families[:MAX_FAMILY_BARS]:
+            inst = fam["instances"]
+            cold = self.cold.get(fam["label"], 0)
+            note = ""
+            if len(inst) > MAX_BAR_INSTANCES:
+                keep = np.unique(np.r_[np.arange(min(cold, len(inst))),
+                                       np.linspace(0, len(inst) - 1, MAX_BAR_INSTANCES - cold)
+                                       .round().astype(int)])
+                note = (f"{len(inst):,} instances: {len(keep)} drawn, evenly spaced in time "
+                        "(the cold ones included).")
+                inst = inst.iloc[keep]
+            bars = _family_rows(inst, cold)
+            y_max = _bars_cut_us(bars)
+            link = (f" · <a href=\"#tl-{fam['anchor']}\">timeline ↑</a>"
+                    if self.family_anchor.get(fam["label"], "").startswith("tl-") else "")
+            out.append(f"<div class=\"family\" id=\"{fam['anchor']}\"><h3>{esc(fam['label'])}"
+                       f"</h3><p class=\"stats\">{len(fam['instances']):,} instances"
+                       + (f", the first {cold} cold" if cold else "") + link + "</p>"
+                       + (self._chart(f"family-{fam['anchor']}",
+                                      charts.family_bars(bars, y_max), "family",
+                                      f"instances of {fam['label']}")
+                          if bars else "<p class=\"muted\">No GPU work launched from these "
+                          "ranges, and no syncs.</p>")
+                       + (f"<p class=\"cap\">The axis stops at {esc(fmt_ns(y_max * 1e3))}: "
+                          "longer instances are cut, their total written above them.</p>"
+                          if y_max else "")
+                       + (f"<p class=\"cap\">{esc(note)}</p>" if note else "") + "</div>")
+        if len(self.families) > MAX_FAMILY_BARS:
+            out.append(f"<p class=\"cap\">Bars for the {MAX_FAMILY_BARS} busiest of "
+                       f"{len(self.families)} range families.</p>")
+        out.append("</section>")
+        return "".join(out)
+
+    # -- 5. kernels -----------------------------------------------------------------------
+
+    def _kernels(self) -> str:
+        rows = section_rows(self.c, "kernels")
+        if not rows:
+            return ("<section id=\"kernels\"><h2>Kernels</h2><p class=\"muted\">No kernels in "
+                    "this report.</p></section>")
+        total = len(rows)
+        rows = rows[:MAX_KERNEL_ROWS]
+        body = []
+        for r in rows:
+            body.append(
+                "<tr>"
+                f"<td class=\"name\" title=\"{esc(r['name'])}\">{esc(shorten(r['name'], 90))}"
+                "</td>"
+                f"<td data-v=\"{r['count']}\">{r['count']:,}</td>"
+                + "".join(f"<td data-v=\"{_num(r[k])}\">{esc(fmt_ns(r[k]))}</td>"
+                          for k in ("total_ns", "median_ns", "mean_ns", "min_ns", "max_ns"))
+                + f"<td data-v=\"{_num(r['share'])}\">{esc(fmt_share(r['share']))}</td></tr>")
+        head = "".join(f"<th data-type=\"{t}\">{h}</th>" for h, t in (
+            ("Kernel", "text"), ("Count", "num"), ("Total", "num"), ("Median", "num"),
+            ("Mean", "num"), ("Min", "num"), ("Max", "num"), ("Share", "num")))
+        cap = (f"<p class=\"cap\">The {MAX_KERNEL_ROWS:,} kernels with the most time of "
+               f"{total:,}; the JSON and CSV outputs list all.</p>"
+               if total > MAX_KERNEL_ROWS else "")
+        return ("<section id=\"kernels\"><h2>Kernels</h2><p class=\"explain\">Grouped by "
+                "name, as nsys's cuda_gpu_kern_sum. Click a heading to sort; hover a name for "
+                "the full signature.</p>"
+                "<input type=\"search\" class=\"filter\" data-table=\"kernels-table\" "
+                "placeholder=\"filter kernels…\" aria-label=\"filter kernels\"> "
+                "<span class=\"count\" data-count-for=\"kernels-table\"></span>"
+                f"<table class=\"sortable\" id=\"kernels-table\"><thead><tr>{head}</tr></thead>"
+                f"<tbody>{''.join(body)}</tbody></table>{cap}</section>")
+
+    def _footer(self) -> str:
+        caps = "".join(f"<li>{esc(x)}</li>" for x in self.caps)
+        return ("<footer><p>Made by nsyswrap " + esc(__version__) + ". Times are per call for "
+                "benchmarks; ranges count the GPU work launched from inside them (nested ranges "
+                "included). Definitions: docs/analyses.md.</p>"
+                + (f"<ul>{caps}</ul>" if caps else "") + "</footer>")
+
+
+# -- helpers --------------------------------------------------------------------------------
+
+def _round_us(ns: Any) -> float | None:
+    f = _finite(ns)
+    return None if f is None else round(f / 1e3, 4)
+
+
+def _num(x: Any) -> str:
+    f = _finite(x)
+    return "" if f is None else repr(f)
+
+
+def _evidence_value(key: str, value: Any) -> str:
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, ensure_ascii=False)
+    if key.endswith("_ns") and _finite(value) is not None:
+        return fmt_ns(value)
+    if key.endswith("_bytes") and _finite(value) is not None:
+        return fmt_bytes(value)
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return "–" if value is None else str(value)
+
+
+def _verdict_class(r: dict[str, Any]) -> str:
+    v = str(r.get("verdict") or "")
+    return "agree" if v.startswith("agree") and not r.get("codes") else (
+        "note" if v.startswith("agree") else "off")
+
+
+def _bench_stats(r: dict[str, Any]) -> str:
+    parts = [f"{r['iterations']} iterations",
+             f"events {fmt_ns(r['event_median_ns'])} (IQR {fmt_ns(r['event_iqr_ns'])})",
+             f"kernels {fmt_ns(r['busy_median_ns'])} (IQR {fmt_ns(r['busy_iqr_ns'])})"]
+    if r.get("event_flushed_ns") is not None and r.get("event_hot_ns") is not None:
+        parts.append(f"flushed {fmt_ns(r['busy_flushed_ns'])} / hot {fmt_ns(r['busy_hot_ns'])}"
+                     " of kernels")
+    extra = r.get("floor_ns")
+    if extra is not None:
+        parts.append(f"event floor {fmt_ns(extra)}")
+    host = r.get("host_median_ns")
+    if host is not None:
+        parts.append(f"host {fmt_ns(host)} to issue")
+    return " · ".join(parts)
+
+
+def _codes_by_label(c: Comparison) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for f in c.findings:
+        for label in _finding_ranges(f):
+            if f.code not in out.setdefault(label, []):
+                out[label].append(f.code)
+    return out
+
+
+def _bars_cut_us(rows: list[dict[str, Any]]) -> float | None:
+    """Where to stop the bars' axis: at 1.5x the largest warm total when a cold instance
+    is more than 4x that (it would flatten the others); else None."""
+    warm = [r["total_us"] for r in rows if not r["cold"]]
+    cold = [r["total_us"] for r in rows if r["cold"]]
+    if not warm or not cold or max(warm) <= 0 or max(cold) <= 4 * max(warm):
+        return None
+    return round(1.5 * max(warm), 4)
+
+
+def _family_rows(inst: pd.DataFrame, cold: int) -> list[dict[str, Any]]:
+    """Stacked parts per instance; nothing when the family has no GPU work and no syncs."""
+    if not (inst["gpu_span_ns"].fillna(0) > 0).any() and not inst["sync_ns"].any():
+        return []
+    rows = []
+    for pos, r in enumerate(inst.itertuples(index=False)):
+        busy = _finite(r.gpu_busy_ns) or 0.0
+        copies = min(float(r.copy_ns or 0), busy)
+        idle = _finite(r.gpu_idle_ns) or 0.0
+        label = f"{int(r.index)}" + (" cold" if int(r.index) < cold else "")
+        is_cold = int(r.index) < cold
+        total = busy + idle
+        for part, ns in (("GPU busy (kernels)", busy - copies), ("GPU busy (copies)", copies),
+                         ("GPU idle", idle), ("host blocked (sync)", float(r.sync_ns or 0))):
+            rows.append({"instance": label, "order": pos, "part": part,
+                         "us": round(ns / 1e3, 4), "cold": is_cold,
+                         "total_us": round(total / 1e3, 4), "total_text": fmt_ns(total)})
+    return rows
+
+
+def _table(columns: list[Column], rows: list[dict[str, Any]], table_id: str,
+           link=None) -> str:
+    head = "".join(f"<th data-type=\"{'num' if c.numeric else 'text'}\">{esc(c.header)}</th>"
+                   for c in columns)
+    body = []
+    for r in rows:
+        values = cells(columns, r)
+        anchor = link(r) if link else None
+        first = (f"<a href=\"#{esc(anchor)}\">{esc(values[0])}</a>" if anchor
+                 else esc(values[0]))
+        body.append("<tr><td>" + first + "</td>"
+                    + "".join(f"<td>{esc(v)}</td>" if col.numeric else
+                              f"<td class=\"t\">{esc(v)}</td>"
+                              for col, v in zip(columns[1:], values[1:], strict=True))
+                    + "</tr>")
+    return (f"<table class=\"sortable\" id=\"{table_id}\"><thead><tr>{head}</tr></thead>"
+            f"<tbody>{''.join(body)}</tbody></table>")
+
+
+class HtmlRenderer:
+    def render(self, c: Comparison, *, notebook: bool = False, **_) -> str:
+        return _Page(c, notebook).render()
+
+
+def notebook_html(c: Comparison, height_px: int = 760) -> str:
+    """The page inside an iframe, for Jupyter: its scripts run in any notebook front end
+    that shows HTML, and its styles stay inside it."""
+    page = HtmlRenderer().render(c, notebook=True)
+    return (f"<iframe srcdoc=\"{html.escape(page, quote=True)}\" style=\"width:100%;"
+            f"height:{height_px}px;border:1px solid #ddd\" title=\"nsyswrap report\" "
+            "sandbox=\"allow-scripts\"></iframe>")
+
+
+_CSS = """
+:root{--fg:#1d232a;--muted:#66707a;--line:#e3e6ea;--warn:#b35c00;--info:#2463a6;--ok:#2f7d4a;
+--bg-soft:#f6f7f9}
+*{box-sizing:border-box}
+body{margin:0;font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,
+sans-serif;color:var(--fg);background:#fff}
+main{max-width:1280px;margin:0 auto;padding:20px 28px 60px}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:18px;margin:34px 0 8px;padding-top:10px;
+border-top:2px solid var(--line)}h3{font-size:15px;margin:22px 0 6px}
+.muted{color:var(--muted)}.lede{color:var(--muted);margin:0 0 12px}
+.facts{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px;margin:0 0 10px;
+font-size:13px}.facts dt{color:var(--muted)}.facts dd{margin:0;word-break:break-all}
+nav{margin:10px 0 0;font-size:13px}a{color:#1f5fa8;text-decoration:none}a:hover{
+text-decoration:underline}
+.notes,.cap,.explain{color:var(--muted);font-size:12.5px}.explain{max-width:980px}
+.finding{border-left:4px solid var(--info);background:var(--bg-soft);padding:8px 12px;
+margin:8px 0;border-radius:3px}.finding.warning{border-color:var(--warn)}
+.finding p{margin:4px 0}.fhead{display:flex;gap:10px;align-items:baseline;flex-wrap:wrap}
+.fhead .links{margin-left:auto;font-size:12.5px}.fhead .range{color:var(--muted);
+word-break:break-all}
+.sev{font-size:11px;text-transform:uppercase;letter-spacing:.04em;font-weight:600;
+color:var(--info)}.warning .sev{color:var(--warn)}
+.suggestion{color:#33506e}
+details summary{cursor:pointer;color:var(--muted);font-size:12.5px}
+table{border-collapse:collapse;font-size:12.5px;margin:6px 0}
+th,td{padding:3px 8px;border-bottom:1px solid var(--line);text-align:right;
+white-space:nowrap}th{background:var(--bg-soft);font-weight:600;position:sticky;top:0}
+td:first-child,th:first-child,td.t{text-align:left}td.t{white-space:normal}
+table.sortable th{cursor:pointer;user-select:none}table.sortable th.asc::after{content:" ▲"}
+table.sortable th.desc::after{content:" ▼"}
+td.name{max-width:720px;overflow:hidden;text-overflow:ellipsis;font-family:ui-monospace,
+SFMono-Regular,Menlo,Consolas,monospace;font-size:12px}
+.kv th{text-align:left;font-weight:500;background:none;position:static}.kv td{
+text-align:left;white-space:normal;word-break:break-all}
+.verdict{font-size:12px;font-weight:500;padding:1px 8px;border-radius:10px;margin-left:6px;
+background:#fdecd8;color:var(--warn)}.verdict.agree{background:#e1f2e6;color:var(--ok)}
+.verdict.note{background:#e5eef9;color:var(--info)}
+.stats{font-size:12.5px;color:var(--muted);margin:2px 0 6px}
+.chart{width:100%;min-height:60px}
+.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(540px,1fr));gap:4px 28px}
+.grid .bench h3{margin-top:14px}.bench,.timeline,.family{margin-bottom:18px}
+.codes code,.fhead code{font-weight:600}.back{font-size:12px;margin:2px 0 0}
+.filter{font:inherit;padding:4px 8px;width:320px;border:1px solid #c9ced4;border-radius:4px}
+.count{color:var(--muted);font-size:12px}.ok{color:var(--ok)}
+footer{margin-top:40px;color:var(--muted);font-size:12px;border-top:1px solid var(--line)}
+#vg-tooltip-element{font-size:12px;max-width:520px}
+#vg-tooltip-element td.value{white-space:normal;word-break:break-all}
+"""
+
+# Draws the charts (vegaEmbed), and makes the tables sortable and the kernel table
+# searchable. Counts what it drew in data attributes on <body> (read by the browser tests).
+_JS = r"""
+(function () {
+  var specs = JSON.parse(document.getElementById('nsyswrap-specs').textContent);
+  var charts = document.querySelectorAll('.chart[data-spec]');
+  var jobs = [];
+  charts.forEach(function (el) {
+    var spec = specs[el.getAttribute('data-spec')];
+    jobs.push(vegaEmbed(el, spec, {actions: false, renderer: 'canvas'}).then(function () {
+      el.setAttribute('data-rendered', 'yes');
+    }, function (err) {
+      el.textContent = 'This chart could not be drawn: ' + err;
+      el.setAttribute('data-rendered', 'failed');
+      console.error(err);
+    }));
+  });
+  Promise.all(jobs).then(function () {
+    document.body.setAttribute('data-charts-done', String(jobs.length));
+  });
+
+  function cellValue(row, i, numeric) {
+    var td = row.children[i];
+    if (!td) return numeric ? -Infinity : '';
+    if (numeric) {
+      var v = td.getAttribute('data-v');
+      var x = v === null ? parseFloat(td.textContent.replace(/[^0-9.eE+-]/g, '')) : parseFloat(v);
+      return isNaN(x) ? -Infinity : x;
+    }
+    return td.textContent.toLowerCase();
+  }
+  document.querySelectorAll('table.sortable').forEach(function (table) {
+    var heads = table.querySelectorAll('thead th');
+    heads.forEach(function (th, i) {
+      th.addEventListener('click', function () {
+        var numeric = th.getAttribute('data-type') === 'num';
+        var desc = !th.classList.contains('desc');
+        heads.forEach(function (h) { h.classList.remove('asc', 'desc'); });
+        th.classList.add(desc ? 'desc' : 'asc');
+        var body = table.tBodies[0];
+        var rows = Array.prototype.slice.call(body.rows);
+        rows.sort(function (a, b) {
+          var x = cellValue(a, i, numeric), y = cellValue(b, i, numeric);
+          return (x < y ? -1 : x > y ? 1 : 0) * (desc ? -1 : 1);
+        });
+        rows.forEach(function (r) { body.appendChild(r); });
+      });
+    });
+  });
+  document.querySelectorAll('input.filter').forEach(function (input) {
+    var table = document.getElementById(input.getAttribute('data-table'));
+    var counter = document.querySelector('[data-count-for="' + table.id + '"]');
+    function apply() {
+      var q = input.value.toLowerCase(), shown = 0, rows = table.tBodies[0].rows;
+      for (var k = 0; k < rows.length; k++) {
+        var name = rows[k].cells[0];
+        var text = (name.getAttribute('title') || '') + ' ' + name.textContent;
+        var hit = !q || text.toLowerCase().indexOf(q) >= 0;
+        rows[k].style.display = hit ? '' : 'none';
+        if (hit) shown++;
+      }
+      counter.textContent = shown + ' of ' + rows.length + ' shown';
+    }
+    input.addEventListener('input', apply);
+    apply();
+  });
+})();
+"""
