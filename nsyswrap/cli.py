@@ -30,6 +30,9 @@ from .render.document import SECTIONS
 # Exit codes: 0 fine, 1 failure, 2 bad input or usage, 3 findings matched --fail-on.
 EXIT_FINDINGS = 3
 DEMO_REPORT = "scenarios-h100.sqlite"
+# Formats that make a file to open elsewhere (a browser, Perfetto), not text to read here.
+FILE_FORMATS = {"html": "FILE.html", "trace": "FILE.json"}
+PRINT_FORMATS = sorted(f for f in RENDERERS if f not in FILE_FORMATS)
 
 
 class _Group(click.Group):
@@ -63,6 +66,16 @@ def main() -> None:
 
 def _say(message: str) -> None:
     click.echo(f"nsyswrap: {message}", err=True)
+
+
+def _steps(fmt: str):
+    """Spinners for the long steps, only for a person at a terminal: not into pipes or logs,
+    and not beside machine-readable output."""
+    from .progress import NO_PROGRESS, TerminalProgress
+
+    if fmt in ("json", "csv") or not sys.stderr.isatty() or os.environ.get("CI"):
+        return NO_PROGRESS
+    return TerminalProgress()
 
 
 def demo_report() -> Path:
@@ -163,11 +176,15 @@ def _exit_for_ranks(analysis, fail_codes: set[str] | None) -> None:
               "  nsyswrap compare run.sqlite\n"
               "  nsyswrap compare run.nsys-rep --format json -o verdict.json\n"
               "  nsyswrap compare run.sqlite --fail-on SYNC_IN_RANGE,TRANSFER_IN_RANGE\n"
-              "  nsyswrap compare run.sqlite --format csv --section kernels")
+              "  nsyswrap compare run.sqlite --format csv --section kernels\n"
+              "  nsyswrap compare run.sqlite --format html -o report.html\n"
+              "  nsyswrap compare run.sqlite --format trace -o trace.json   # for Perfetto")
 @click.argument("reports", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(sorted(RENDERERS)), default="table",
               show_default=True, help="Output format. json is the CI contract "
-              "(schema nsyswrap.compare/1; nsyswrap.ranks/1 for several reports).")
+              "(schema nsyswrap.compare/1; nsyswrap.ranks/1 for several reports); html a "
+              "self-contained page; trace Chrome trace-event JSON for ui.perfetto.dev or "
+              "chrome://tracing (html and trace: one report).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               help="Write to FILE instead of standard output.")
 @click.option("--section", type=click.Choice(sorted(set(SECTIONS) | {"ranks", "families",
@@ -206,12 +223,16 @@ def compare_command(reports, fmt, output, section, instances, top, thresholds, f
 
     limits, rank_limits = _split_thresholds(thresholds)
     fail_codes = _parse_fail_on(fail_on)
+    _check_destination(fmt, output)
     if reports:
         from .multi import compare_ranks
         from .multi.inputs import expand
 
         paths = expand(reports)
         if len(paths) > 1 or as_ranks:
+            if fmt in FILE_FORMATS:
+                raise BadInputError(f"--format {fmt} shows one report; for ranks side by "
+                                    "side use table, json, csv or markdown")
             analysis = compare_ranks(
                 paths, thresholds=limits, rank_thresholds=rank_limits, jobs=jobs, dask=dask,
                 compare_options={"attribution": attribution, "all_domains": all_domains},
@@ -226,24 +247,44 @@ def compare_command(reports, fmt, output, section, instances, top, thresholds, f
         report = demo_report()
         click.echo(f"nsyswrap: no report given; comparing the bundled demo report {report.name} "
                    "(try: nsyswrap compare YOUR_REPORT.sqlite)", err=True)
+    steps = _steps(fmt)
     result = compare(report, limits, cache_dir=cache_dir, nsys=nsys, by_process=by_process,
-                     attribution=attribution, all_domains=all_domains)
-    _output(result, fmt, output, top, color, section=section, instances=instances)
+                     attribution=attribution, all_domains=all_domains, progress=steps)
+    _output(result, fmt, output, top, color, steps=steps, section=section,
+            instances=instances)
     _exit_for([result], fail_codes)
 
 
 def _output(result, fmt: str, output: Path | None, top: int, color: bool | None,
-            renderer=render, **options) -> None:
-    """Render `result` to standard output or `output`; colour and width only on a terminal."""
+            renderer=render, steps=None, **options) -> None:
+    """Render `result` to standard output or `output`; colour and width only on a terminal.
+    A page or trace is not dumped onto a terminal: it asks for -o."""
     to_terminal = output is None and sys.stdout.isatty()
+    _check_destination(fmt, output)
     use_color = color if color is not None else (to_terminal and "NO_COLOR" not in os.environ)
     width = shutil.get_terminal_size((120, 40)).columns if to_terminal else 120
-    text = renderer(result, fmt, color=use_color, width=width, top=top, **options)
+    if steps is not None and fmt in FILE_FORMATS:
+        with steps.step(f"writing the {fmt} output"):
+            text = renderer(result, fmt, color=use_color, width=width, top=top, **options)
+    else:
+        text = renderer(result, fmt, color=use_color, width=width, top=top, **options)
     if output is None:
         click.echo(text, nl=False)
-    else:
+        if fmt in FILE_FORMATS:
+            _say(f"wrote the {fmt} output to standard output (-o {FILE_FORMATS[fmt]} writes "
+                 "a file)")
+        return
+    try:
         output.write_text(text, encoding="utf-8")
-        _say(f"wrote {fmt} to {output}")
+    except OSError as e:
+        raise BadInputError(f"cannot write {output}: {e.strerror or e}") from None
+    _say(f"wrote {fmt} to {output}")
+
+
+def _check_destination(fmt: str, output: Path | None) -> None:
+    if fmt in FILE_FORMATS and output is None and sys.stdout.isatty():
+        raise BadInputError(f"--format {fmt} makes a file: give -o {FILE_FORMATS[fmt]} "
+                            "(or redirect standard output)")
 
 
 def _exit_for(results, fail_codes: set[str] | None, workload_exit: int | None = None) -> None:
@@ -304,9 +345,9 @@ def _target(module: str | None, args: tuple[str, ...]) -> list[str]:
               "one report and one analysis per rank.")
 @click.option("--nsys-arg", "nsys_args", multiple=True, metavar="ARG",
               help="Extra nsys profile argument (repeatable), e.g. --nsys-arg=--cudabacktrace=all")
-@click.option("--format", "fmt", type=click.Choice(sorted(RENDERERS)), default="table",
-              show_default=True, help="How to print the analysis (analysis.json is always "
-              "written).")
+@click.option("--format", "fmt", type=click.Choice(PRINT_FORMATS), default="table",
+              show_default=True, help="How to print the analysis (analysis.json and "
+              "report.html are always written).")
 @click.option("--threshold", "thresholds", multiple=True, metavar="NAME=VALUE",
               help="Change a finding threshold (see `nsyswrap compare --help`).")
 @click.option("--fail-on", metavar="CODE[,CODE]|any",
@@ -339,10 +380,12 @@ def run_command(args, module, output, force, nsys, trace, sample, gpu_metrics,
             raise BadInputError("--ranks runs a Python SCRIPT or -m MODULE with torchrun; "
                                 "for other commands use nsyswrap run -- torchrun ...")
         results = run_ranks(target, out_dir, opts, ranks, limits, nsys=nsys, progress=_say,
-                            stdout_to_stderr=quiet_stdout, compare_options=analysis)
+                            stdout_to_stderr=quiet_stdout, compare_options=analysis,
+                            steps=_steps(fmt))
     else:
         results = [run(target, out_dir, opts, limits, nsys=nsys, progress=_say,
-                       stdout_to_stderr=quiet_stdout, compare_options=analysis)]
+                       stdout_to_stderr=quiet_stdout, compare_options=analysis,
+                       steps=_steps(fmt))]
     for result in results:
         cap = result.capture
         if len(results) > 1:
@@ -352,6 +395,7 @@ def run_command(args, module, output, force, nsys, trace, sample, gpu_metrics,
             if len(results) == 1:
                 _output(result.comparison, fmt, None, 10, color)
             _say(f"analysis: {result.analysis_json}")
+            _say(f"report: {result.report_html} (open it in a browser)")
     analysed = [r.comparison for r in results if r.comparison is not None]
     if len(results) > 1 and analysed:
         # The per-rank reports shrink to their findings inside the cross-rank summary.
@@ -418,7 +462,7 @@ def diff_command(base, new, fmt, output, section, top, thresholds, fail_pct, nsy
 @main.command("import")
 @click.argument("capture", type=click.Path(path_type=Path))
 @click.option("--nsys", metavar="PATH", help="nsys binary (for the export).")
-@click.option("--format", "fmt", type=click.Choice(sorted(RENDERERS)), default="table",
+@click.option("--format", "fmt", type=click.Choice(PRINT_FORMATS), default="table",
               show_default=True)
 @click.option("--color/--no-color", default=None)
 def import_command(capture, nsys, fmt, color):
@@ -426,10 +470,11 @@ def import_command(capture, nsys, fmt, color):
     SQLite beside it, and analyse it."""
     from .pipeline import import_capture
 
-    result = import_capture(capture, nsys=nsys, progress=_say)
+    result = import_capture(capture, nsys=nsys, progress=_say, steps=_steps(fmt))
     _say("files: " + ", ".join(str(p) for p in result.capture.files()))
     if result.comparison is not None:
         _output(result.comparison, fmt, None, 10, color)
+        _say(f"report: {result.report_html} (open it in a browser)")
 
 
 @main.command("doctor")

@@ -11,6 +11,7 @@ from .analysis import Analysis, analyze
 from .diagnose import Finding, Thresholds, diagnose
 from .diagnose.verdict import codes_by_range, verdict
 from .loader import load
+from .progress import NO_PROGRESS, Progress
 from .report import Report
 
 SCHEMA = "nsyswrap.compare/1"
@@ -29,10 +30,17 @@ class Comparison:
     def info(self):
         return self.analysis.info
 
+    def _repr_html_(self) -> str:
+        """Jupyter: the HTML report's findings, tables and plots (the DataFrames stay in
+        `.analysis` and `.benchmarks`)."""
+        from .render.html import notebook_html  # the render layer, only when displayed
+
+        return notebook_html(self)
+
 
 def compare(report: Report | str | os.PathLike, thresholds: Thresholds | None = None, *,
             by_process: bool = False, attribution: str = "process", all_domains: bool = False,
-            **load_options) -> Comparison:
+            progress: Progress = NO_PROGRESS, **load_options) -> Comparison:
     """Analyse a report (a loaded Report or a path) and diagnose what distorts its timings.
 
     by_process: summarise NVTX ranges per process (workers, torchrun ranks).
@@ -40,13 +48,15 @@ def compare(report: Report | str | os.PathLike, thresholds: Thresholds | None = 
         its process launched while it was open, as PyTorch's autograd threads do for
         backward) or "thread" (nsys's rule, as nvtx_gpu_proj_sum).
     all_domains: findings also cover ranges of libraries' NVTX domains (NCCL, cuDNN, ...).
+    progress: shows the long steps (nsyswrap.progress).
     """
     if not isinstance(report, Report):
-        report = load(report, **load_options)
+        report = load(report, progress=progress, **load_options)
     thresholds = thresholds or Thresholds()
-    analysis = analyze(report, by_process=by_process, attribution=attribution,
-                       all_domains=all_domains)
-    findings = diagnose(analysis, thresholds)
+    with progress.step("analysing"):
+        analysis = analyze(report, by_process=by_process, attribution=attribution,
+                           all_domains=all_domains)
+        findings = diagnose(analysis, thresholds)
     return Comparison(analysis, findings, thresholds, _with_verdicts(analysis, findings))
 
 

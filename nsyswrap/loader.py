@@ -24,6 +24,7 @@ import pandas as pd
 from . import cuda_api
 from ._memory import release_freed_memory
 from .errors import BadInputError
+from .progress import NO_PROGRESS, Progress
 from .report import (
     API_COLUMNS,
     KERNEL_COLUMNS,
@@ -68,7 +69,7 @@ _ID_MASK = (1 << _TID_BITS) - 1
 
 
 def load(path: str | os.PathLike, *, cache_dir: str | os.PathLike | None = None,
-         nsys: str | None = None) -> Report:
+         nsys: str | None = None, progress: Progress = NO_PROGRESS) -> Report:
     """Load an nsys report (`.sqlite` export, or `.nsys-rep`, exported on the fly).
 
     A `.nsys-rep` is exported with `nsys export --type sqlite` into the cache folder
@@ -85,7 +86,8 @@ def load(path: str | os.PathLike, *, cache_dir: str | os.PathLike | None = None,
     if source.suffix in (".nsys-rep", ".qdrep"):
         from .nsys import export_report  # the export layer; imported only when needed
 
-        sqlite_path, note = export_report(source, cache_dir=cache_dir, nsys=nsys)
+        with progress.step(f"exporting {source.name} to SQLite (once)"):
+            sqlite_path, note = export_report(source, cache_dir=cache_dir, nsys=nsys)
         notes.append(note)
     elif source.suffix == ".qdstrm":
         raise BadInputError(
@@ -93,7 +95,7 @@ def load(path: str | os.PathLike, *, cache_dir: str | os.PathLike | None = None,
             f"`nsyswrap import {source}` (or QdstrmImporter -i {source}), then compare that"
         )
     check_sqlite_file(sqlite_path)
-    with _Database(sqlite_path) as db:
+    with _Database(sqlite_path) as db, progress.step(f"loading {sqlite_path.name}"):
         report = _read_report(db, source, notes)
     release_freed_memory()
     return report
@@ -653,6 +655,7 @@ def _report_info(db: _Database, source: Path) -> ReportInfo:
         session_start_utc_ns=_session_start(db),
         driver_version=_driver_version(db),
         rank_env=_rank_env(db),
+        command=_command(db),
     )
 
 
@@ -702,6 +705,22 @@ def _rank_env(db: _Database) -> dict[str, str]:
             if sep and key in RANK_VARIABLES:
                 found.setdefault(key, val)
     return found
+
+
+def _command(db: _Database) -> list[str] | None:
+    """The profiled command line, where nsys kept it (META_DATA_CAPTURE, 2023 and later)."""
+    if "META_DATA_CAPTURE" not in db.tables:
+        return None
+    args: dict[int, str] = {}
+    command = None
+    for name, value in db.rows("SELECT name, value FROM META_DATA_CAPTURE "
+                               "WHERE name LIKE 'PROCESS_0:%'"):
+        key = str(name).split(":", 1)[1]
+        if key == "COMMAND":
+            command = str(value)
+        elif key.startswith("ARGUMENT_") and key[9:].isdigit():
+            args[int(key[9:])] = str(value)
+    return [command, *(args[i] for i in sorted(args))] if command else None
 
 
 def _gpus(db: _Database) -> list[GpuInfo]:

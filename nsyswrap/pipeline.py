@@ -16,9 +16,12 @@ from .compare import Comparison, compare
 from .diagnose import Thresholds
 from .errors import BadInputError
 from .nsys import find_nsys, nsys_version
+from .progress import NO_PROGRESS, Progress
 from .render.document import document
+from .render.html import HtmlRenderer
 
 ANALYSIS_JSON = "analysis.json"
+REPORT_HTML = "report.html"
 
 
 @dataclass
@@ -26,35 +29,47 @@ class RunResult:
     capture: Capture
     comparison: Comparison | None
     analysis_json: Path | None
+    report_html: Path | None = None
 
 
 def run(target: Sequence[str], output_dir: Path, opts: ProfileOptions,
         thresholds: Thresholds | None = None, *, nsys: str | None = None,
         progress: Callable[[str], None] | None = None,
-        stdout_to_stderr: bool = False, compare_options: dict | None = None) -> RunResult:
-    """compare_options: keyword arguments of `compare` (attribution, all_domains, ...)."""
+        stdout_to_stderr: bool = False, compare_options: dict | None = None,
+        steps: Progress = NO_PROGRESS) -> RunResult:
+    """`progress` gets one-line messages; `steps` shows the long steps (a spinner);
+    compare_options: keyword arguments of `compare` (attribution, all_domains, ...)."""
     cap = profile(target, output_dir, opts, nsys=nsys, progress=progress,
                   stdout_to_stderr=stdout_to_stderr)
-    return _analyse(finish(cap, progress), thresholds, progress,
-                    compare_options=compare_options)
+    with steps.step("importing and exporting the capture"):
+        cap = finish(cap, progress)
+    return _analyse(cap, thresholds, progress, compare_options=compare_options, steps=steps)
 
 
 def run_ranks(target: Sequence[str], output_dir: Path, opts: ProfileOptions, ranks: int,
               thresholds: Thresholds | None = None, *, nsys: str | None = None,
               progress: Callable[[str], None] | None = None,
               stdout_to_stderr: bool = False,
-              compare_options: dict | None = None) -> list[RunResult]:
+              compare_options: dict | None = None,
+              steps: Progress = NO_PROGRESS) -> list[RunResult]:
     """torchrun with `ranks` processes, one nsys report and one analysis per rank."""
     captures = profile_ranks(target, output_dir, opts, ranks, nsys=nsys, progress=progress,
                              stdout_to_stderr=stdout_to_stderr)
-    return [_analyse(finish(c, progress), thresholds, progress,
-                     json_name=f"analysis.{c.name}.json", compare_options=compare_options)
-            for c in captures]
+    results = []
+    with steps.step("analysing the ranks' reports", total=len(captures)) as advance:
+        for c in captures:
+            results.append(_analyse(finish(c, progress), thresholds, progress,
+                                    json_name=f"analysis.{c.name}.json",
+                                    html_name=f"report.{c.name}.html",
+                                    compare_options=compare_options, steps=steps))
+            advance()
+    return results
 
 
 def import_capture(path: Path, thresholds: Thresholds | None = None, *,
                    nsys: str | None = None,
-                   progress: Callable[[str], None] | None = None) -> RunResult:
+                   progress: Callable[[str], None] | None = None,
+                   steps: Progress = NO_PROGRESS) -> RunResult:
     """Finish a capture by hand: a .qdstrm (import + export) or a .nsys-rep (export)."""
     if not path.exists():
         raise BadInputError(f"{path}: no such file")
@@ -68,18 +83,25 @@ def import_capture(path: Path, thresholds: Thresholds | None = None, *,
         cap.rep = rep if rep.exists() else None
     else:
         cap.rep = path
-    return _analyse(finish(cap, progress), thresholds, progress)
+    with steps.step(f"importing and exporting {path.name}"):
+        cap = finish(cap, progress)
+    return _analyse(cap, thresholds, progress, steps=steps)
 
 
 def _analyse(cap: Capture, thresholds: Thresholds | None,
              progress: Callable[[str], None] | None,
-             json_name: str = ANALYSIS_JSON, compare_options: dict | None = None) -> RunResult:
+             json_name: str = ANALYSIS_JSON, html_name: str = REPORT_HTML,
+             compare_options: dict | None = None, steps: Progress = NO_PROGRESS) -> RunResult:
+    """Analyse the export; write analysis.json and the HTML report beside it."""
     if cap.sqlite is None:
         return RunResult(cap, None, None)
     if progress:
         progress("analysing")
-    result = compare(cap.sqlite, thresholds, **(compare_options or {}))
+    result = compare(cap.sqlite, thresholds, progress=steps, **(compare_options or {}))
     result.info.notes.extend(cap.notes)
     out = cap.output_dir / json_name
     out.write_text(json.dumps(document(result), indent=2, ensure_ascii=False) + "\n")
-    return RunResult(cap, result, out)
+    page = cap.output_dir / html_name
+    with steps.step(f"writing {html_name}"):
+        page.write_text(HtmlRenderer().render(result), encoding="utf-8")
+    return RunResult(cap, result, out, page)

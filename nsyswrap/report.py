@@ -54,6 +54,7 @@ class ReportInfo:
     session_start_utc_ns: int | None = None
     driver_version: str | None = None
     rank_env: dict[str, str] = field(default_factory=dict)
+    command: list[str] | None = None  # the profiled command line, when the report keeps it
 
     def alert(self, text: str) -> None:
         """A note that every output shows prominently (and in `notes`, for JSON)."""

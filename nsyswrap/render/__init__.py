@@ -8,6 +8,7 @@ from .html import HtmlRenderer
 from .json import JsonRenderer
 from .markdown import MarkdownRenderer
 from .table import TableRenderer
+from .trace import TraceRenderer
 
 RENDERERS = {
     "table": TableRenderer,
@@ -15,6 +16,7 @@ RENDERERS = {
     "csv": CsvRenderer,
     "markdown": MarkdownRenderer,
     "html": HtmlRenderer,
+    "trace": TraceRenderer,
 }
 
 

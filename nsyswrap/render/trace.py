@@ -1,0 +1,255 @@
+"""The capture as Chrome trace-event JSON, for Perfetto (ui.perfetto.dev) and chrome://tracing.
+
+CPU: one process per traced process, one thread per OS thread, holding the NVTX ranges
+(push/pop ranges as complete slices, start/end ranges as async slices, since they need not
+nest), the CUDA calls that block the host, and the launch calls (the report keeps only when
+a launch started: zero-length slices). GPU: one process per device, one thread per stream
+(operations that overlap on a stream go to an extra lane), holding kernels, copies, memsets
+and whole graphs. A flow arrow runs from each launch to its GPU operation. Findings are
+instant events on the range they concern (for a harness benchmark: its first timed
+iteration; for the whole report: a global instant at the start).
+
+Times: `ts`/`dur` in µs (the format's unit) from the report's start, to the ns.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .._version import __version__
+from ..compare import Comparison
+from ..diagnose import range_label
+from ..intervals import assign_lanes
+from ..report import thread_ids
+from .document import plain
+
+# Synthetic pids for GPUs: above any Linux pid (pid_max is at most 2^22).
+GPU_PID_BASE = 10_000_000
+LANE_TID_STEP = 1_000_000  # tid of an overflow lane: stream + lane * step
+OP_CATEGORIES = ("kernel", "memcpy", "memset", "graph")
+
+
+class TraceRenderer:
+    def render(self, c: Comparison, **_) -> str:
+        return json.dumps(trace_document(c), ensure_ascii=False, separators=(",", ":")) + "\n"
+
+
+def trace_document(c: Comparison) -> dict[str, Any]:
+    origin = _origin_ns(c)
+    events: list[dict[str, Any]] = []
+    events += _process_metadata(c)
+    events += _nvtx_events(c, origin)
+    events += _blocking_calls(c, origin)
+    events += _gpu_ops_and_launches(c, origin)
+    events += _findings(c, origin)
+    info = c.info
+    return {
+        "traceEvents": events,
+        "displayTimeUnit": "ns",
+        "otherData": plain({
+            "tool": f"nsyswrap {__version__}", "source": str(info.source),
+            "nsys_version": info.nsys_version, "origin_ns": origin,
+            "note": "ts are µs from origin_ns on the report's session clock",
+        }),
+    }
+
+
+def _origin_ns(c: Comparison) -> int:
+    """The report's start, or its first event if that came earlier (nsys 2022.4 dates
+    the session after the first NVTX ranges): no event before 0."""
+    a = c.analysis
+    starts = [c.info.start_ns,
+              a.attribution.gpu_ops["start_ns"].min() if len(a.attribution.gpu_ops) else None,
+              a.instances["start_ns"].min() if len(a.instances) else None,
+              a.attribution.blocking_calls["start_ns"].min()
+              if len(a.attribution.blocking_calls) else None]
+    ops = a.attribution.gpu_ops
+    launches = ops["launch_start_ns"][ops["launch_start_ns"] >= 0]
+    if len(launches):
+        starts.append(launches.min())
+    return int(min((int(s) for s in starts if s is not None), default=0))
+
+
+def _us(ns: np.ndarray | float, origin: int) -> np.ndarray:
+    return np.round((np.asarray(ns, dtype="float64") - origin) / 1e3, 3)
+
+
+def _process_metadata(c: Comparison) -> list[dict[str, Any]]:
+    """Names and order: the traced processes first, then one process per GPU."""
+    a = c.analysis
+    out = []
+    pids = set(a.instances["pid"].astype(int).tolist())
+    ops = a.attribution.gpu_ops
+    pid, tid = thread_ids(ops["thread"].to_numpy()[ops["thread"].to_numpy() >= 0])
+    pids |= set(pid.tolist())
+    threads = set(zip(a.instances["pid"].astype(int).tolist(),
+                      a.instances["tid"].astype(int).tolist(), strict=True))
+    threads |= set(zip(pid.tolist(), tid.tolist(), strict=True))
+    cpid, ctid = thread_ids(a.attribution.blocking_calls["thread"].to_numpy())
+    pids |= set(cpid.tolist())
+    threads |= set(zip(cpid.tolist(), ctid.tolist(), strict=True))
+    for p in sorted(pids):
+        name = c.info.processes.get(p, f"process {p}")
+        out.append(_meta("process_name", p, 0, {"name": f"{name} (pid {p})"}))
+        out.append(_meta("process_sort_index", p, 0, {"sort_index": len(out)}))
+    for p, t in sorted(threads):
+        out.append(_meta("thread_name", p, t, {"name": f"thread {t}"
+                                                 + (" (main)" if p == t else "")}))
+    gpus = {g.device_id: g.name for g in c.info.gpus}
+    for device in sorted(set(ops["device_id"].astype(int).tolist()) | set(gpus)):
+        gpid = GPU_PID_BASE + device
+        out.append(_meta("process_name", gpid, 0,
+                         {"name": f"GPU {device}" + (f": {gpus[device]}" if device in gpus
+                                                      else "")}))
+        out.append(_meta("process_sort_index", gpid, 0, {"sort_index": 1_000 + device}))
+    return out
+
+
+def _meta(name: str, pid: int, tid: int, args: dict[str, Any]) -> dict[str, Any]:
+    return {"name": name, "ph": "M", "pid": int(pid), "tid": int(tid), "args": args}
+
+
+def _nvtx_events(c: Comparison, origin: int) -> list[dict[str, Any]]:
+    inst = c.analysis.instances
+    out: list[dict[str, Any]] = []
+    if inst.empty:
+        return out
+    names = [range_label(d or "", str(n)) for d, n in
+             zip(inst["domain"].fillna(""), inst["name"], strict=True)]
+    ts = _us(inst["start_ns"].to_numpy(), origin).tolist()
+    end = _us(inst["end_ns"].to_numpy(), origin).tolist()
+    busy = inst["gpu_busy_ns"].to_numpy(dtype="float64")
+    for name, r, t0, t1, b in zip(names, inst.itertuples(index=False), ts, end, busy.tolist(),
+                                  strict=True):
+        args = {"domain": r.domain or None, "range_id": int(r.range_id),
+                "instance": int(r.index), "cpu_ns": int(r.cpu_ns)}
+        if np.isfinite(b):
+            args["gpu_busy_ns"] = int(b)
+        if r.benchmark:
+            args["harness_benchmark"] = str(r.benchmark)
+        base = {"name": name, "cat": "nvtx", "pid": int(r.pid), "tid": int(r.tid)}
+        if r.style == "startend":
+            # Start/end ranges may overlap without nesting: async slices, one id each.
+            ident = f"nvtx-{int(r.range_id)}"
+            out.append({**base, "ph": "b", "ts": t0, "id2": {"local": ident}, "args": args})
+            out.append({**base, "ph": "e", "ts": t1, "id2": {"local": ident}})
+        else:
+            out.append({**base, "ph": "X", "ts": t0, "dur": round(t1 - t0, 3), "args": args})
+    return out
+
+
+def _blocking_calls(c: Comparison, origin: int) -> list[dict[str, Any]]:
+    calls = c.analysis.attribution.blocking_calls
+    if calls.empty:
+        return []
+    pid, tid = thread_ids(calls["thread"].to_numpy())
+    ts = _us(calls["start_ns"].to_numpy(), origin)
+    dur = np.round((calls["end_ns"].to_numpy() - calls["start_ns"].to_numpy()) / 1e3, 3)
+    return [{"name": str(api), "cat": "cuda_api", "ph": "X", "pid": int(p), "tid": int(t),
+             "ts": float(s), "dur": float(d), "args": {"blocks_host": True}}
+            for api, p, t, s, d in zip(calls["api"].astype(str), pid.tolist(), tid.tolist(),
+                                       ts.tolist(), dur.tolist(), strict=True)]
+
+
+def _gpu_ops_and_launches(c: Comparison, origin: int) -> list[dict[str, Any]]:
+    """Every GPU operation once, and its launch with a flow (v2: bind_id) to it."""
+    ops = c.analysis.attribution.gpu_ops
+    if ops.empty:
+        return []
+    start = ops["start_ns"].to_numpy()
+    end = ops["end_ns"].to_numpy()
+    device = ops["device_id"].to_numpy().astype("int64")
+    stream = ops["stream_id"].to_numpy().astype("int64")
+    # Ops that overlap on one stream (programmatic dependent launch, graph nodes) cannot
+    # share a track of slices: those go to further lanes.
+    lanes = assign_lanes(pd.DataFrame({"thread": device * (1 << 32) + stream,
+                                       "start_ns": start, "end_ns": end}))
+    tid = stream + lanes * LANE_TID_STEP
+    ts = _us(start, origin).tolist()
+    dur = np.round((end - start) / 1e3, 3).tolist()
+    launch = ops["launch_start_ns"].to_numpy()
+    has_launch = launch >= 0
+    lpid, ltid = thread_ids(ops["thread"].to_numpy())
+    launch_ts = _us(launch, origin).tolist()
+    out: list[dict[str, Any]] = []
+    kinds = ops["kind"].astype(str).tolist()
+    names = ops["name"].astype(str).tolist()
+    copy_kind = ops["copy_kind"].astype(str).tolist()
+    src = ops["src_kind"].astype(str).tolist()
+    dst = ops["dst_kind"].astype(str).tolist()
+    nbytes = ops["bytes"].to_numpy().tolist()
+    for i in range(len(ops)):
+        kind = kinds[i]
+        args: dict[str, Any] = {"device": int(device[i]), "stream": int(stream[i])}
+        name = names[i]
+        if kind in ("memcpy", "memset"):
+            args["bytes"] = int(nbytes[i])
+            if kind == "memcpy":
+                args.update(copy_kind=copy_kind[i], src=src[i], dst=dst[i])
+                name = f"memcpy {copy_kind[i]}"
+        event = {"name": name, "cat": kind, "ph": "X", "pid": GPU_PID_BASE + int(device[i]),
+                 "tid": int(tid[i]), "ts": ts[i], "dur": dur[i], "args": args}
+        if has_launch[i]:
+            flow = f"op-{i}"
+            event["bind_id"] = flow
+            event["flow_in"] = True
+            out.append({"name": f"launch {name}", "cat": "cuda_launch", "ph": "X",
+                        "pid": int(lpid[i]), "tid": int(ltid[i]), "ts": launch_ts[i],
+                        "dur": 0, "bind_id": flow, "flow_out": True,
+                        "args": {"gpu_start_after_ns": int(start[i] - launch[i])}})
+        out.append(event)
+    for lane_tid in sorted({(int(d), int(s), int(t)) for d, s, t in
+                            zip(device.tolist(), stream.tolist(), tid.tolist(), strict=True)}):
+        d, s, t = lane_tid
+        label = f"stream {s}" + (f" (overlap lane {t // LANE_TID_STEP})" if t != s else "")
+        out.append(_meta("thread_name", GPU_PID_BASE + d, t, {"name": label}))
+        out.append(_meta("thread_sort_index", GPU_PID_BASE + d, t, {"sort_index": t}))
+    return out
+
+
+def _findings(c: Comparison, origin: int) -> list[dict[str, Any]]:
+    """Each finding as an instant on the first instance of its range (the first timed
+    iteration of a benchmark); findings about the whole report as global instants."""
+    inst = c.analysis.instances
+    its = c.analysis.iterations
+    labels = pd.Series([range_label(d or "", str(n)) for d, n in
+                        zip(inst["domain"].fillna(""), inst["name"], strict=True)],
+                       index=inst.index, dtype="object") if len(inst) else pd.Series([])
+    first_iteration = {}
+    if not its.empty:
+        for name, g in its.groupby("benchmark", sort=False):
+            first_iteration[f"nsyswrap:{name}"] = int(g.sort_values("start_ns")["range_id"]
+                                                      .iloc[0])
+    out = []
+    for f in c.findings:
+        args = plain({"severity": f.severity, "message": f.message,
+                      "suggestion": f.suggestion, "evidence": f.evidence})
+        several = getattr(f, "ranges", None) or ([f.range] if f.range else [])
+        placed = False
+        for label in several:
+            rid = first_iteration.get(label)
+            if rid is None and len(labels):
+                hits = labels.index[labels == label]
+                if "family" in inst and not len(hits):
+                    fam = inst[[range_label(d or "", str(n)) == label for d, n in
+                                zip(inst["domain"].fillna(""), inst["family"].astype(str),
+                                    strict=True)]]
+                    hits = fam.index
+                rid = int(inst.loc[hits, "start_ns"].idxmin()) if len(hits) else None
+            if rid is None or rid not in inst.index:
+                continue
+            r = inst.loc[rid]
+            out.append({"name": f.code, "cat": "finding", "ph": "i", "s": "t",
+                        "pid": int(r["pid"]), "tid": int(r["tid"]),
+                        "ts": float(_us(r["start_ns"], origin)), "args": {**args,
+                                                                          "range": label}})
+            placed = True
+        if not placed:
+            pid = min(c.info.processes, default=0)
+            out.append({"name": f.code, "cat": "finding", "ph": "i", "s": "g", "pid": pid,
+                        "tid": pid, "ts": 0.0, "args": {**args, "range": f.range}})
+    return out
