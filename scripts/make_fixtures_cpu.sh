@@ -15,7 +15,7 @@ importer=${QDSTRM_IMPORTER:-/usr/lib/nsight-systems/host-linux-x64/QdstrmImporte
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-for prog in cpu_nvtx cpu_holdout cpu_families; do
+for prog in cpu_nvtx cpu_holdout cpu_families cpu_hostile; do
   gcc -O1 -o "$work/$prog" "$here/workloads/$prog.c" -I"$nvtx_include" -ldl -lpthread
 done
 
@@ -34,6 +34,8 @@ profile cpu2022_nvtx nvtx,osrt "$work/cpu_nvtx"
 # A report as nsys saves it, for tests of .nsys-rep input (exported on the fly).
 profile cpu2022_families nvtx "$work/cpu_families"
 cp "$work/cpu2022_nvtx.nsys-rep" "$out/cpu2022_nvtx.nsys-rep"
+# Hostile names (markup, </script>, quotes, newlines, pipes): the HTML report's escaping test.
+profile cpu2022_hostile nvtx "$work/cpu_hostile"
 # Held out: checked only by tests/test_holdout.py, against SQL.
 mkdir -p "$out/holdout"
 profile holdout/cpu2022_holdout nvtx,osrt "$work/cpu_holdout"

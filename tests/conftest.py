@@ -21,6 +21,8 @@ GPU_GRAPH_NODES = DATA / "h100_torch_graph.sqlite"
 GPU_GRAPH_WHOLE = DATA / "h100_torch_graph_graphlevel.sqlite"
 CPU_2022 = DATA / "cpu2022_nvtx.sqlite"
 CPU_2022_REP = DATA / "cpu2022_nvtx.nsys-rep"
+CPU_HOSTILE = DATA / "cpu2022_hostile.sqlite"
+DEMO = Path(__file__).parents[1] / "nsyswrap" / "data" / "scenarios-h100.sqlite"
 ALL_REPORTS = sorted(DATA.glob("*.sqlite"))
 
 
@@ -70,3 +72,24 @@ def finding(findings, code: str, label: str):
     findings keep each range's evidence in evidence["by_range"]."""
     f = next(f for f in findings if f.code == code and label in f.ranges)
     return f, f.evidence["by_range"][label] if "by_range" in f.evidence else f.evidence
+
+
+def browser_available() -> bool:
+    """Debian's Chromium and Playwright for Python (which drives it; it never downloads a
+    browser of its own here)."""
+    from browser import chromium_path
+
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return False
+    return chromium_path() is not None
+
+
+if os.environ.get("NSYSWRAP_REQUIRE_BROWSER") and not browser_available():
+    raise RuntimeError("NSYSWRAP_REQUIRE_BROWSER is set but Chromium (apt install chromium) or "
+                       "Playwright (pip install -e '.[test]') is missing: the browser tests "
+                       "of the HTML report cannot run")
+
+needs_browser = pytest.mark.skipif(not browser_available(),
+                                   reason="Chromium or Playwright not installed")

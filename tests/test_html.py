@@ -1,0 +1,224 @@
+"""The HTML report: self-contained, escaped, capped, and drawn as a person sees it (headless
+Chromium with the network off). Expected counts come from SQL on the fixtures."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+
+import pytest
+from browser import load_page
+from click.testing import CliRunner
+from conftest import CPU_HOSTILE, DEMO, GPU_MIX, needs_browser, sql
+
+from nsyswrap.cli import main
+from nsyswrap.compare import compare
+from nsyswrap.render import render
+from nsyswrap.render.html import MAX_FAMILY_TIMELINES
+
+HOSTILE_NAMES = [
+    "<img src=x onerror=alert(1)>",
+    "</script><script>alert(2)</script>",
+    "quote\" apos' amp& lt< gt> back\\slash",
+    "a|b||c | `code` *star* [link](x)",
+]
+HOSTILE_DOMAIN = "<b onmouseover=alert(3)>dom</b>"
+
+
+def _harness_runs(path) -> int:
+    """Harness runs recorded in a report: its JSON marks in the nsyswrap domain."""
+    return sql(path, "SELECT count(*) FROM NVTX_EVENTS e LEFT JOIN StringIds s ON "
+                     "s.id = e.textId WHERE e.eventType = 34 AND coalesce(e.text, s.value) "
+                     "LIKE '{\"nsyswrap\":\"nsyswrap.benchmark/1\"%'")[0][0]
+
+
+def _user_range_families(path) -> int:
+    """(domain, name) pairs of push/pop and start/end ranges outside the harness's domain."""
+    return sql(path, "SELECT count(*) FROM (SELECT DISTINCT e.domainId, "
+                     "coalesce(e.text, s.value) FROM NVTX_EVENTS e LEFT JOIN StringIds s "
+                     "ON s.id = e.textId WHERE e.eventType IN (59, 60) AND e.domainId NOT IN "
+                     "(SELECT domainId FROM NVTX_EVENTS d WHERE d.eventType = 75 "
+                     "AND d.text = 'nsyswrap'))")[0][0]
+
+
+def _outside_vendor(page: str) -> str:
+    """The page without the inlined Vega bundles (their code is not ours to scan)."""
+    return re.sub(r"<script>!function.*?</script>", "", page, flags=re.S)
+
+
+@pytest.fixture(scope="module")
+def demo_page(tmp_path_factory):
+    path = tmp_path_factory.mktemp("html") / "demo.html"
+    path.write_text(render(compare(DEMO), "html"), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def hostile_page(tmp_path_factory):
+    path = tmp_path_factory.mktemp("html") / "hostile.html"
+    path.write_text(render(compare(CPU_HOSTILE), "html"), encoding="utf-8")
+    return path
+
+
+def test_demo_page_is_one_offline_file_under_5_mb(demo_page):
+    page = demo_page.read_text(encoding="utf-8")
+    assert demo_page.stat().st_size < 5 * 2**20
+    # Nothing to fetch: no external scripts, styles, images, fonts or frames.
+    ours = _outside_vendor(page)
+    assert page.count("<script>!function") == 3  # the three Vega bundles, inlined
+    assert not re.search(r"<(script|link|img|iframe)[^>]+(src|href)=", ours)
+    assert "url(" not in re.sub(r"<script>.*?</script>", "", ours, flags=re.S)
+    for bundle in ("vega", "vegaLite", "vegaEmbed"):
+        assert f".{bundle}=" in page or f"{bundle}=" in page
+    specs = json.loads(re.search(r'<script type="application/json" id="nsyswrap-specs">'
+                                 r"(.*?)</script>", page, re.S).group(1))
+    runs = _harness_runs(DEMO)
+    assert runs == 14
+    assert page.count('data-kind="benchmark"') == runs
+    assert sum(k.startswith("bench-") for k in specs) == runs
+    assert page.count('data-kind="timeline"') == runs + min(_user_range_families(DEMO),
+                                                            MAX_FAMILY_TIMELINES)
+
+
+def test_kernel_table_lists_every_kernel_name():
+    page = render(compare(GPU_MIX), "html")
+    (names,) = sql(GPU_MIX, "SELECT count(DISTINCT demangledName) "
+                            "FROM CUPTI_ACTIVITY_KIND_KERNEL")[0]
+    table = re.search(r'<table class="sortable" id="kernels-table">(.*?)</table>', page, re.S)
+    assert table.group(1).count("<tr>") - 1 == names  # less the heading row
+
+
+def test_findings_link_to_what_shows_them():
+    c = compare(DEMO)
+    page = render(c, "html")
+    assert page.count('<article class="finding') == len(c.findings)
+    for anchor in set(re.findall(r'<article class="finding.*?href="#([\w-]+)"', page, re.S)):
+        assert f'id="{anchor}"' in page
+
+
+def test_report_names_are_escaped_in_the_markup(hostile_page):
+    page = hostile_page.read_text(encoding="utf-8")
+    ours = _outside_vendor(page)
+    for name in [*HOSTILE_NAMES[:3], HOSTILE_DOMAIN]:  # those with markup characters
+        assert name not in ours, name
+    assert HOSTILE_NAMES[3] in ours  # pipes and backticks are plain text in HTML
+    assert "<img" not in ours and "<b onmouseover" not in ours
+    assert html.escape(HOSTILE_NAMES[0]) in ours  # shown, as text
+    assert html.escape(f"{HOSTILE_DOMAIN}:{HOSTILE_NAMES[0]}") in ours  # the finding's range
+    # Inside the JSON of the charts nothing can close the script element.
+    data = re.search(r'id="nsyswrap-specs">(.*?)</script>', page, re.S).group(1)
+    assert "<" not in data and ">" not in data
+    assert "\\u003cimg src=x onerror=alert(1)\\u003e" in data
+
+
+def test_cli_writes_html_and_says_where(tmp_path):
+    out = tmp_path / "r.html"
+    res = CliRunner().invoke(main, ["compare", str(GPU_MIX), "--format", "html", "-o",
+                                    str(out)])
+    assert res.exit_code == 0, res.output
+    assert out.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    assert f"wrote html to {out}" in res.stderr
+
+
+def test_unwritable_output_is_one_line_exit_2(tmp_path):
+    for fmt in ("html", "trace", "json"):
+        res = CliRunner().invoke(main, ["compare", str(GPU_MIX), "--format", fmt, "-o",
+                                        str(tmp_path / "missing" / "dir" / "x")])
+        assert res.exit_code == 2
+        assert res.stderr.count("\n") == 1 and "cannot write" in res.stderr
+
+
+def test_html_to_a_pipe_works_and_says_o_is_usual():
+    res = CliRunner().invoke(main, ["compare", str(GPU_MIX), "--format", "html"])
+    assert res.exit_code == 0 and res.stdout.startswith("<!DOCTYPE html>")
+    assert "-o FILE.html" in res.stderr
+
+
+def test_notebook_repr_is_the_page_in_an_iframe():
+    c = compare(CPU_HOSTILE)
+    fragment = c._repr_html_()
+    assert fragment.startswith("<iframe srcdoc=\"") and fragment.endswith("</iframe>")
+    srcdoc = re.search(r'srcdoc="(.*?)" style=', fragment, re.S).group(1)
+    assert '"' not in srcdoc and "<" not in srcdoc  # all of it an attribute value
+    assert html.unescape(srcdoc).startswith("<!DOCTYPE html>")
+    assert not c.analysis.ranges.empty  # the DataFrames are still there
+
+
+# -- in a browser ----------------------------------------------------------------------------
+
+@pytest.mark.browser
+@needs_browser
+def test_demo_page_in_chromium_offline(demo_page, tmp_path):
+    shot = tmp_path / "demo.png"
+    load = load_page(demo_page, shot)
+    assert load.errors == []
+    assert load.requests == []  # the page asked the network for nothing
+    runs = _harness_runs(DEMO)
+    facts = load.facts
+    assert facts["failed"] == 0
+    assert facts["benchmark_drawn"] == runs
+    assert facts["timeline_drawn"] == runs + min(_user_range_families(DEMO),
+                                                 MAX_FAMILY_TIMELINES)
+    assert facts["findings"] == len(compare(DEMO).findings)
+    assert shot.stat().st_size > 50_000
+
+
+@pytest.mark.browser
+@needs_browser
+def test_hostile_names_show_as_text_in_chromium(hostile_page):
+    def hover_each_timeline(page):
+        # Hover the middle of each timeline: the tooltip shows the hostile range name.
+        tips = []
+        for canvas in page.query_selector_all('.chart[data-kind="timeline"] canvas'):
+            canvas.scroll_into_view_if_needed()
+            box = canvas.bounding_box()
+            for fraction in (0.35, 0.45, 0.55):
+                page.mouse.move(box["x"] + box["width"] * 0.6,
+                                box["y"] + box["height"] * fraction)
+                page.wait_for_timeout(120)
+                tips.append(page.evaluate(
+                    "() => { const t = document.getElementById('vg-tooltip-element');"
+                    " return t && t.classList.contains('visible') ? [t.innerText,"
+                    " t.querySelectorAll('img,b,script').length] : null; }"))
+        page.evaluate("(tips) => { window.__tips = tips; }", tips)
+        hover_each_timeline.tips = tips
+
+    load = load_page(hostile_page, actions=hover_each_timeline)
+    assert load.dialogs == []  # no alert() ran
+    assert load.errors == [] and load.requests == []
+    assert load.facts["images"] == 0
+    text = load.facts["text"]
+    for name in [HOSTILE_NAMES[0], HOSTILE_NAMES[1], HOSTILE_DOMAIN]:
+        assert name in text  # shown literally
+    tips = [t for t in hover_each_timeline.tips if t]
+    assert tips, "no tooltip appeared"
+    assert all(elements == 0 for _, elements in tips)
+    assert any(HOSTILE_NAMES[0] in t or HOSTILE_NAMES[1] in t for t, _ in tips)
+
+
+@pytest.mark.browser
+@needs_browser
+def test_kernel_table_sorts_and_filters(tmp_path):
+    path = tmp_path / "mix.html"
+    path.write_text(render(compare(GPU_MIX), "html"), encoding="utf-8")
+
+    def use_table(page):
+        page.fill("input.filter", "gemm")
+        page.wait_for_timeout(100)
+        use_table.visible = page.evaluate(
+            "() => Array.from(document.querySelectorAll('#kernels-table tbody tr'))"
+            ".filter(r => r.style.display !== 'none').length")
+        page.fill("input.filter", "")
+        page.click("#kernels-table th:nth-child(2)")  # Count, descending
+        use_table.counts = page.evaluate(
+            "() => Array.from(document.querySelectorAll('#kernels-table tbody tr'))"
+            ".map(r => parseFloat(r.cells[1].getAttribute('data-v')))")
+
+    load = load_page(path, actions=use_table)
+    assert load.errors == []
+    (gemm,) = sql(GPU_MIX, "SELECT count(DISTINCT s.value) FROM CUPTI_ACTIVITY_KIND_KERNEL "
+                           "k JOIN StringIds s ON s.id = k.demangledName "
+                           "WHERE lower(s.value) LIKE '%gemm%'")[0]
+    assert use_table.visible == gemm
+    assert use_table.counts == sorted(use_table.counts, reverse=True)
