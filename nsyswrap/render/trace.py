@@ -121,7 +121,8 @@ def _nvtx_events(c: Comparison, origin: int) -> list[dict[str, Any]]:
     names = [range_label(d or "", str(n)) for d, n in
              zip(inst["domain"].fillna(""), inst["name"], strict=True)]
     ts = _us(inst["start_ns"].to_numpy(), origin).tolist()
-    end = _us(inst["end_ns"].to_numpy(), origin).tolist()
+    end = _us(inst["end_ns"].to_numpy(), origin).tolist()  # ends rounded like starts: slices
+    #                                                         that nest in ns nest in µs too
     busy = inst["gpu_busy_ns"].to_numpy(dtype="float64")
     for name, r, t0, t1, b in zip(names, inst.itertuples(index=False), ts, end, busy.tolist(),
                                   strict=True):
@@ -148,7 +149,7 @@ def _blocking_calls(c: Comparison, origin: int) -> list[dict[str, Any]]:
         return []
     pid, tid = thread_ids(calls["thread"].to_numpy())
     ts = _us(calls["start_ns"].to_numpy(), origin)
-    dur = np.round((calls["end_ns"].to_numpy() - calls["start_ns"].to_numpy()) / 1e3, 3)
+    dur = np.round(_us(calls["end_ns"].to_numpy(), origin) - ts, 3)
     return [{"name": str(api), "cat": "cuda_api", "ph": "X", "pid": int(p), "tid": int(t),
              "ts": float(s), "dur": float(d), "args": {"blocks_host": True}}
             for api, p, t, s, d in zip(calls["api"].astype(str), pid.tolist(), tid.tolist(),
@@ -169,8 +170,9 @@ def _gpu_ops_and_launches(c: Comparison, origin: int) -> list[dict[str, Any]]:
     lanes = assign_lanes(pd.DataFrame({"thread": device * (1 << 32) + stream,
                                        "start_ns": start, "end_ns": end}))
     tid = stream + lanes * LANE_TID_STEP
-    ts = _us(start, origin).tolist()
-    dur = np.round((end - start) / 1e3, 3).tolist()
+    ts_us = _us(start, origin)
+    ts = ts_us.tolist()
+    dur = np.round(_us(end, origin) - ts_us, 3).tolist()
     launch = ops["launch_start_ns"].to_numpy()
     has_launch = launch >= 0
     lpid, ltid = thread_ids(ops["thread"].to_numpy())
