@@ -73,7 +73,7 @@ def _steps(fmt: str):
     and not beside machine-readable output."""
     from .progress import NO_PROGRESS, TerminalProgress
 
-    if fmt in ("json", "csv") or not sys.stderr.isatty() or os.environ.get("CI"):
+    if fmt in ("json", "csv") or not sys.stderr.isatty():
         return NO_PROGRESS
     return TerminalProgress()
 
