@@ -1,7 +1,10 @@
 """Debian's Chromium, headless, driven by Playwright for Python: the HTML report as a person
 opens it (from disk, network off). Never lets Playwright download a browser of its own.
 
-    python tests/browser.py PAGE.html SHOT.png [WIDTH]    # a screenshot, for docs/
+    python tests/browser.py PAGE.html SHOT.png [WIDTH [SELECTOR]]    # a screenshot, for docs/
+
+SELECTOR shoots one element (e.g. '#findings', '#tl-b4'); "top" the first screen; none the
+whole page.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ _FACTS_JS = """() => {
     benchmark_charts: count('.chart[data-kind="benchmark"]'),
     timeline_charts: count('.chart[data-kind="timeline"]'),
     family_charts: count('.chart[data-kind="family"]'),
+    family_blocks: count('div.family'),
     benchmark_drawn: drawn('benchmark'),
     timeline_drawn: drawn('timeline'),
     family_drawn: drawn('family'),
@@ -69,7 +73,7 @@ _FACTS_JS = """() => {
 
 
 def load_page(page_path: Path, screenshot: Path | None = None, width: int = 1360,
-              full_page: bool = True, actions=None) -> PageLoad:
+              full_page: bool = True, actions=None, element: str | None = None) -> PageLoad:
     """Open `page_path` from disk with the network off; wait for the charts; collect the
     console, page errors, requests and dialogs (an alert() would be a script injection)."""
     from playwright.sync_api import sync_playwright
@@ -103,7 +107,9 @@ def load_page(page_path: Path, screenshot: Path | None = None, width: int = 1360
             if actions:
                 actions(page)
             result.facts = page.evaluate(_FACTS_JS)
-            if screenshot is not None:
+            if screenshot is not None and element:
+                page.locator(element).first.screenshot(path=str(screenshot))
+            elif screenshot is not None:
                 page.screenshot(path=str(screenshot), full_page=full_page)
         finally:
             context.close()
@@ -111,7 +117,9 @@ def load_page(page_path: Path, screenshot: Path | None = None, width: int = 1360
 
 
 if __name__ == "__main__":
+    where = sys.argv[4] if len(sys.argv) > 4 else None
     load = load_page(Path(sys.argv[1]), Path(sys.argv[2]),
-                     width=int(sys.argv[3]) if len(sys.argv) > 3 else 1360)
+                     width=int(sys.argv[3]) if len(sys.argv) > 3 else 1360,
+                     full_page=where is None, element=None if where == "top" else where)
     facts = {k: v for k, v in load.facts.items() if k != "text"}
     print(facts, "errors:", load.errors, "requests:", load.requests, "dialogs:", load.dialogs)

@@ -10,12 +10,17 @@ import re
 import pytest
 from browser import load_page
 from click.testing import CliRunner
-from conftest import CPU_HOSTILE, DEMO, GPU_MIX, needs_browser, sql
+from conftest import CPU_HOSTILE, DATA, DEMO, GPU_MIX, needs_browser, sql
 
 from nsyswrap.cli import main
 from nsyswrap.compare import compare
+from nsyswrap.render import html as html_renderer
 from nsyswrap.render import render
-from nsyswrap.render.html import MAX_FAMILY_TIMELINES
+from nsyswrap.render.html import MAX_FAMILY_BARS, MAX_FAMILY_TIMELINES
+from nsyswrap.render.views import attribution_line
+
+LOST = DATA / "h100_interrupted_lost.sqlite"
+TRAIN = DATA / "h100_torch_train.sqlite"
 
 HOSTILE_NAMES = [
     "<img src=x onerror=alert(1)>",
@@ -145,7 +150,75 @@ def test_notebook_repr_is_the_page_in_an_iframe():
     assert not c.analysis.ranges.empty  # the DataFrames are still there
 
 
+def test_alerts_come_first_and_loud():
+    # The lost GPU trace: CUDA launches in the report, no GPU activity at all.
+    assert sql(LOST, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME")[0][0] > 0
+    assert not sql(LOST, "SELECT name FROM sqlite_master WHERE name = "
+                         "'CUPTI_ACTIVITY_KIND_KERNEL'") or \
+        sql(LOST, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL")[0][0] == 0
+    c = compare(LOST)
+    page = render(c, "html")
+    assert c.info.alerts
+    alerts = re.findall(r'<div class="alert" role="alert">(.*?)</div>', page, re.S)
+    assert alerts == [f"<strong>Warning:</strong> {html.escape(a)}" for a in c.info.alerts]
+    assert page.index('role="alert"') < page.index('<dl class="facts">')  # before the facts
+    notes = re.search(r'<ul class="notes">(.*?)</ul>', page, re.S)
+    assert not notes or html.escape(c.info.alerts[0]) not in notes.group(1)  # said once
+
+
+def test_attribution_rule_is_stated():
+    for rule in ("process", "thread"):
+        c = compare(TRAIN, attribution=rule)
+        line = attribution_line(c)
+        assert line  # the training loop has autograd threads: either rule is worth a line
+        assert (f"<dt>Attribution</dt><dd>{html.escape(line.removeprefix('attribution: '))}"
+                "</dd>") in render(c, "html")
+
+
+def test_a_merged_finding_links_each_range_and_shows_its_numbers():
+    c = compare(DEMO)
+    page = render(c, "html")
+    merged = [(i, f) for i, f in enumerate(c.findings) if len(f.ranges) > 1]
+    assert merged
+    for i, f in merged:
+        article = re.search(rf'<article class="finding [^"]*" id="f{i}">(.*?)</article>', page,
+                            re.S).group(1)
+        for label in f.ranges:
+            anchor = re.search(rf'<a href="#([\w-]+)">{re.escape(html.escape(label))}</a>',
+                               article).group(1)
+            assert f'<div class="timeline" id="{anchor}">' in page
+        head = re.search(r'<table class="kv by-range"><thead>(.*?)</thead>', article).group(1)
+        assert head == "<tr><th></th>" + "".join(f"<th>{html.escape(label)}</th>"
+                                                 for label in f.ranges) + "</tr>"
+
+
+def test_caps_are_stated_on_the_page(monkeypatch):
+    monkeypatch.setattr(html_renderer, "MAX_BENCHMARK_PLOTS", 3)
+    monkeypatch.setattr(html_renderer, "MAX_BAR_INSTANCES", 2)
+    demo = compare(DEMO)
+    page = render(demo, "html")
+    runs = _harness_runs(DEMO)
+    assert page.count('data-kind="benchmark"') == 3
+    assert page.count('data-kind="timeline"') == 3
+    assert f"Plots and timelines for 3 of {runs} benchmark runs" in page
+    # The capped ones are those with findings.
+    drawn = [int(r) for r in re.findall(r'<div class="bench" id="b(\d+)">', page)]
+    assert all(demo.benchmarks.set_index("run").loc[r, "codes"] for r in drawn)
+    mix = compare(GPU_MIX)
+    page = render(mix, "html")
+    shown = re.findall(r'<div class="family" id="r\d+"><h3>.*?</h3><p class="stats">(\d+) '
+                       r"instances", page)
+    assert len(shown) == min(_user_range_families(GPU_MIX), MAX_FAMILY_BARS)
+    assert page.count("drawn, evenly spaced in time") == sum(int(n) > 2 for n in shown) > 0
+
+
 # -- in a browser ----------------------------------------------------------------------------
+
+def _table_rows(page, table_id: str, then: str):
+    """`then` (JavaScript) applied to the array of a table's body rows, in the page."""
+    return page.evaluate(f"() => Array.from(document.querySelectorAll('#{table_id} tbody tr'))"
+                         + then)
+
 
 @pytest.mark.browser
 @needs_browser
@@ -162,6 +235,38 @@ def test_demo_page_in_chromium_offline(demo_page, tmp_path):
                                                  MAX_FAMILY_TIMELINES)
     assert facts["findings"] == len(compare(DEMO).findings)
     assert shot.stat().st_size > 50_000
+
+
+@pytest.mark.browser
+@needs_browser
+def test_range_families_in_chromium(tmp_path):
+    path = tmp_path / "mix.html"
+    path.write_text(render(compare(GPU_MIX), "html"), encoding="utf-8")
+    load = load_page(path)
+    assert load.errors == [] and load.requests == []
+    families = _user_range_families(GPU_MIX)
+    facts = load.facts
+    assert facts["failed"] == 0
+    assert facts["benchmark_drawn"] == _harness_runs(GPU_MIX) == 0
+    assert facts["timeline_drawn"] == min(families, MAX_FAMILY_TIMELINES)
+    # A family without GPU work or syncs has a sentence instead of bars.
+    assert 0 < facts["family_drawn"] == facts["family_charts"]
+    assert facts["family_blocks"] == min(families, MAX_FAMILY_BARS)
+
+
+@pytest.mark.browser
+@needs_browser
+def test_benchmark_table_sorts_by_quantity(demo_page):
+    def sort_by_events(page):
+        page.click("#benchmarks-table th:nth-child(4)")  # Events, descending
+        sort_by_events.names = _table_rows(page, "benchmarks-table",
+                                           ".map(r => r.cells[0].textContent)")
+
+    load = load_page(demo_page, actions=sort_by_events)
+    assert load.errors == []
+    b = compare(DEMO).benchmarks.sort_values("event_median_ns", ascending=False,
+                                             kind="stable")
+    assert sort_by_events.names == list(b["benchmark"])
 
 
 @pytest.mark.browser
@@ -206,14 +311,12 @@ def test_kernel_table_sorts_and_filters(tmp_path):
     def use_table(page):
         page.fill("input.filter", "gemm")
         page.wait_for_timeout(100)
-        use_table.visible = page.evaluate(
-            "() => Array.from(document.querySelectorAll('#kernels-table tbody tr'))"
-            ".filter(r => r.style.display !== 'none').length")
+        use_table.visible = _table_rows(page, "kernels-table",
+                                        ".filter(r => r.style.display !== 'none').length")
         page.fill("input.filter", "")
         page.click("#kernels-table th:nth-child(2)")  # Count, descending
-        use_table.counts = page.evaluate(
-            "() => Array.from(document.querySelectorAll('#kernels-table tbody tr'))"
-            ".map(r => parseFloat(r.cells[1].getAttribute('data-v')))")
+        use_table.counts = _table_rows(
+            page, "kernels-table", ".map(r => parseFloat(r.cells[1].getAttribute('data-v')))")
 
     load = load_page(path, actions=use_table)
     assert load.errors == []

@@ -45,6 +45,10 @@ def test_run_python_script_end_to_end(tmp_path):
     assert steps["count"] == 6 and steps["domain"] == "e2e"
     assert json.loads(proc.stdout)["schema"] == "nsyswrap.compare/1"
     assert any(f["code"] == "COLD_START" and "e2e:load" in f["ranges"] for f in doc["findings"])
+    # The page beside the JSON, its path printed; the profiled command line on it.
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>") and "e2e:load" in page
+    assert f"nsyswrap: report: {out / 'report.html'} (open it in a browser)" in proc.stderr
 
 
 def test_workload_exit_code_is_kept_and_capture_analysed(tmp_path):
@@ -212,6 +216,7 @@ def test_one_report_per_torchrun_rank(tmp_path):
         assert steps == (4, 1)  # each rank's report holds its own four steps
         doc = json.loads((out / f"analysis.ranks.rank{rank}.json").read_text())
         assert [r["count"] for r in doc["ranges"] if r["name"] == "step"] == [4]
+        assert (out / f"report.ranks.rank{rank}.html").exists()
     # It ends with the ranks side by side, identified (nsys 2022.4 records no environment:
     # by the file name), and each rank's report shrunk to its findings.
     assert "2 ranks side by side" in proc.stdout

@@ -43,7 +43,8 @@ _BAR_HALF = 0.38  # of a row
 
 def _config() -> dict[str, Any]:
     return {"view": {"stroke": None}, "axis": {"labelFontSize": 11, "titleFontSize": 11},
-            "legend": {"labelFontSize": 11, "titleFontSize": 11, "orient": "top"}}
+            "legend": {"labelFontSize": 11, "titleFontSize": 11, "orient": "top",
+                       "direction": "horizontal", "titleOrient": "left"}}
 
 
 def timeline(win: Window) -> dict[str, Any]:
@@ -88,7 +89,11 @@ def timeline(win: Window) -> dict[str, Any]:
          "encoding": {"x": x, "y": y, "y2": {"field": "y1"}, "color": color,
                       "tooltip": tooltip}},
         {"mark": {"type": "text", "align": "left", "baseline": "middle", "dx": 3,
-                  "fontSize": 10, "clip": True, "limit": 240},
+                  "fontSize": 10, "clip": True,
+                  # a label stays inside its bar at any zoom (cut with "…"); Vega reads a
+                  # limit of 0 as none, hence at least 1 px
+                  "limit": {"expr": "max(1, scale('x', datum.end_us) - "
+                                    "scale('x', datum.start_us) - 5)"}},
          "transform": [{"filter": "datum.label"},
                        {"calculate": "(datum.y0 + datum.y1) / 2", "as": "ymid"}],
          "encoding": {"x": x, "y": {**y, "field": "ymid"}, "text": {"field": "label"},

@@ -26,9 +26,19 @@ from . import charts
 from .document import report_block, section_rows
 from .names import shorten
 from .timeline import EVENTS_NOTE, WindowBuilder
-from .views import BENCHMARK_COLUMNS, RANGE_COLUMNS, Column, cells
+from .views import (
+    BENCHMARK_COLUMNS,
+    FINDING_COLUMNS,
+    RANGE_COLUMNS,
+    Column,
+    attribution_line,
+    cells,
+    legend,
+)
 
 # How much one page draws (a 1M-kernel report must stay a page a browser opens quickly).
+MAX_BENCHMARK_PLOTS = 40  # benchmarks with a plot and a timeline (those with findings first)
+MAX_BENCHMARK_ROWS = 500
 MAX_FAMILY_TIMELINES = 6
 MAX_FAMILY_BARS = 12
 MAX_BAR_INSTANCES = 200
@@ -64,24 +74,16 @@ def _finite(x: Any) -> float | None:
 
 
 def _cold_counts(c: Comparison) -> dict[str, int]:
-    """Leading cold instances per range label, as COLD_START found them."""
+    """Leading cold instances per range label, as COLD_START found them (a merged finding
+    keeps each range's numbers in evidence["by_range"])."""
     out: dict[str, int] = {}
     for f in c.findings:
         if f.code != "COLD_START":
             continue
-        skip = int(f.evidence.get("skip") or 0)
-        for label in _finding_ranges(f):
-            out[label] = max(out.get(label, 0), skip)
+        for label in f.ranges:
+            evidence = f.evidence.get("by_range", {}).get(label, f.evidence)
+            out[label] = max(out.get(label, 0), int(evidence.get("skip") or 0))
     return out
-
-
-def _finding_ranges(f) -> list[str]:
-    """The ranges a finding concerns: `ranges` (several) where a finding has it, else
-    `range`."""
-    several = getattr(f, "ranges", None)
-    if several:
-        return [str(r) for r in several]
-    return [f.range] if f.range else []
 
 
 class _Page:
@@ -95,6 +97,7 @@ class _Page:
         self.family_anchor: dict[str, str] = {}  # range label -> timeline or bars id
         self.caps: list[str] = []
         self.families = self._families()
+        self.plotted_runs = self._plotted_runs()
 
     # -- data choices ---------------------------------------------------------------------
 
@@ -114,6 +117,15 @@ class _Page:
         return [{"label": label, "instances": inst[inst["_label"] == label]
                  .sort_values("start_ns"), "anchor": f"r{i}"}
                 for i, label in enumerate(order.index)]
+
+    def _plotted_runs(self) -> set[int]:
+        """The benchmark runs drawn: those with findings first, then in run order."""
+        b = self.c.benchmarks
+        if b.empty:
+            return set()
+        flagged = b["codes"].map(bool).to_numpy()
+        order = list(b["run"][flagged]) + list(b["run"][~flagged])
+        return {int(run) for run in order[:MAX_BENCHMARK_PLOTS]}
 
     def _representative(self, frame: pd.DataFrame, value: str, label: str) -> pd.Series:
         """The instance whose `value` is closest to the median of the warm instances."""
@@ -149,13 +161,13 @@ class _Page:
     def _header(self) -> str:
         c, rep = self.c, report_block(self.c)
         info = c.info
-        command = getattr(info, "command", None)
         gpus = ", ".join(f"{g['name']} (GPU {g['device_id']})" for g in rep["gpus"]) or "–"
         procs = ", ".join(f"{p['name']} [{p['pid']}]" for p in rep["processes"]) or "–"
         traced = ", ".join(k for k, v in rep["traced"].items() if v) or "nothing"
         counts = rep["counts"]
+        attribution = attribution_line(c)
         facts = [
-            ("Command", " ".join(command) if isinstance(command, (list, tuple)) else command),
+            ("Command", " ".join(info.command) if info.command else None),
             ("Report", rep["source"] + ("" if rep["source"] == rep["path"]
                                         else f" (read from {rep['path']})")),
             ("Nsight Systems", f"{rep['nsys_version'] or '?'} (export schema "
@@ -164,13 +176,19 @@ class _Page:
             ("Contents", f"{counts['kernels']:,} kernels, {counts['gpu_ops']:,} GPU "
                          f"operations, {counts['nvtx_ranges']:,} NVTX ranges over "
                          f"{fmt_ns(rep['duration_ns'])}"),
+            # whose GPU work a range's numbers include (docs/analyses.md, attribution)
+            ("Attribution", attribution.removeprefix("attribution: ") if attribution
+             else f"{rep['attribution']}: ranges own the GPU work launched from inside them"),
         ]
         dl = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in facts if v)
-        notes = "".join(f"<li>{esc(n)}</li>" for n in rep["notes"])
+        # Alerts change what the numbers mean (a lost GPU trace): first, and loud.
+        alerts = "".join(f"<div class=\"alert\" role=\"alert\"><strong>Warning:</strong> "
+                         f"{esc(a)}</div>" for a in info.alerts)
+        notes = "".join(f"<li>{esc(n)}</li>" for n in rep["notes"] if n not in info.alerts)
         return (f"<header><h1>nsyswrap <span class=\"muted\">·</span> {esc(info.source.name)}"
                 "</h1><p class=\"lede\">CUDA-event timings next to the GPU work Nsight "
-                "Systems recorded, and what distorts them.</p>"
-                f"<dl class=\"facts\">{dl}</dl>"
+                "Systems recorded, and what distorts them.</p>" + alerts
+                + f"<dl class=\"facts\">{dl}</dl>"
                 + (f"<ul class=\"notes\">{notes}</ul>" if notes else "")
                 + self._toc() + "</header>")
 
@@ -196,37 +214,39 @@ class _Page:
                     "nothing distorts these timings at the current thresholds.</p></section>")
         out = [f"<section id=\"findings\"><h2>Findings ({len(rows)})</h2>"]
         for i, (f, row) in enumerate(zip(self.c.findings, rows, strict=True)):
-            labels = _finding_ranges(f)
-            links = []
-            for label in labels:
+            severity, code, _, message = cells(FINDING_COLUMNS, row)
+            several = len(f.ranges) > 1
+            # Each range the finding names links to the picture that shows it.
+            names, links = [], []
+            for label in f.ranges:
                 anchor = self.bench_anchor.get(label) or self.family_anchor.get(label)
-                if anchor:
-                    links.append(f"<a href=\"#{anchor}\">"
-                                 f"{'timeline' if anchor.startswith('tl-') else 'bars'} ↓</a>")
-            message = row["message"]
-            if len(labels) == 1 and message.startswith(labels[0] + ": "):
-                message = message[len(labels[0]) + 2:]
-            evidence = "".join(f"<tr><th>{esc(k)}</th><td>{esc(_evidence_value(k, v))}</td>"
-                               "</tr>" for k, v in (row["evidence"] or {}).items())
+                names.append(f"<a href=\"#{anchor}\">{esc(label)}</a>" if anchor and several
+                             else esc(label))
+                if anchor and not several:
+                    what = "timeline" if anchor.startswith("tl-") else "bars"
+                    links.append(f"<a href=\"#{anchor}\">{what} ↓</a>")
+            by_range = f.evidence.get("by_range") if several else None
+            evidence = (_evidence_by_range(by_range) if by_range
+                        else _evidence_table(row["evidence"] or {}))
             out.append(
-                f"<article class=\"finding {esc(row['severity'])}\" id=\"f{i}\">"
-                f"<div class=\"fhead\"><span class=\"sev\">{esc(row['severity'])}</span> "
-                f"<code>{esc(row['code'])}</code> <span class=\"range\">"
-                f"{esc(', '.join(labels) or 'whole report')}</span>"
+                f"<article class=\"finding {esc(severity)}\" id=\"f{i}\">"
+                f"<div class=\"fhead\"><span class=\"sev\">{esc(severity)}</span> "
+                f"<code>{esc(code)}</code> <span class=\"range\">"
+                f"{', '.join(names) or 'whole report'}</span>"
                 f"<span class=\"links\">{' '.join(links)}</span></div>"
                 f"<p>{esc(message)}</p>"
                 f"<p class=\"suggestion\">→ {esc(row['suggestion'])}</p>"
-                + (f"<details><summary>evidence</summary><table class=\"kv\">{evidence}"
-                   "</table></details>" if evidence else "")
+                + (f"<details><summary>evidence</summary>{evidence}</details>"
+                   if evidence else "")
                 + "</article>")
         out.append("</section>")
         return "".join(out)
 
     def _plan_anchors(self) -> None:
-        for run in self.c.benchmarks["run"].tolist() if not self.c.benchmarks.empty else []:
-            name = str(self.c.benchmarks.loc[self.c.benchmarks["run"] == run,
-                                             "benchmark"].iloc[0])
-            self.bench_anchor.setdefault(f"nsyswrap:{name}", f"tl-b{run}")
+        b = self.c.benchmarks
+        for run, name in zip(b["run"].tolist(), b["benchmark"].tolist(), strict=True):
+            if run in self.plotted_runs:
+                self.bench_anchor.setdefault(f"nsyswrap:{name}", f"tl-b{run}")
         for i, fam in enumerate(self.families):
             if i < MAX_FAMILY_TIMELINES:
                 self.family_anchor[fam["label"]] = f"tl-{fam['anchor']}"
@@ -244,20 +264,32 @@ class _Page:
         rows = section_rows(self.c, "benchmarks")
         # The shared columns with the spreads beside the medians.
         columns = [*BENCHMARK_COLUMNS[:4],
-                   Column("Events IQR", lambda r: fmt_ns(r["event_iqr_ns"])),
+                   Column("Events IQR", lambda r: fmt_ns(r["event_iqr_ns"]),
+                          title="spread of the event times (interquartile range)"),
                    BENCHMARK_COLUMNS[4],
-                   Column("Kernels IQR", lambda r: fmt_ns(r["busy_iqr_ns"])),
+                   Column("Kernels IQR", lambda r: fmt_ns(r["busy_iqr_ns"]),
+                          title="spread of the kernel times"),
                    *BENCHMARK_COLUMNS[5:]]
-        table = _table(columns, rows, "benchmarks-table",
-                       link=lambda r: f"b{r['run']}" if "run" in r else None)
+        plotted = [r for r in rows if r["run"] in self.plotted_runs]
+        cap = ""
+        if len(plotted) < len(rows):
+            cap = (f"Plots and timelines for {len(plotted)} of {len(rows):,} benchmark runs "
+                   "(those with findings first)"
+                   + (f"; the table lists the first {MAX_BENCHMARK_ROWS:,}"
+                      if len(rows) > MAX_BENCHMARK_ROWS else "")
+                   + "; the JSON output lists all.")
+            self.caps.append(cap)
+        table = _table(columns, rows[:MAX_BENCHMARK_ROWS], "benchmarks-table",
+                       link=lambda r: f"b{r['run']}" if r["run"] in self.plotted_runs
+                       else None)
         out = ["<section id=\"benchmarks\"><h2>Harness benchmarks</h2>",
                "<p class=\"explain\">Per call. The events are what a CUDA-event timer reports; "
                "the kernels are the GPU busy time nsys recorded for the same iterations (the "
                "number to trust). Each plot shows every timed iteration; dashed lines are the "
                "medians; triangles are hot-L2 iterations.</p>", table,
-               "<div class=\"grid\">"]
+               f"<p class=\"cap\">{esc(cap)}</p>" if cap else "", "<div class=\"grid\">"]
         its = self.c.analysis.iterations
-        for r in rows:
+        for r in plotted:
             run = r["run"]
             g = its[its["run"] == run]
             calls = max(int(r.get("calls") or 1), 1)
@@ -296,6 +328,8 @@ class _Page:
         instances = self.c.analysis.instances
         for r in section_rows(self.c, "benchmarks"):
             run = r["run"]
+            if run not in self.plotted_runs:
+                continue
             g = its[its["run"] == run]
             if g.empty:
                 continue
@@ -325,8 +359,9 @@ class _Page:
         out.append("</section>")
         return "".join(out)
 
-    def _timeline_block(self, win, codes: list[str], back: str) -> str:
-        code_links = " ".join(f"<code>{esc(code)}</code>" for code in codes)
+    def _timeline_block(self, win, codes: list[tuple[str, int]], back: str) -> str:
+        code_links = " ".join(f"<a href=\"#f{i}\"><code>{esc(code)}</code></a>"
+                              for code, i in codes)
         notes = "".join(f"<li>{esc(n)}</li>" for n in win.notes)
         return (f"<div class=\"timeline\" id=\"{esc(win.anchor)}\"><h3>{esc(win.title)}</h3>"
                 + (f"<p class=\"codes\">Findings: {code_links}</p>" if codes else "")
@@ -357,9 +392,10 @@ class _Page:
             cold = self.cold.get(fam["label"], 0)
             note = ""
             if len(inst) > MAX_BAR_INSTANCES:
-                keep = np.unique(np.r_[np.arange(min(cold, len(inst))),
-                                       np.linspace(0, len(inst) - 1, MAX_BAR_INSTANCES - cold)
-                                       .round().astype(int)])
+                # the cold ones (up to half the bars), then evenly spaced from the first
+                leading = min(cold, MAX_BAR_INSTANCES // 2)
+                spaced = np.linspace(0, len(inst) - 1, MAX_BAR_INSTANCES - leading)
+                keep = np.unique(np.r_[np.arange(leading), spaced.round().astype(int)])
                 note = (f"{len(inst):,} instances: {len(keep)} drawn, evenly spaced in time "
                         "(the cold ones included).")
                 inst = inst.iloc[keep]
@@ -439,6 +475,25 @@ def _num(x: Any) -> str:
     return "" if f is None else repr(f)
 
 
+def _evidence_table(evidence: dict[str, Any]) -> str:
+    rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(_evidence_value(k, v))}</td></tr>"
+                   for k, v in evidence.items())
+    return f"<table class=\"kv\">{rows}</table>" if rows else ""
+
+
+def _evidence_by_range(by_range: dict[str, dict[str, Any]]) -> str:
+    """A merged finding's numbers: one column per range, side by side."""
+    labels = list(by_range)
+    keys = list(dict.fromkeys(k for ev in by_range.values() for k in ev))
+    head = "".join(f"<th>{esc(label)}</th>" for label in labels)
+    body = "".join(
+        f"<tr><th>{esc(k)}</th>"
+        + "".join(f"<td>{esc(_evidence_value(k, by_range[label].get(k)))}</td>"
+                  for label in labels) + "</tr>" for k in keys)
+    return (f"<table class=\"kv by-range\"><thead><tr><th></th>{head}</tr></thead>"
+            f"<tbody>{body}</tbody></table>")
+
+
 def _evidence_value(key: str, value: Any) -> str:
     if isinstance(value, (dict, list)):
         return json.dumps(value, ensure_ascii=False)
@@ -473,12 +528,12 @@ def _bench_stats(r: dict[str, Any]) -> str:
     return " · ".join(parts)
 
 
-def _codes_by_label(c: Comparison) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {}
-    for f in c.findings:
-        for label in _finding_ranges(f):
-            if f.code not in out.setdefault(label, []):
-                out[label].append(f.code)
+def _codes_by_label(c: Comparison) -> dict[str, list[tuple[str, int]]]:
+    """Range label -> [(code, index of the finding)]: a timeline links back to them."""
+    out: dict[str, list[tuple[str, int]]] = {}
+    for i, f in enumerate(c.findings):
+        for label in f.ranges:
+            out.setdefault(label, []).append((f.code, i))
     return out
 
 
@@ -514,8 +569,11 @@ def _family_rows(inst: pd.DataFrame, cold: int) -> list[dict[str, Any]]:
 
 def _table(columns: list[Column], rows: list[dict[str, Any]], table_id: str,
            link=None) -> str:
-    head = "".join(f"<th data-type=\"{'num' if c.numeric else 'text'}\">{esc(c.header)}</th>"
-                   for c in columns)
+    """A sortable table of shared columns; short headers explained on hover and in a
+    legend below, as the terminal table does."""
+    head = "".join(f"<th data-type=\"{'num' if c.numeric else 'text'}\""
+                   + (f" title=\"{esc(c.title)}\"" if c.title else "")
+                   + f">{esc(c.header)}</th>" for c in columns)
     body = []
     for r in rows:
         values = cells(columns, r)
@@ -527,8 +585,10 @@ def _table(columns: list[Column], rows: list[dict[str, Any]], table_id: str,
                               f"<td class=\"t\">{esc(v)}</td>"
                               for col, v in zip(columns[1:], values[1:], strict=True))
                     + "</tr>")
+    caption = legend(columns)
     return (f"<table class=\"sortable\" id=\"{table_id}\"><thead><tr>{head}</tr></thead>"
-            f"<tbody>{''.join(body)}</tbody></table>")
+            f"<tbody>{''.join(body)}</tbody></table>"
+            + (f"<p class=\"legend\">{esc(caption)}</p>" if caption else ""))
 
 
 class HtmlRenderer:
@@ -572,7 +632,13 @@ details summary{cursor:pointer;color:var(--muted);font-size:12.5px}
 table{border-collapse:collapse;font-size:12.5px;margin:6px 0}
 th,td{padding:3px 8px;border-bottom:1px solid var(--line);text-align:right;
 white-space:nowrap}th{background:var(--bg-soft);font-weight:600;position:sticky;top:0}
-td:first-child,th:first-child,td.t{text-align:left}td.t{white-space:normal}
+td:first-child,th:first-child,td.t,th[data-type="text"]{text-align:left}
+td.t{white-space:normal}
+.alert{border:1px solid #e0a800;border-left:6px solid var(--warn);background:#fff4e0;
+padding:8px 12px;margin:10px 0;border-radius:3px;font-size:14px}
+.alert strong{color:var(--warn)}
+.legend{color:var(--muted);font-size:12px;margin:2px 0 10px}
+.by-range thead th{text-align:left;font-weight:600}
 table.sortable th{cursor:pointer;user-select:none}table.sortable th.asc::after{content:" ▲"}
 table.sortable th.desc::after{content:" ▼"}
 td.name{max-width:720px;overflow:hidden;text-overflow:ellipsis;font-family:ui-monospace,
@@ -615,12 +681,22 @@ _JS = r"""
     document.body.setAttribute('data-charts-done', String(jobs.length));
   });
 
+  // Cells read as the units module writes them ("43.7 µs", "720 ns", "+6.3%", "2 MiB"):
+  // sort by the quantity, not by the digits.
+  var UNITS = {ns: 1, 'µs': 1e3, ms: 1e6, s: 1e9, B: 1, KiB: 1024, MiB: 1048576,
+               GiB: 1073741824};
+  function readNumber(text) {
+    var m = new RegExp('([+-]?[0-9][0-9,]*(?:\\.[0-9]+)?(?:e[+-]?[0-9]+)?)\\s*' +
+                       '(ns|µs|ms|s|B|KiB|MiB|GiB)?(?![A-Za-z])').exec(text);
+    if (!m) return -Infinity;
+    return parseFloat(m[1].replace(/,/g, '')) * (UNITS[m[2]] || 1);
+  }
   function cellValue(row, i, numeric) {
     var td = row.children[i];
     if (!td) return numeric ? -Infinity : '';
     if (numeric) {
       var v = td.getAttribute('data-v');
-      var x = v === null ? parseFloat(td.textContent.replace(/[^0-9.eE+-]/g, '')) : parseFloat(v);
+      var x = v === null ? readNumber(td.textContent) : parseFloat(v);
       return isNaN(x) ? -Infinity : x;
     }
     return td.textContent.toLowerCase();

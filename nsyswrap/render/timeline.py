@@ -151,19 +151,26 @@ class WindowBuilder:
     def _event_window(self, inst: pd.Series, own: np.ndarray,
                       event_ns: float | None) -> tuple[int, int] | None:
         """The events run on the stream they were recorded on, which the report does not
-        name: take the stream of the first operation launched in the window; the end event
-        completes after that stream's last operation, and no earlier than it was recorded
-        (the range's end)."""
+        name. Their window holds all of that stream's work in the iteration, so take a
+        stream whose span fits in the event time (the closest fit: work on other streams
+        may run longer, as UNCOVERED_STREAM says), else the stream of the first launch. The
+        end event completes after that stream's last operation, and no earlier than it was
+        recorded (the range's end)."""
         if event_ns is None or not np.isfinite(event_ns):
             return None
         end = int(inst["end_ns"])
         if len(own):
             ops = self.ops.iloc[own]
-            first = ops["launch_start_ns"].where(ops["launch_start_ns"] >= 0,
-                                                 ops["start_ns"]).idxmin()
-            key = (ops.at[first, "device_id"], ops.at[first, "stream_id"])
-            same = ops[(ops["device_id"] == key[0]) & (ops["stream_id"] == key[1])]
-            end = max(end, int(same["end_ns"].max()))
+            spans = ops.groupby(["device_id", "stream_id"]).agg(
+                start=("start_ns", "min"), end=("end_ns", "max"))
+            fits = spans[spans["end"] - spans["start"] <= event_ns]
+            if len(fits):
+                key = (event_ns - (fits["end"] - fits["start"])).idxmin()
+            else:
+                first = ops["launch_start_ns"].where(ops["launch_start_ns"] >= 0,
+                                                     ops["start_ns"]).idxmin()
+                key = (ops.at[first, "device_id"], ops.at[first, "stream_id"])
+            end = max(end, int(spans.at[key, "end"]))
         return end - int(event_ns), end
 
     def _cap_ops(self, own: np.ndarray, in_window: np.ndarray, win: Window) -> np.ndarray:

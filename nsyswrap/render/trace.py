@@ -214,8 +214,9 @@ def _gpu_ops_and_launches(c: Comparison, origin: int) -> list[dict[str, Any]]:
 
 
 def _findings(c: Comparison, origin: int) -> list[dict[str, Any]]:
-    """Each finding as an instant on the first instance of its range (the first timed
-    iteration of a benchmark); findings about the whole report as global instants."""
+    """Each finding as an instant on the first instance of each range it concerns (the
+    first timed iteration of a benchmark); findings about the whole report as global
+    instants."""
     inst = c.analysis.instances
     its = c.analysis.iterations
     labels = pd.Series([range_label(d or "", str(n)) for d, n in
@@ -230,9 +231,9 @@ def _findings(c: Comparison, origin: int) -> list[dict[str, Any]]:
     for f in c.findings:
         args = plain({"severity": f.severity, "message": f.message,
                       "suggestion": f.suggestion, "evidence": f.evidence})
-        several = getattr(f, "ranges", None) or ([f.range] if f.range else [])
+        by_range = f.evidence.get("by_range") or {}
         placed = False
-        for label in several:
+        for label in f.ranges:
             rid = first_iteration.get(label)
             if rid is None and len(labels):
                 hits = labels.index[labels == label]
@@ -247,8 +248,11 @@ def _findings(c: Comparison, origin: int) -> list[dict[str, Any]]:
             r = inst.loc[rid]
             out.append({"name": f.code, "cat": "finding", "ph": "i", "s": "t",
                         "pid": int(r["pid"]), "tid": int(r["tid"]),
-                        "ts": float(_us(r["start_ns"], origin)), "args": {**args,
-                                                                          "range": label}})
+                        "ts": float(_us(r["start_ns"], origin)),
+                        # a merged finding: each range's instant carries its own numbers
+                        "args": {**args, "range": label,
+                                 **({"evidence": plain(by_range[label])}
+                                    if label in by_range else {})}})
             placed = True
         if not placed:
             pid = min(c.info.processes, default=0)
