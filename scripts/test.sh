@@ -4,6 +4,9 @@
 # - Debian's Nsight Systems 2022.4 (non-free) for the real end-to-end tests of `nsyswrap run`
 #   on the CPU, when this machine can install it (root + apt); otherwise those tests skip,
 #   unless NSYSWRAP_REQUIRE_NSYS=1 (CI), which makes a missing nsys an error.
+# - Debian's Chromium (and a font) for the browser tests of the HTML report, driven headless by
+#   Playwright for Python (a test extra), which uses that Chromium and downloads no browser;
+#   without them those tests skip, unless NSYSWRAP_REQUIRE_BROWSER=1 (CI).
 # - a virtual environment (.venv-test) with nsyswrap installed with its test extras, and
 #   PyTorch's CPU build when it can be installed.
 set -euo pipefail
@@ -31,6 +34,19 @@ if ! command -v nsys >/dev/null 2>&1; then
   else
     echo "scripts/test.sh: nsys not installed and cannot install it here: the end-to-end" \
          "tests of nsyswrap run will be skipped"
+  fi
+fi
+
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    # Debian main, from the machine's own package sources.
+    echo "scripts/test.sh: installing Chromium for the HTML report's browser tests (once)"
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium \
+      fonts-dejavu-core >/dev/null
+  else
+    echo "scripts/test.sh: chromium not installed and cannot install it here: the browser" \
+         "tests of the HTML report will be skipped"
   fi
 fi
 
