@@ -106,7 +106,7 @@ class _Page:
         inst = self.c.analysis.user_instances()
         if inst.empty:
             return []
-        family = inst["family"] if "family" in inst else inst["name"]
+        family = inst["family"]
         labels = [range_label(d or "", str(n)) for d, n in
                   zip(inst["domain"].fillna(""), family.astype(str), strict=True)]
         inst = inst.assign(_label=labels)

@@ -237,7 +237,7 @@ def _findings(c: Comparison, origin: int) -> list[dict[str, Any]]:
             rid = first_iteration.get(label)
             if rid is None and len(labels):
                 hits = labels.index[labels == label]
-                if "family" in inst and not len(hits):
+                if not len(hits):  # a counter-named family ("step {n}")
                     fam = inst[[range_label(d or "", str(n)) == label for d, n in
                                 zip(inst["domain"].fillna(""), inst["family"].astype(str),
                                     strict=True)]]
