@@ -65,25 +65,36 @@ def benchmark_runs(marks: pd.DataFrame) -> list[dict]:
     return sorted(runs, key=lambda r: r["time_ns"])
 
 
-def _windows(instances: pd.DataFrame, run: dict, range_name: str, n: int) -> pd.DataFrame | None:
-    """The last `n` instances of `range_name` that the run's process opened before its mark;
-    None when fewer are in the report (a capture range cut them off: cannot pair safely)."""
-    candidates = instances[
-        (instances["domain"] == run.get("domain", HARNESS_DOMAIN))
-        & (instances["name"] == range_name)
-        & (instances["pid"] == run["mark_pid"])
-        & (instances["start_ns"] <= run["time_ns"])
-    ].sort_values("start_ns")
-    mine = candidates.tail(n)
-    return mine if len(mine) == n else None
+class _Windows:
+    """The harness's iteration ranges, grouped once by (domain, name, pid) in start order, so
+    that each run finds its windows by a binary search: a report with thousands of harness
+    runs must not filter every instance once per run."""
+
+    def __init__(self, instances: pd.DataFrame, runs: list[dict]):
+        names = harness_range_names(runs)
+        keys = list(zip(instances["domain"], instances["name"], strict=True))
+        mask = np.fromiter((k in names for k in keys), bool, len(keys))
+        frame = instances[mask].sort_values("start_ns", kind="stable")
+        self.groups = {key: g for key, g in frame.groupby(["domain", "name", "pid"], sort=False)}
+
+    def last(self, run: dict, range_name: str, n: int) -> pd.DataFrame | None:
+        """The last `n` instances of `range_name` that the run's process opened before its
+        mark; None when fewer are in the report (a capture range cut them off: cannot pair
+        safely)."""
+        g = self.groups.get((run.get("domain", HARNESS_DOMAIN), range_name, run["mark_pid"]))
+        if g is None:
+            return None
+        end = int(np.searchsorted(g["start_ns"].to_numpy(), run["time_ns"], side="right"))
+        return g.iloc[end - n:end] if n and end >= n else None
 
 
 def iterations(instances: pd.DataFrame, runs: list[dict]) -> pd.DataFrame:
     """One row per timed iteration of every harness run found in the report."""
     frames = []
+    windows = _Windows(instances, runs)
     for run_index, run in enumerate(runs):
         n = len(run["event_ns"])
-        mine = _windows(instances, run, run["range"], n)
+        mine = windows.last(run, run["range"], n)
         if mine is None:
             continue
         df = mine.reset_index(drop=True).copy()
@@ -110,11 +121,12 @@ def event_floors(instances: pd.DataFrame, runs: list[dict]) -> dict[int, float]:
     the harness's floor windows. Runs without floor windows (older harness, no CUDA trace)
     are left out."""
     out = {}
+    windows = _Windows(instances, runs)
     for run_index, run in enumerate(runs):
         events = run.get("floor_event_ns") or []
         if not run.get("floor_range") or not events:
             continue
-        mine = _windows(instances, run, run["floor_range"], len(events))
+        mine = windows.last(run, run["floor_range"], len(events))
         if mine is None or mine["gpu_busy_ns"].isna().all():
             continue
         overhead = np.asarray(events, dtype="float64") - mine["gpu_busy_ns"].to_numpy("float64")
@@ -131,51 +143,58 @@ BENCHMARK_COLUMNS = [
 ]
 
 
-def _iqr(s: pd.Series) -> float:
-    return float(s.quantile(0.75) - s.quantile(0.25)) if len(s) > 1 else 0.0
+def _iqr(x: np.ndarray) -> float:
+    return float(np.quantile(x, 0.75) - np.quantile(x, 0.25)) if len(x) > 1 else 0.0
+
+
+def _median(x: np.ndarray) -> float:
+    """pandas' median: NaN ignored, NaN when nothing is left."""
+    x = x[~np.isnan(x)]
+    return float(np.median(x)) if len(x) else np.nan
 
 
 def benchmark_summary(it: pd.DataFrame, runs: list[dict],
                       floors: dict[int, float] | None = None) -> pd.DataFrame:
     """One row per harness run. Times are per call (a graph replay of N calls counts N);
-    `floors` (event_floors) gives each run's event floor per window."""
+    `floors` (event_floors) gives each run's event floor per window. Plain numpy per run:
+    reports hold thousands of runs."""
     floors = floors or {}
     rows = []
-    for (name, run_index), g in it.groupby(["benchmark", "run"], sort=False):
-        calls = int(g["calls"].iloc[0])
-        event = g["event_ns"] / calls
-        busy = g["gpu_busy_ns"] / calls
+    cols = {c: it[c].to_numpy(dtype="float64") for c in (
+        "calls", "event_ns", "gpu_busy_ns", "gpu_span_ns", "overhead_ns", "host_ns",
+        "gpu_first_start_ns", "gpu_last_end_ns", "start_ns", "end_ns")}
+    cache = it["cache"].to_numpy()
+    for (name, run_index), idx in it.groupby(["benchmark", "run"], sort=False).indices.items():
+        c = {k: v[idx] for k, v in cols.items()}
+        calls = int(c["calls"][0])
+        event, busy = c["event_ns"] / calls, c["gpu_busy_ns"] / calls
+        flushed, hot = cache[idx] == "flushed", cache[idx] == "hot"
         config = runs[run_index].get("config", {})
-        by_cache = {m: (g[g["cache"] == m]["event_ns"] / calls, g[g["cache"] == m]
-                        ["gpu_busy_ns"] / calls) for m in ("flushed", "hot")}
-        event_median = float(event.median())
-        has_gpu = bool(g["gpu_first_start_ns"].notna().any())
-        overhead = float((g["overhead_ns"] / calls).median())
+        event_median = _median(event)
+        has_gpu = bool((~np.isnan(c["gpu_first_start_ns"])).any())
+        overhead = _median(c["overhead_ns"] / calls)
         rows.append({
-            "benchmark": name, "run": run_index, "iterations": len(g), "calls": calls,
+            "benchmark": name, "run": run_index, "iterations": len(idx), "calls": calls,
             "flush_l2": config.get("flush_l2"), "backpressure": config.get("backpressure"),
             "cuda_graph": config.get("cuda_graph"), "warmup_iters": config.get("warmup_iters"),
-            "event_median_ns": event_median, "event_iqr_ns": _iqr(event),
-            "busy_median_ns": float(busy.median()), "busy_iqr_ns": _iqr(busy),
-            "span_median_ns": float((g["gpu_span_ns"] / calls).median()),
+            "event_median_ns": event_median, "event_iqr_ns": _iqr(event[~np.isnan(event)]),
+            "busy_median_ns": _median(busy), "busy_iqr_ns": _iqr(busy[~np.isnan(busy)]),
+            "span_median_ns": _median(c["gpu_span_ns"] / calls),
             "overhead_median_ns": overhead,
             "overhead_share": overhead / event_median if event_median else np.nan,
             "floor_ns": floors[run_index] / calls if run_index in floors else np.nan,
-            "host_median_ns": float((g["host_ns"] / calls).median()),
-            "event_flushed_ns": _median_or_nan(by_cache["flushed"][0]),
-            "event_hot_ns": _median_or_nan(by_cache["hot"][0]),
-            "busy_flushed_ns": _median_or_nan(by_cache["flushed"][1]),
-            "busy_hot_ns": _median_or_nan(by_cache["hot"][1]),
+            "host_median_ns": _median(c["host_ns"] / calls),
+            "event_flushed_ns": _median(event[flushed]),
+            "event_hot_ns": _median(event[hot]),
+            "busy_flushed_ns": _median(busy[flushed]),
+            "busy_hot_ns": _median(busy[hot]),
             # The GPU's view of the timed part, for clock samples; the CPU's where no GPU work.
-            "first_start_ns": int(g["gpu_first_start_ns"].min() if has_gpu
-                                  else g["start_ns"].min()),
-            "last_end_ns": int(g["gpu_last_end_ns"].max() if has_gpu else g["end_ns"].max()),
+            "first_start_ns": int(np.nanmin(c["gpu_first_start_ns"]) if has_gpu
+                                  else c["start_ns"].min()),
+            "last_end_ns": int(np.nanmax(c["gpu_last_end_ns"]) if has_gpu
+                               else c["end_ns"].max()),
         })
     return pd.DataFrame(rows, columns=BENCHMARK_COLUMNS)
-
-
-def _median_or_nan(s: pd.Series) -> float:
-    return float(s.median()) if len(s) else np.nan
 
 
 def harness_range_names(runs: list[dict]) -> set[tuple[str, str]]:
