@@ -1,13 +1,17 @@
 """Many reports at once: `nsyswrap compare DIR` serial (-j 1) against worker processes.
 
     python scripts/bench_many.py [--reports 16] [--kernels 50000] [--jobs 1 2 16]
+        [--dask-workers 2]
 
 Grows the per-rank DDP exports (tests/data/h200x2_ddp_straggler.rank{0,1}.sqlite, 2x H200)
 with scripts/make_big_report.py into --reports reports of about --kernels kernels each
 (alternating the two ranks' exports), then times `nsyswrap compare --format json` over the
 folder once per --jobs value, each in a fresh process, and prints one table: wall time,
 speed-up against the first, and the peak RSS of the parent and of the largest worker.
-The grown reports are kept in --workdir for a re-run (--reuse).
+With --dask-workers N it also starts a local Dask cluster of N worker processes (one thread
+each; needs nsyswrap[dask]) and times `--dask ADDRESS` against it (the workers' memory is
+not in the RSS column: they are the cluster's processes). The grown reports are kept in
+--workdir for a re-run (--reuse).
 """
 
 from __future__ import annotations
@@ -51,9 +55,9 @@ def make_reports(workdir: Path, n: int, kernels: int, reuse: bool) -> list[Path]
     return out
 
 
-def time_compare(folder: Path, jobs: int) -> dict:
+def time_compare(folder: Path, jobs: int, dask: str | None = None) -> dict:
     cmd = [sys.executable, "-m", "nsyswrap", "compare", str(folder), "--format", "json",
-           "-j", str(jobs)]
+           "-j", str(jobs)] + (["--dask", dask] if dask else [])
     # A probe process runs the command so that RUSAGE_CHILDREN covers only it and its
     # workers (ru_maxrss: the largest single process among them).
     p = subprocess.run([sys.executable, "-c", PROBE, *cmd], capture_output=True, text=True,
@@ -71,6 +75,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1, help="runs per --jobs value (best kept)")
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/nsyswrap-bench-many"))
     ap.add_argument("--reuse", action="store_true", help="keep reports already grown")
+    ap.add_argument("--dask-workers", type=int, default=0,
+                    help="also time --dask on a local cluster of this many worker processes")
     args = ap.parse_args()
 
     t = time.perf_counter()
@@ -82,11 +88,19 @@ def main() -> None:
     rows = []
     for jobs in args.jobs:
         runs = [time_compare(args.workdir, jobs) for _ in range(args.repeat)]
-        rows.append((jobs, min(runs, key=lambda r: r["wall_s"])))
+        rows.append((str(jobs), min(runs, key=lambda r: r["wall_s"])))
+    if args.dask_workers:
+        from dask.distributed import LocalCluster
+
+        with LocalCluster(n_workers=args.dask_workers, threads_per_worker=1,
+                          processes=True, dashboard_address=None) as cluster:
+            runs = [time_compare(args.workdir, 1, cluster.scheduler_address)
+                    for _ in range(args.repeat)]
+        rows.append((f"dask {args.dask_workers}", min(runs, key=lambda r: r["wall_s"])))
     base = rows[0][1]["wall_s"]
-    print(f"{'jobs':>5} {'wall':>9} {'speed-up':>9} {'max RSS (one process)':>22}  findings")
+    print(f"{'jobs':>6} {'wall':>9} {'speed-up':>9} {'max RSS (one process)':>22}  findings")
     for jobs, r in rows:
-        print(f"{jobs:>5} {r['wall_s']:>8.2f}s {base / r['wall_s']:>8.2f}x "
+        print(f"{jobs:>6} {r['wall_s']:>8.2f}s {base / r['wall_s']:>8.2f}x "
               f"{r['children_max_rss_kib'] / 1024:>18.0f} MiB  {', '.join(r['findings'])}")
 
 
