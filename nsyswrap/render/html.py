@@ -11,8 +11,6 @@ from the report is escaped here (HTML) or travels as JSON data inside the page (
 from __future__ import annotations
 
 import html
-import json
-from importlib import resources
 from typing import Any
 
 import numpy as np
@@ -21,10 +19,19 @@ import pandas as pd
 from .._version import __version__
 from ..compare import Comparison
 from ..diagnose import range_label
-from ..units import fmt_bytes, fmt_ns, fmt_share
+from ..units import fmt_ns, fmt_share
 from . import charts
 from .document import report_block, section_rows
 from .names import shorten
+from .page import (
+    HtmlPage,
+    esc,
+    evidence_table,
+    evidence_value,
+    finite,
+    num,
+    sortable_table,
+)
 from .timeline import EVENTS_NOTE, WindowBuilder
 from .views import (
     BENCHMARK_COLUMNS,
@@ -33,7 +40,6 @@ from .views import (
     Column,
     attribution_line,
     cells,
-    legend,
 )
 
 # How much one page draws (a 1M-kernel report must stay a page a browser opens quickly).
@@ -44,33 +50,6 @@ MAX_FAMILY_BARS = 12
 MAX_BAR_INSTANCES = 200
 MAX_KERNEL_ROWS = 2000
 MAX_RANGE_ROWS = 300
-VENDOR_FILES = ("vega.min.js", "vega-lite.min.js", "vega-embed.min.js")
-
-
-def esc(value: Any) -> str:
-    """Text from the report as HTML text or attribute value."""
-    return html.escape("" if value is None else str(value), quote=True)
-
-
-def _json_for_script(data: Any) -> str:
-    """JSON inside <script type="application/json">: no '<' can close the element."""
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    return (text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
-            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
-
-
-def _vendor_scripts() -> str:
-    folder = resources.files("nsyswrap.render") / "vendor"
-    return "\n".join(f"<script>{(folder / name).read_text(encoding='utf-8')}</script>"
-                     for name in VENDOR_FILES)
-
-
-def _finite(x: Any) -> float | None:
-    try:
-        f = float(x)
-    except (TypeError, ValueError):
-        return None
-    return f if np.isfinite(f) else None
 
 
 def _cold_counts(c: Comparison) -> dict[str, int]:
@@ -86,11 +65,11 @@ def _cold_counts(c: Comparison) -> dict[str, int]:
     return out
 
 
-class _Page:
+class _Page(HtmlPage):
     def __init__(self, c: Comparison, notebook: bool):
+        super().__init__()
         self.c = c
         self.notebook = notebook
-        self.specs: dict[str, Any] = {}
         self.cold = _cold_counts(c)
         self.windows = WindowBuilder(c)
         self.bench_anchor: dict[str, str] = {}  # "nsyswrap:NAME" -> timeline id
@@ -141,22 +120,7 @@ class _Page:
     def render(self) -> str:
         body = [self._header(), self._findings(), self._benchmarks(), self._timelines(),
                 self._range_families(), self._kernels(), self._footer()]
-        title = f"nsyswrap · {self.c.info.source.name}"
-        return "".join([
-            "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
-            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">",
-            f"<meta name=\"generator\" content=\"nsyswrap {esc(__version__)}\">",
-            f"<title>{esc(title)}</title><style>{_CSS}</style></head><body>",
-            "<main>", *body, "</main>",
-            "<script type=\"application/json\" id=\"nsyswrap-specs\">",
-            _json_for_script(self.specs), "</script>",
-            _vendor_scripts(), f"<script>{_JS}</script></body></html>\n",
-        ])
-
-    def _chart(self, key: str, spec: dict[str, Any], kind: str, label: str) -> str:
-        self.specs[key] = spec
-        return (f"<div class=\"chart\" data-spec=\"{esc(key)}\" data-kind=\"{kind}\" "
-                f"role=\"img\" aria-label=\"{esc(label)}\"></div>")
+        return self.document(f"nsyswrap · {self.c.info.source.name}", body)
 
     def _header(self) -> str:
         c, rep = self.c, report_block(self.c)
@@ -227,7 +191,7 @@ class _Page:
                     links.append(f"<a href=\"#{anchor}\">{what} ↓</a>")
             by_range = f.evidence.get("by_range") if several else None
             evidence = (_evidence_by_range(by_range) if by_range
-                        else _evidence_table(row["evidence"] or {}))
+                        else evidence_table(row["evidence"] or {}))
             out.append(
                 f"<article class=\"finding {esc(severity)}\" id=\"f{i}\">"
                 f"<div class=\"fhead\"><span class=\"sev\">{esc(severity)}</span> "
@@ -279,7 +243,7 @@ class _Page:
                       if len(rows) > MAX_BENCHMARK_ROWS else "")
                    + "; the JSON output lists all.")
             self.caps.append(cap)
-        table = _table(columns, rows[:MAX_BENCHMARK_ROWS], "benchmarks-table",
+        table = sortable_table(columns, rows[:MAX_BENCHMARK_ROWS], "benchmarks-table",
                        link=lambda r: f"b{r['run']}" if r["run"] in self.plotted_runs
                        else None)
         out = ["<section id=\"benchmarks\"><h2>Harness benchmarks</h2>",
@@ -304,7 +268,7 @@ class _Page:
                 f"<span class=\"verdict {_verdict_class(r)}\">{esc(r['verdict'])}</span></h3>"
                 f"<p class=\"stats\">{esc(_bench_stats(r))} · "
                 f"<a href=\"#tl-b{run}\">timeline ↓</a></p>"
-                + self._chart(f"bench-{run}", charts.iterations(points, medians), "benchmark",
+                + self.chart(f"bench-{run}", charts.iterations(points, medians), "benchmark",
                               f"iterations of {r['benchmark']}")
                 + "</div>")
         out.append("</div></section>")
@@ -339,7 +303,7 @@ class _Page:
                 continue
             title = f"{r['benchmark']} · timed iteration {int(it['iteration'])}"
             win = self.windows.build(instances.loc[it["range_id"]], f"tl-b{run}", title,
-                                     _finite(it["event_ns"]))
+                                     finite(it["event_ns"]))
             out.append(self._timeline_block(win, codes.get(label, []), f"#b{run}"))
             drawn += 1
         for fam in self.families[:MAX_FAMILY_TIMELINES]:
@@ -365,7 +329,7 @@ class _Page:
         notes = "".join(f"<li>{esc(n)}</li>" for n in win.notes)
         return (f"<div class=\"timeline\" id=\"{esc(win.anchor)}\"><h3>{esc(win.title)}</h3>"
                 + (f"<p class=\"codes\">Findings: {code_links}</p>" if codes else "")
-                + self._chart(f"chart-{win.anchor}", charts.timeline(win), "timeline",
+                + self.chart(f"chart-{win.anchor}", charts.timeline(win), "timeline",
                               f"timeline of {win.title}")
                 + (f"<ul class=\"notes\">{notes}</ul>" if notes else "")
                 + f"<p class=\"back\"><a href=\"{esc(back)}\">numbers ↑</a></p></div>")
@@ -386,7 +350,7 @@ class _Page:
                "ranges included). Bars: per instance, GPU busy time (kernels, copies) and idle "
                "time stacked to the GPU span; the red tick is the time the host blocked in "
                "syncs. Cold instances (COLD_START) are paler and marked.</p>",
-               _table(RANGE_COLUMNS, rows, "ranges-table"), cap]
+               sortable_table(RANGE_COLUMNS, rows, "ranges-table"), cap]
         for fam in self.families[:MAX_FAMILY_BARS]:
             inst = fam["instances"]
             cold = self.cold.get(fam["label"], 0)
@@ -406,7 +370,7 @@ class _Page:
             out.append(f"<div class=\"family\" id=\"{fam['anchor']}\"><h3>{esc(fam['label'])}"
                        f"</h3><p class=\"stats\">{len(fam['instances']):,} instances"
                        + (f", the first {cold} cold" if cold else "") + link + "</p>"
-                       + (self._chart(f"family-{fam['anchor']}",
+                       + (self.chart(f"family-{fam['anchor']}",
                                       charts.family_bars(bars, y_max), "family",
                                       f"instances of {fam['label']}")
                           if bars else "<p class=\"muted\">No GPU work launched from these "
@@ -437,9 +401,9 @@ class _Page:
                 f"<td class=\"name\" title=\"{esc(r['name'])}\">{esc(shorten(r['name'], 90))}"
                 "</td>"
                 f"<td data-v=\"{r['count']}\">{r['count']:,}</td>"
-                + "".join(f"<td data-v=\"{_num(r[k])}\">{esc(fmt_ns(r[k]))}</td>"
+                + "".join(f"<td data-v=\"{num(r[k])}\">{esc(fmt_ns(r[k]))}</td>"
                           for k in ("total_ns", "median_ns", "mean_ns", "min_ns", "max_ns"))
-                + f"<td data-v=\"{_num(r['share'])}\">{esc(fmt_share(r['share']))}</td></tr>")
+                + f"<td data-v=\"{num(r['share'])}\">{esc(fmt_share(r['share']))}</td></tr>")
         head = "".join(f"<th data-type=\"{t}\">{h}</th>" for h, t in (
             ("Kernel", "text"), ("Count", "num"), ("Total", "num"), ("Median", "num"),
             ("Mean", "num"), ("Min", "num"), ("Max", "num"), ("Share", "num")))
@@ -466,19 +430,8 @@ class _Page:
 # -- helpers --------------------------------------------------------------------------------
 
 def _round_us(ns: Any) -> float | None:
-    f = _finite(ns)
+    f = finite(ns)
     return None if f is None else round(f / 1e3, 4)
-
-
-def _num(x: Any) -> str:
-    f = _finite(x)
-    return "" if f is None else repr(f)
-
-
-def _evidence_table(evidence: dict[str, Any]) -> str:
-    rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(_evidence_value(k, v))}</td></tr>"
-                   for k, v in evidence.items())
-    return f"<table class=\"kv\">{rows}</table>" if rows else ""
 
 
 def _evidence_by_range(by_range: dict[str, dict[str, Any]]) -> str:
@@ -488,22 +441,10 @@ def _evidence_by_range(by_range: dict[str, dict[str, Any]]) -> str:
     head = "".join(f"<th>{esc(label)}</th>" for label in labels)
     body = "".join(
         f"<tr><th>{esc(k)}</th>"
-        + "".join(f"<td>{esc(_evidence_value(k, by_range[label].get(k)))}</td>"
+        + "".join(f"<td>{esc(evidence_value(k, by_range[label].get(k)))}</td>"
                   for label in labels) + "</tr>" for k in keys)
     return (f"<table class=\"kv by-range\"><thead><tr><th></th>{head}</tr></thead>"
             f"<tbody>{body}</tbody></table>")
-
-
-def _evidence_value(key: str, value: Any) -> str:
-    if isinstance(value, (dict, list)):
-        return json.dumps(value, ensure_ascii=False)
-    if key.endswith("_ns") and _finite(value) is not None:
-        return fmt_ns(value)
-    if key.endswith("_bytes") and _finite(value) is not None:
-        return fmt_bytes(value)
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return "–" if value is None else str(value)
 
 
 def _verdict_class(r: dict[str, Any]) -> str:
@@ -553,9 +494,9 @@ def _family_rows(inst: pd.DataFrame, cold: int) -> list[dict[str, Any]]:
         return []
     rows = []
     for pos, r in enumerate(inst.itertuples(index=False)):
-        busy = _finite(r.gpu_busy_ns) or 0.0
+        busy = finite(r.gpu_busy_ns) or 0.0
         copies = min(float(r.copy_ns or 0), busy)
-        idle = _finite(r.gpu_idle_ns) or 0.0
+        idle = finite(r.gpu_idle_ns) or 0.0
         label = f"{int(r.index)}" + (" cold" if int(r.index) < cold else "")
         is_cold = int(r.index) < cold
         total = busy + idle
@@ -565,30 +506,6 @@ def _family_rows(inst: pd.DataFrame, cold: int) -> list[dict[str, Any]]:
                          "us": round(ns / 1e3, 4), "cold": is_cold,
                          "total_us": round(total / 1e3, 4), "total_text": fmt_ns(total)})
     return rows
-
-
-def _table(columns: list[Column], rows: list[dict[str, Any]], table_id: str,
-           link=None) -> str:
-    """A sortable table of shared columns; short headers explained on hover and in a
-    legend below, as the terminal table does."""
-    head = "".join(f"<th data-type=\"{'num' if c.numeric else 'text'}\""
-                   + (f" title=\"{esc(c.title)}\"" if c.title else "")
-                   + f">{esc(c.header)}</th>" for c in columns)
-    body = []
-    for r in rows:
-        values = cells(columns, r)
-        anchor = link(r) if link else None
-        first = (f"<a href=\"#{esc(anchor)}\">{esc(values[0])}</a>" if anchor
-                 else esc(values[0]))
-        body.append("<tr><td>" + first + "</td>"
-                    + "".join(f"<td>{esc(v)}</td>" if col.numeric else
-                              f"<td class=\"t\">{esc(v)}</td>"
-                              for col, v in zip(columns[1:], values[1:], strict=True))
-                    + "</tr>")
-    caption = legend(columns)
-    return (f"<table class=\"sortable\" id=\"{table_id}\"><thead><tr>{head}</tr></thead>"
-            f"<tbody>{''.join(body)}</tbody></table>"
-            + (f"<p class=\"legend\">{esc(caption)}</p>" if caption else ""))
 
 
 class HtmlRenderer:
@@ -604,137 +521,3 @@ def notebook_html(c: Comparison, height_px: int = 760) -> str:
             f"height:{height_px}px;border:1px solid #ddd\" title=\"nsyswrap report\" "
             "sandbox=\"allow-scripts\"></iframe>")
 
-
-_CSS = """
-:root{--fg:#1d232a;--muted:#66707a;--line:#e3e6ea;--warn:#b35c00;--info:#2463a6;--ok:#2f7d4a;
---bg-soft:#f6f7f9}
-*{box-sizing:border-box}
-body{margin:0;font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,
-sans-serif;color:var(--fg);background:#fff}
-main{max-width:1280px;margin:0 auto;padding:20px 28px 60px}
-h1{font-size:22px;margin:0 0 4px}h2{font-size:18px;margin:34px 0 8px;padding-top:10px;
-border-top:2px solid var(--line)}h3{font-size:15px;margin:22px 0 6px}
-.muted{color:var(--muted)}.lede{color:var(--muted);margin:0 0 12px}
-.facts{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px;margin:0 0 10px;
-font-size:13px}.facts dt{color:var(--muted)}.facts dd{margin:0;word-break:break-all}
-nav{margin:10px 0 0;font-size:13px}a{color:#1f5fa8;text-decoration:none}a:hover{
-text-decoration:underline}
-.notes,.cap,.explain{color:var(--muted);font-size:12.5px}.explain{max-width:980px}
-.finding{border-left:4px solid var(--info);background:var(--bg-soft);padding:8px 12px;
-margin:8px 0;border-radius:3px}.finding.warning{border-color:var(--warn)}
-.finding p{margin:4px 0}.fhead{display:flex;gap:10px;align-items:baseline;flex-wrap:wrap}
-.fhead .links{margin-left:auto;font-size:12.5px}.fhead .range{color:var(--muted);
-word-break:break-all}
-.sev{font-size:11px;text-transform:uppercase;letter-spacing:.04em;font-weight:600;
-color:var(--info)}.warning .sev{color:var(--warn)}
-.suggestion{color:#33506e}
-details summary{cursor:pointer;color:var(--muted);font-size:12.5px}
-table{border-collapse:collapse;font-size:12.5px;margin:6px 0}
-th,td{padding:3px 8px;border-bottom:1px solid var(--line);text-align:right;
-white-space:nowrap}th{background:var(--bg-soft);font-weight:600;position:sticky;top:0}
-td:first-child,th:first-child,td.t,th[data-type="text"]{text-align:left}
-td.t{white-space:normal}
-.alert{border:1px solid #e0a800;border-left:6px solid var(--warn);background:#fff4e0;
-padding:8px 12px;margin:10px 0;border-radius:3px;font-size:14px}
-.alert strong{color:var(--warn)}
-.legend{color:var(--muted);font-size:12px;margin:2px 0 10px}
-.by-range thead th{text-align:left;font-weight:600}
-table.sortable th{cursor:pointer;user-select:none}table.sortable th.asc::after{content:" ▲"}
-table.sortable th.desc::after{content:" ▼"}
-td.name{max-width:720px;overflow:hidden;text-overflow:ellipsis;font-family:ui-monospace,
-SFMono-Regular,Menlo,Consolas,monospace;font-size:12px}
-.kv th{text-align:left;font-weight:500;background:none;position:static}.kv td{
-text-align:left;white-space:normal;word-break:break-all}
-.verdict{font-size:12px;font-weight:500;padding:1px 8px;border-radius:10px;margin-left:6px;
-background:#fdecd8;color:var(--warn)}.verdict.agree{background:#e1f2e6;color:var(--ok)}
-.verdict.note{background:#e5eef9;color:var(--info)}
-.stats{font-size:12.5px;color:var(--muted);margin:2px 0 6px}
-.chart{width:100%;min-height:60px}
-.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(540px,1fr));gap:4px 28px}
-.grid .bench h3{margin-top:14px}.bench,.timeline,.family{margin-bottom:18px}
-.codes code,.fhead code{font-weight:600}.back{font-size:12px;margin:2px 0 0}
-.filter{font:inherit;padding:4px 8px;width:320px;border:1px solid #c9ced4;border-radius:4px}
-.count{color:var(--muted);font-size:12px}.ok{color:var(--ok)}
-footer{margin-top:40px;color:var(--muted);font-size:12px;border-top:1px solid var(--line)}
-#vg-tooltip-element{font-size:12px;max-width:520px}
-#vg-tooltip-element td.value{white-space:normal;word-break:break-all}
-"""
-
-# Draws the charts (vegaEmbed), and makes the tables sortable and the kernel table
-# searchable. Counts what it drew in data attributes on <body> (read by the browser tests).
-_JS = r"""
-(function () {
-  var specs = JSON.parse(document.getElementById('nsyswrap-specs').textContent);
-  var charts = document.querySelectorAll('.chart[data-spec]');
-  var jobs = [];
-  charts.forEach(function (el) {
-    var spec = specs[el.getAttribute('data-spec')];
-    jobs.push(vegaEmbed(el, spec, {actions: false, renderer: 'canvas'}).then(function () {
-      el.setAttribute('data-rendered', 'yes');
-    }, function (err) {
-      el.textContent = 'This chart could not be drawn: ' + err;
-      el.setAttribute('data-rendered', 'failed');
-      console.error(err);
-    }));
-  });
-  Promise.all(jobs).then(function () {
-    document.body.setAttribute('data-charts-done', String(jobs.length));
-  });
-
-  // Cells read as the units module writes them ("43.7 µs", "720 ns", "+6.3%", "2 MiB"):
-  // sort by the quantity, not by the digits.
-  var UNITS = {ns: 1, 'µs': 1e3, ms: 1e6, s: 1e9, B: 1, KiB: 1024, MiB: 1048576,
-               GiB: 1073741824};
-  function readNumber(text) {
-    var m = new RegExp('([+-]?[0-9][0-9,]*(?:\\.[0-9]+)?(?:e[+-]?[0-9]+)?)\\s*' +
-                       '(ns|µs|ms|s|B|KiB|MiB|GiB)?(?![A-Za-z])').exec(text);
-    if (!m) return -Infinity;
-    return parseFloat(m[1].replace(/,/g, '')) * (UNITS[m[2]] || 1);
-  }
-  function cellValue(row, i, numeric) {
-    var td = row.children[i];
-    if (!td) return numeric ? -Infinity : '';
-    if (numeric) {
-      var v = td.getAttribute('data-v');
-      var x = v === null ? readNumber(td.textContent) : parseFloat(v);
-      return isNaN(x) ? -Infinity : x;
-    }
-    return td.textContent.toLowerCase();
-  }
-  document.querySelectorAll('table.sortable').forEach(function (table) {
-    var heads = table.querySelectorAll('thead th');
-    heads.forEach(function (th, i) {
-      th.addEventListener('click', function () {
-        var numeric = th.getAttribute('data-type') === 'num';
-        var desc = !th.classList.contains('desc');
-        heads.forEach(function (h) { h.classList.remove('asc', 'desc'); });
-        th.classList.add(desc ? 'desc' : 'asc');
-        var body = table.tBodies[0];
-        var rows = Array.prototype.slice.call(body.rows);
-        rows.sort(function (a, b) {
-          var x = cellValue(a, i, numeric), y = cellValue(b, i, numeric);
-          return (x < y ? -1 : x > y ? 1 : 0) * (desc ? -1 : 1);
-        });
-        rows.forEach(function (r) { body.appendChild(r); });
-      });
-    });
-  });
-  document.querySelectorAll('input.filter').forEach(function (input) {
-    var table = document.getElementById(input.getAttribute('data-table'));
-    var counter = document.querySelector('[data-count-for="' + table.id + '"]');
-    function apply() {
-      var q = input.value.toLowerCase(), shown = 0, rows = table.tBodies[0].rows;
-      for (var k = 0; k < rows.length; k++) {
-        var name = rows[k].cells[0];
-        var text = (name.getAttribute('title') || '') + ' ' + name.textContent;
-        var hit = !q || text.toLowerCase().indexOf(q) >= 0;
-        rows[k].style.display = hit ? '' : 'none';
-        if (hit) shown++;
-      }
-      counter.textContent = shown + ' of ' + rows.length + ' shown';
-    }
-    input.addEventListener('input', apply);
-    apply();
-  });
-})();
-"""
