@@ -148,12 +148,17 @@ def _split_thresholds(pairs: tuple[str, ...]):
 
 
 def _output_multi(kind: str, result, fmt: str, output: Path | None, top: int,
-                  color: bool | None, **options) -> None:
-    """Like _output, for ranks side by side or a diff."""
+                  color: bool | None, steps=None, **options) -> None:
+    """Like _output, for ranks side by side or a diff. The ranks page links each rank's
+    own page where one lies beside its report."""
     from .render.multi import render_diff, render_ranks
 
     renderer = render_ranks if kind == "ranks" else render_diff
-    _output(result, fmt, output, top, color, renderer=renderer, **options)
+    if kind == "ranks" and fmt == "html":
+        from .multi.inputs import page_links
+
+        options["pages"] = page_links([s.source for s in result.summaries], output)
+    _output(result, fmt, output, top, color, renderer=renderer, steps=steps, **options)
 
 
 def _exit_for_ranks(analysis, fail_codes: set[str] | None) -> None:
@@ -172,6 +177,7 @@ def _exit_for_ranks(analysis, fail_codes: set[str] | None) -> None:
               + _thresholds_help() + "\n\n\b\nAcross ranks:\n"
               + _thresholds_help(RankThresholds) + "\n\n\b\nExamples:\n"
               "  nsyswrap compare runs/ddp/*.rank*.sqlite\n"
+              "  nsyswrap compare runs/ddp/ --format html -o ranks.html\n"
               "  nsyswrap compare --ranks one_report_all_ranks.sqlite --format json\n"
               "  nsyswrap compare run.sqlite\n"
               "  nsyswrap compare run.nsys-rep --format json -o verdict.json\n"
@@ -184,7 +190,7 @@ def _exit_for_ranks(analysis, fail_codes: set[str] | None) -> None:
               show_default=True, help="Output format. json is the CI contract "
               "(schema nsyswrap.compare/1; nsyswrap.ranks/1 for several reports); html a "
               "self-contained page; trace Chrome trace-event JSON for ui.perfetto.dev or "
-              "chrome://tracing (html and trace: one report).")
+              "chrome://tracing (trace: one report).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               help="Write to FILE instead of standard output.")
 @click.option("--section", type=click.Choice(sorted(set(SECTIONS) | {"ranks", "families",
@@ -230,14 +236,16 @@ def compare_command(reports, fmt, output, section, instances, top, thresholds, f
 
         paths = expand(reports)
         if len(paths) > 1 or as_ranks:
-            if fmt in FILE_FORMATS:
-                raise BadInputError(f"--format {fmt} shows one report; for ranks side by "
-                                    "side use table, json, csv or markdown")
+            if fmt == "trace":
+                raise BadInputError("--format trace shows one report; for ranks side by "
+                                    "side use html, table, json, csv or markdown")
+            steps = _steps(fmt)
             analysis = compare_ranks(
                 paths, thresholds=limits, rank_thresholds=rank_limits, jobs=jobs, dask=dask,
                 compare_options={"attribution": attribution, "all_domains": all_domains},
-                load_options={"cache_dir": cache_dir, "nsys": nsys})
-            _output_multi("ranks", analysis, fmt, output, top, color, section=section)
+                load_options={"cache_dir": cache_dir, "nsys": nsys}, progress=steps)
+            _output_multi("ranks", analysis, fmt, output, top, color, steps=steps,
+                          section=section)
             _exit_for_ranks(analysis, fail_codes)
             return
         report = paths[0]
@@ -413,12 +421,15 @@ def run_command(args, module, output, force, nsys, trace, sample, gpu_metrics,
               + _thresholds_help(DiffThresholds) + "\n\n\b\nExamples:\n"
               "  nsyswrap diff before.sqlite after.sqlite\n"
               "  nsyswrap diff base/analysis.json new/analysis.json --format markdown\n"
+              "  nsyswrap diff before.sqlite after.sqlite --format html -o diff.html\n"
               "  nsyswrap diff main.sqlite pr.sqlite --fail-on-regression 5   # CI gate")
 @click.argument("base", type=click.Path(path_type=Path))
 @click.argument("new", type=click.Path(path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "markdown", "csv"]),
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "markdown", "csv",
+                                                   "html"]),
               default="table", show_default=True,
-              help="Output format (json: schema nsyswrap.diff/1).")
+              help="Output format (json: schema nsyswrap.diff/1; html: a self-contained "
+              "page, written with -o FILE.html).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               help="Write to FILE instead of standard output.")
 @click.option("--section", type=click.Choice(["rows", "findings"]),
@@ -446,10 +457,12 @@ def diff_command(base, new, fmt, output, section, top, thresholds, fail_pct, nsy
     overrides = {p.partition("=")[0].strip(): p.partition("=")[2].strip() for p in thresholds}
     if any("=" not in p for p in thresholds):
         raise BadInputError("--threshold takes NAME=VALUE")
+    _check_destination(fmt, output)
+    steps = _steps(fmt)
     result = diff_reports(base, new, thresholds=DiffThresholds().with_overrides(overrides),
                           jobs=jobs, dask=dask, compare_options={"attribution": attribution},
-                          load_options={"cache_dir": cache_dir, "nsys": nsys})
-    _output_multi("diff", result, fmt, output, top, color, section=section)
+                          load_options={"cache_dir": cache_dir, "nsys": nsys}, progress=steps)
+    _output_multi("diff", result, fmt, output, top, color, steps=steps, section=section)
     if fail_pct is not None:
         worse = result.regressions(fail_pct)
         if len(worse):

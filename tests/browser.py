@@ -67,6 +67,14 @@ _FACTS_JS = """() => {
     findings: count('article.finding'),
     kernel_rows: count('#kernels-table tbody tr'),
     images: count('img'),
+    // the pages for many reports: charts by kind, drawn ones, and rows of each table
+    charts_by_kind: Array.from(document.querySelectorAll('.chart[data-kind]')).reduce(
+        (m, el) => { const k = el.getAttribute('data-kind'); m[k] = (m[k] || 0) + 1;
+                     return m; }, {}),
+    drawn_by_kind: ['ranks', 'families', 'interval'].reduce(
+        (m, k) => { m[k] = drawn(k); return m; }, {}),
+    table_rows: Array.from(document.querySelectorAll('table[id]')).reduce(
+        (m, t) => { m[t.id] = t.querySelectorAll('tbody tr').length; return m; }, {}),
     text: document.body.innerText,
   };
 }"""

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..diagnose import Thresholds
 from ..errors import BadInputError
+from ..progress import NO_PROGRESS, Progress
 from .checks import diagnose_ranks
 from .diff import Diff, diff
 from .inputs import expand
@@ -26,13 +27,15 @@ DIFF_SCHEMA = "nsyswrap.diff/1"
 def compare_ranks(reports: Sequence[str | os.PathLike], *, thresholds: Thresholds | None = None,
                   rank_thresholds: RankThresholds | None = None, jobs: int | None = None,
                   dask: str | None = None, compare_options: dict | None = None,
-                  load_options: dict | None = None) -> RankAnalysis:
+                  load_options: dict | None = None,
+                  progress: Progress = NO_PROGRESS) -> RankAnalysis:
     """Analyse each report (in parallel) and put their ranks side by side, with findings."""
     paths = expand(reports)
     if not paths:
         raise BadInputError("give at least one report (files, a folder or a glob)")
-    summaries = map_reports(summarize, paths, jobs=jobs, dask=dask, thresholds=thresholds,
-                            compare_options=compare_options, load_options=load_options)
+    summaries = map_reports(summarize, paths, jobs=jobs, dask=dask, progress=progress,
+                            thresholds=thresholds, compare_options=compare_options,
+                            load_options=load_options)
     return ranks_of(summaries, rank_thresholds)
 
 
@@ -46,7 +49,7 @@ def ranks_of(summaries: list[ReportSummary],
 def diff_reports(base: str | os.PathLike, new: str | os.PathLike, *,
                  thresholds: DiffThresholds | None = None, jobs: int | None = None,
                  dask: str | None = None, compare_options: dict | None = None,
-                 load_options: dict | None = None) -> Diff:
+                 load_options: dict | None = None, progress: Progress = NO_PROGRESS) -> Diff:
     """Diff two reports or analysis.json documents (reports analysed side by side)."""
     paths = [Path(base), Path(new)]
     for p in paths:
@@ -56,8 +59,9 @@ def diff_reports(base: str | os.PathLike, new: str | os.PathLike, *,
                                     for p in paths]
     todo = [p for p, s in zip(paths, sides, strict=True) if s is None]
     if todo:
-        done = iter(map_reports(summarize, todo, jobs=jobs, dask=dask, samples=True,
-                                compare_options=compare_options, load_options=load_options))
+        done = iter(map_reports(summarize, todo, jobs=jobs, dask=dask, progress=progress,
+                                samples=True, compare_options=compare_options,
+                                load_options=load_options))
         sides = [s if s is not None else next(done).samples for s in sides]
     return diff(sides[0], sides[1], thresholds)
 

@@ -13,11 +13,12 @@ from __future__ import annotations
 import multiprocessing
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from functools import partial
 from typing import Any
 
 from ..errors import BadInputError, NsysWrapError
+from ..progress import NO_PROGRESS, Advance, Progress
 
 
 def default_jobs() -> int:
@@ -28,23 +29,37 @@ def default_jobs() -> int:
 
 
 def map_reports(func: Callable[..., Any], paths: Sequence[Any], *, jobs: int | None = None,
-                dask: str | None = None, **kwargs) -> list[Any]:
-    """[func(path, **kwargs) for path in paths], in order, in parallel where asked."""
+                dask: str | None = None, progress: Progress = NO_PROGRESS,
+                **kwargs) -> list[Any]:
+    """[func(path, **kwargs) for path in paths], in order, in parallel where asked.
+    `progress` gets one advance per finished report, in the order they finish."""
     call = partial(func, **kwargs)
-    if dask:
-        return _on_dask(call, paths, dask)
-    jobs = min(jobs or default_jobs(), len(paths))
-    if jobs <= 1:
-        return [call(p) for p in paths]
-    ctx = multiprocessing.get_context(
-        "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn")
-    if ctx.get_start_method() == "forkserver":
-        ctx.set_forkserver_preload(["nsyswrap.multi.summary"])
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-        return list(pool.map(call, paths))
+    what = f"analysing {len(paths)} report{'s' if len(paths) != 1 else ''}"
+    with progress.step(what, total=len(paths)) as advance:
+        if dask:
+            return _on_dask(call, paths, dask, advance)
+        jobs = min(jobs or default_jobs(), len(paths))
+        if jobs <= 1:
+            out = []
+            for p in paths:
+                out.append(call(p))
+                advance()
+            return out
+        ctx = multiprocessing.get_context(
+            "forkserver" if "forkserver" in multiprocessing.get_all_start_methods()
+            else "spawn")
+        if ctx.get_start_method() == "forkserver":
+            ctx.set_forkserver_preload(["nsyswrap.multi.summary"])
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+            futures = [pool.submit(call, p) for p in paths]
+            for future in as_completed(futures):
+                future.result()  # a failed report stops the run here, as pool.map would
+                advance()
+            return [f.result() for f in futures]
 
 
-def _on_dask(call: Callable[[Any], Any], paths: Sequence[Any], address: str) -> list[Any]:
+def _on_dask(call: Callable[[Any], Any], paths: Sequence[Any], address: str,
+             advance: Advance) -> list[Any]:
     try:
         from distributed import Client
     except ImportError:
@@ -56,5 +71,10 @@ def _on_dask(call: Callable[[Any], Any], paths: Sequence[Any], address: str) -> 
     with client:
         # The workers read the reports themselves: paths must be valid on them (a shared
         # file system), and only the summaries travel back.
+        from distributed import as_completed as finished
+
         futures = client.map(call, [str(p) for p in paths], pure=False)
+        for future in finished(futures):
+            future.result()
+            advance()
         return client.gather(futures)

@@ -26,8 +26,8 @@ from .names import shorten
 from .page import (
     HtmlPage,
     esc,
+    evidence_side_by_side,
     evidence_table,
-    evidence_value,
     finite,
     num,
     sortable_table,
@@ -190,7 +190,7 @@ class _Page(HtmlPage):
                     what = "timeline" if anchor.startswith("tl-") else "bars"
                     links.append(f"<a href=\"#{anchor}\">{what} ↓</a>")
             by_range = f.evidence.get("by_range") if several else None
-            evidence = (_evidence_by_range(by_range) if by_range
+            evidence = (evidence_side_by_side(by_range) if by_range
                         else evidence_table(row["evidence"] or {}))
             out.append(
                 f"<article class=\"finding {esc(severity)}\" id=\"f{i}\">"
@@ -432,19 +432,6 @@ class _Page(HtmlPage):
 def _round_us(ns: Any) -> float | None:
     f = finite(ns)
     return None if f is None else round(f / 1e3, 4)
-
-
-def _evidence_by_range(by_range: dict[str, dict[str, Any]]) -> str:
-    """A merged finding's numbers: one column per range, side by side."""
-    labels = list(by_range)
-    keys = list(dict.fromkeys(k for ev in by_range.values() for k in ev))
-    head = "".join(f"<th>{esc(label)}</th>" for label in labels)
-    body = "".join(
-        f"<tr><th>{esc(k)}</th>"
-        + "".join(f"<td>{esc(evidence_value(k, by_range[label].get(k)))}</td>"
-                  for label in labels) + "</tr>" for k in keys)
-    return (f"<table class=\"kv by-range\"><thead><tr><th></th>{head}</tr></thead>"
-            f"<tbody>{body}</tbody></table>")
 
 
 def _verdict_class(r: dict[str, Any]) -> str:

@@ -59,6 +59,20 @@ def evidence_table(evidence: dict[str, Any]) -> str:
     return f"<table class=\"kv\">{rows}</table>" if rows else ""
 
 
+def evidence_side_by_side(by: dict[str, dict[str, Any]], heading=str) -> str:
+    """Numbers of several things side by side (a merged finding's ranges, ranks): one
+    column each, `heading(key)` on top."""
+    labels = list(by)
+    keys = list(dict.fromkeys(k for ev in by.values() for k in ev))
+    head = "".join(f"<th>{esc(heading(label))}</th>" for label in labels)
+    body = "".join(
+        f"<tr><th>{esc(k)}</th>"
+        + "".join(f"<td>{esc(evidence_value(k, by[label].get(k)))}</td>"
+                  for label in labels) + "</tr>" for k in keys)
+    return (f"<table class=\"kv by-range\"><thead><tr><th></th>{head}</tr></thead>"
+            f"<tbody>{body}</tbody></table>")
+
+
 def evidence_value(key: str, value: Any) -> str:
     if isinstance(value, (dict, list)):
         return json.dumps(value, ensure_ascii=False)
@@ -72,9 +86,12 @@ def evidence_value(key: str, value: Any) -> str:
 
 
 def sortable_table(columns: list[Column], rows: list[dict[str, Any]], table_id: str,
-           link=None) -> str:
+                   link=None, row_class=None, full_name=None) -> str:
     """A sortable table of shared columns; short headers explained on hover and in a
-    legend below, as the terminal table does."""
+    legend below, as the terminal table does. `link(row)`: an anchor on this page for the
+    first cell; `row_class(row)`: a CSS class for the row (a verdict's colour);
+    `full_name(row)`: the first cell's whole text, on hover and for the filter, where the
+    cell shows it shortened (kernel signatures run to hundreds of characters)."""
     head = "".join(f"<th data-type=\"{'num' if c.numeric else 'text'}\""
                    + (f" title=\"{esc(c.title)}\"" if c.title else "")
                    + f">{esc(c.header)}</th>" for c in columns)
@@ -84,7 +101,10 @@ def sortable_table(columns: list[Column], rows: list[dict[str, Any]], table_id: 
         anchor = link(r) if link else None
         first = (f"<a href=\"#{esc(anchor)}\">{esc(values[0])}</a>" if anchor
                  else esc(values[0]))
-        body.append("<tr><td>" + first + "</td>"
+        css = row_class(r) if row_class else None
+        cell = (f"<td class=\"name\" title=\"{esc(full_name(r))}\">" if full_name
+                else "<td>")
+        body.append((f"<tr class=\"{esc(css)}\">" if css else "<tr>") + cell + first + "</td>"
                     + "".join(f"<td>{esc(v)}</td>" if col.numeric else
                               f"<td class=\"t\">{esc(v)}</td>"
                               for col, v in zip(columns[1:], values[1:], strict=True))
@@ -93,7 +113,6 @@ def sortable_table(columns: list[Column], rows: list[dict[str, Any]], table_id: 
     return (f"<table class=\"sortable\" id=\"{table_id}\"><thead><tr>{head}</tr></thead>"
             f"<tbody>{''.join(body)}</tbody></table>"
             + (f"<p class=\"legend\">{esc(caption)}</p>" if caption else ""))
-
 
 
 class HtmlPage:

@@ -5,14 +5,15 @@ views.py, so every format shows the same numbers. None knows about SQL."""
 from __future__ import annotations
 
 from .csv import DiffCsv, RanksCsv
+from .html import DiffHtml, RanksHtml
 from .json import DiffJson, RanksJson
 from .markdown import DiffMarkdown, RanksMarkdown
 from .table import DiffTable, RanksTable
 
 RANKS_RENDERERS = {"table": RanksTable, "json": RanksJson, "csv": RanksCsv,
-                   "markdown": RanksMarkdown}
+                   "markdown": RanksMarkdown, "html": RanksHtml}
 DIFF_RENDERERS = {"table": DiffTable, "json": DiffJson, "csv": DiffCsv,
-                  "markdown": DiffMarkdown}
+                  "markdown": DiffMarkdown, "html": DiffHtml}
 
 
 def render_ranks(a, fmt: str = "table", **options) -> str:
