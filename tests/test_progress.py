@@ -106,3 +106,48 @@ def test_command_line_comes_from_the_report():
     assert compare(DEMO).info.command == [rows["PROCESS_0:COMMAND"],
                                           rows["PROCESS_0:ARGUMENT_0"]]
     assert compare(GPU_MIX.parent / "cpu2022_nvtx.sqlite").info.command is None  # 2022.4
+
+
+class Counter(Progress):
+    """Records each step with its total and how many advances it got."""
+
+    def __init__(self):
+        self.steps = []
+
+    @contextmanager
+    def step(self, description, total=None):
+        entry = [description, total, 0]
+        self.steps.append(entry)
+
+        def advance(n=1):
+            entry[2] += n
+
+        yield advance
+
+
+def test_many_reports_advance_once_per_finished_report():
+    from conftest import DATA
+
+    from nsyswrap.multi import compare_ranks, diff_reports
+
+    ranks = [DATA / f"h200x2_ddp_control.rank{r}.sqlite" for r in (0, 1)]
+    rec = Counter()
+    compare_ranks(ranks, jobs=1, progress=rec)
+    assert rec.steps == [["analysing 2 reports", 2, 2]]
+    rec = Counter()
+    diff_reports(DATA / "h100_diff_base.sqlite", DATA / "h100_diff_base_again.sqlite", jobs=2,
+                 progress=rec)  # in worker processes: advanced as each one finishes
+    assert rec.steps == [["analysing 2 reports", 2, 2]]
+
+
+def test_cli_bar_for_many_reports_on_a_terminal_only():
+    from conftest import DATA
+
+    ranks = [DATA / f"h200x2_ddp_control.rank{r}.sqlite" for r in (0, 1)]
+    drawn = _stderr_on_a_terminal("compare", *ranks, "-j", "1")
+    assert "nsyswrap: analysing 2 reports" in drawn and "0/2" in drawn
+    quiet = _stderr_on_a_terminal("diff", *ranks, "-j", "1", "--format", "json")
+    assert "analysing" not in quiet
+    proc = subprocess.run([sys.executable, "-m", "nsyswrap", "diff", *map(str, ranks), "-j",
+                           "1"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stderr == ""  # a pipe: nothing extra

@@ -335,7 +335,10 @@ class RanksHtml:
 # -- diff ---------------------------------------------------------------------------------
 
 def _label(r: dict[str, Any]) -> str:
-    name = shorten(r["name"], 70) if r["kind"] == "kernel" else shorten(r["name"], 90)
+    # shorten() reads C++ signatures; a range's name is cut, never rewritten
+    name = r["name"]
+    name = (shorten(name, 70) if r["kind"] == "kernel"
+            else name if len(name) <= 90 else name[:89] + "…")
     return name + ("" if r["metric"] in DEFAULT_METRICS else f" ({r['metric']})")
 
 
