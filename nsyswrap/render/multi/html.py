@@ -31,7 +31,7 @@ from ..page import (
 from ..views import Column, _ns
 from . import charts
 from .document import diff_section, ranks_section, verdict_counts
-from .views import RANK_COLUMNS, _ci, _pct, family_rows
+from .views import RANK_COLUMNS, _ci, _pct, diff_columns, family_rows
 
 # How much one page draws: hundreds of ranks or thousands of kernels stay a page that
 # opens quickly; the JSON output lists everything.
@@ -368,17 +368,10 @@ def _full_name(r: dict[str, Any]) -> str:
     return r["name"] + ("" if r["metric"] in DEFAULT_METRICS else f" ({r['metric']})")
 
 
-DIFF_HTML_COLUMNS = [
-    Column("Name", _label, numeric=False),
-    Column("Kind", lambda r: r["kind"], numeric=False),
-    Column("N", lambda r: f"{r['base_count']}/{r['new_count']}", title="instances base/new"),
-    Column("Base", _ns("base_median_ns"), title="base median"),
-    Column("New", _ns("new_median_ns"), title="new median"),
-    Column("Change", _pct("change")),
-    Column("Interval", _ci, title="confidence interval of the change"),
-    Column("Verdict", lambda r: r["verdict"] + (f" ({r['reason']})" if r["reason"] else ""),
-           numeric=False),
-]
+# The terminal's diff columns, the name first (it carries the hover and the filter) and
+# shortened here only as kernel signatures need.
+_TERMINAL = diff_columns(80)
+DIFF_HTML_COLUMNS = [Column("Name", _label, numeric=False), _TERMINAL[0], *_TERMINAL[2:]]
 SIDE_COLUMNS = [
     Column("Name", _label, numeric=False),
     Column("Kind", lambda r: r["kind"], numeric=False),
