@@ -134,12 +134,16 @@ def test_unwritable_output_is_one_line_exit_2(tmp_path):
         assert res.stderr.count("\n") == 1 and "cannot write" in res.stderr
 
 
-def test_a_page_is_per_report(tmp_path):
-    res = CliRunner().invoke(main, ["compare", str(GPU_MIX), str(DEMO), "--format", "html",
-                                    "-o", str(tmp_path / "r.html")])
+def test_several_reports_make_the_ranks_page_and_a_trace_is_per_report(tmp_path):
+    res = CliRunner().invoke(main, ["compare", str(GPU_MIX), str(DEMO), "-j", "1",
+                                    "--format", "html", "-o", str(tmp_path / "r.html")])
+    assert res.exit_code == 0, res.output
+    assert "ranks side by side" in (tmp_path / "r.html").read_text(encoding="utf-8")
+    res = CliRunner().invoke(main, ["compare", str(GPU_MIX), str(DEMO), "--format", "trace",
+                                    "-o", str(tmp_path / "t.json")])
     assert res.exit_code == 2 and res.stderr.count("\n") == 1
-    assert "--format html shows one report" in res.stderr
-    assert not (tmp_path / "r.html").exists()
+    assert "--format trace shows one report" in res.stderr
+    assert not (tmp_path / "t.json").exists()
 
 
 def test_html_to_a_pipe_works_and_says_o_is_usual():
