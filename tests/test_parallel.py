@@ -3,10 +3,13 @@ results as one process."""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import pytest
 from conftest import DATA
 
 from nsyswrap.multi import compare_ranks
+from nsyswrap.progress import Progress
 
 REPORTS = [DATA / f"h200x2_ddp_straggler.rank{r}.sqlite" for r in (0, 1)]
 
@@ -29,7 +32,16 @@ def test_local_dask_cluster_of_processes(serial):
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   dashboard_address=None) as cluster:
-        assert _essence(compare_ranks(REPORTS, dask=cluster.scheduler_address)) == serial
+        advances = []
+
+        class Count(Progress):
+            @contextmanager
+            def step(self, description, total=None):
+                yield lambda n=1: advances.append(n)
+
+        assert _essence(compare_ranks(REPORTS, dask=cluster.scheduler_address,
+                                      progress=Count())) == serial
+        assert len(advances) == len(REPORTS)  # one per report finished on the cluster
 
 
 def test_unreachable_dask_scheduler_is_one_error():

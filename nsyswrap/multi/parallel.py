@@ -74,7 +74,8 @@ def _on_dask(call: Callable[[Any], Any], paths: Sequence[Any], address: str,
         from distributed import as_completed as finished
 
         futures = client.map(call, [str(p) for p in paths], pure=False)
-        for future in finished(futures):
+        # this client is not the process's default one: as_completed needs its loop
+        for future in finished(futures, loop=client.loop):
             future.result()
             advance()
         return client.gather(futures)
