@@ -46,14 +46,15 @@ class Analysis:
 
     all_domains: bool = False  # findings cover libraries' ranges (NCCL, cuDNN, ...) too
 
-    def user_instances(self) -> pd.DataFrame:
+    def user_instances(self, columns: list[str] | None = None) -> pd.DataFrame:
         """Range instances that findings cover: the user's own, not the harness's iterations,
-        nor (unless all_domains) ranges of libraries' NVTX domains."""
+        nor (unless all_domains) ranges of libraries' NVTX domains. Only `columns` when
+        given: with millions of instances, a copy of every column is gigabytes."""
         inst = self.instances
         mine = inst["benchmark"] == ""
         if not self.all_domains:
             mine &= ~inst["library"]
-        return inst[mine]
+        return inst.loc[mine, columns] if columns is not None else inst[mine]
 
 
 def analyze(report: Report, by_process: bool = False, attribution: str = "process",
@@ -67,7 +68,7 @@ def analyze(report: Report, by_process: bool = False, attribution: str = "proces
     runs = benchmark_runs(report.marks)
     harness = harness_range_names(runs)
     # Which harness benchmark a range belongs to ("" for the user's own ranges).
-    instances["benchmark"] = np.where(_is_harness(instances, harness), instances["name"], "")
+    instances["benchmark"] = instances["name"].where(_is_harness(instances, harness), "")
     instances["library"] = library_mask(instances["domain"], instances["name"])
     instances["family"] = family_names(
         instances, ((instances["benchmark"] == "") & ~instances["library"]).to_numpy())

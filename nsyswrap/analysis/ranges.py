@@ -335,9 +335,13 @@ def range_summary(instances: pd.DataFrame, att: Attribution,
     columns = (["pid"] if by_process else []) + SUMMARY_COLUMNS
     if instances.empty:
         return pd.DataFrame(columns=columns)
-    inst = instances.copy()
-    if "family" not in inst:
-        inst["family"] = inst["name"]
+    # Only the columns the summary reads (a copy of every instance column would double
+    # the memory of a range-heavy report).
+    used = ["range_id", "domain", "name", "pid", "cpu_ns", "gpu_busy_ns",
+            "gpu_busy_other_threads_ns", "gpu_span_ns", "gpu_idle_ns", "gpu_ops", "kernels",
+            "syncs", "sync_ns", "copies", "copy_bytes", "pageable_copies"]
+    inst = instances[used].copy(deep=False)
+    inst["family"] = instances["family"] if "family" in instances else instances["name"]
     span = inst["gpu_span_ns"]
     inst["idle_share"] = (inst["gpu_idle_ns"] / span).where(span > 0)
     g = inst.groupby(keys, sort=False)
