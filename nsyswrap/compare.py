@@ -41,11 +41,12 @@ def compare(report: Report | str | os.PathLike, thresholds: Thresholds | None = 
         backward) or "thread" (nsys's rule, as nvtx_gpu_proj_sum).
     all_domains: findings also cover ranges of libraries' NVTX domains (NCCL, cuDNN, ...).
     """
-    if not isinstance(report, Report):
+    owned = not isinstance(report, Report)  # loaded here: nobody else holds it
+    if owned:
         report = load(report, **load_options)
     thresholds = thresholds or Thresholds()
     analysis = analyze(report, by_process=by_process, attribution=attribution,
-                       all_domains=all_domains)
+                       all_domains=all_domains, consume=owned)
     findings = diagnose(analysis, thresholds)
     return Comparison(analysis, findings, thresholds, _with_verdicts(analysis, findings))
 

@@ -135,6 +135,23 @@ def union_stats(intervals: pd.DataFrame, key: str) -> pd.DataFrame:
     order = np.lexsort((s0, g0))
     g, start = g0[order], s0[order]
     end = intervals["end_ns"].to_numpy(dtype="int64")[order]
+    del order
+    # Whole groups at a time, about UNION_CHUNK rows each: the temporaries of the sweep
+    # stay bounded however many (range, operation) pairs a report has.
+    heads = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+    cuts = np.unique(heads[np.searchsorted(heads, np.arange(0, len(g), UNION_CHUNK))])
+    parts = [_union_sorted(g[lo:hi], start[lo:hi], end[lo:hi])
+             for lo, hi in zip(cuts, np.r_[cuts[1:], len(g)], strict=True)]
+    out = pd.concat(parts) if len(parts) > 1 else parts[0]
+    out.index.name = key
+    return out[out_cols].astype("int64")
+
+
+UNION_CHUNK = 1 << 20
+
+
+def _union_sorted(g: np.ndarray, start: np.ndarray, end: np.ndarray) -> pd.DataFrame:
+    """union_stats of whole groups, sorted by (group, start)."""
     first = np.r_[True, g[1:] != g[:-1]]
     heads = np.flatnonzero(first)
     # Running max of ends within each group, shifted by one: the covered horizon before row i.
@@ -145,7 +162,7 @@ def union_stats(intervals: pd.DataFrame, key: str) -> pd.DataFrame:
     busy = np.add.reduceat(covered, heads)
     first_start = start[heads]  # sorted by start within each group
     last_end = np.maximum.reduceat(end, heads)
-    out = pd.DataFrame({
+    return pd.DataFrame({
         "busy_ns": busy,
         "span_ns": last_end - first_start,
         "idle_ns": last_end - first_start - busy,
@@ -154,8 +171,7 @@ def union_stats(intervals: pd.DataFrame, key: str) -> pd.DataFrame:
         "gaps": np.add.reduceat((gap > 0).astype("int64"), heads),
         "max_gap_ns": np.maximum.reduceat(gap, heads),
         "count": np.diff(np.r_[heads, len(g)]),
-    }, index=pd.Index(g[heads], name=key))
-    return out[out_cols].astype("int64")
+    }, index=pd.Index(g[heads]))
 
 
 def merge_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

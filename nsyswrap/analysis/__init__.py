@@ -58,11 +58,18 @@ class Analysis:
 
 
 def analyze(report: Report, by_process: bool = False, attribution: str = "process",
-            all_domains: bool = False) -> Analysis:
+            all_domains: bool = False, *, consume: bool = False) -> Analysis:
     """All analyses of one report. `attribution`: "process" (a range owns the GPU work
     other threads of its process launched while it was open) or "thread" (nsys's rule);
-    `all_domains`: findings also cover libraries' NVTX ranges."""
+    `all_domains`: findings also cover libraries' NVTX ranges. `consume`: the caller has
+    no further use for `report`, so its per-operation frames are emptied as soon as the
+    attribution holds what is needed of them (one copy of the biggest tables, not two)."""
+    kernels = kernel_summary(report.kernels)
     att = attribute(report, attribution)
+    if consume:
+        report.kernels = report.kernels.iloc[:0]
+        report.transfers = report.transfers.iloc[:0]
+        report.api_calls = report.api_calls.iloc[:0]
     release_freed_memory()
     instances = range_instances(report, att)
     runs = benchmark_runs(report.marks)
@@ -80,7 +87,7 @@ def analyze(report: Report, by_process: bool = False, attribution: str = "proces
     ranges["library"] = library_mask(ranges["domain"], ranges["name"])
     return Analysis(
         info=report.info,
-        kernels=kernel_summary(report.kernels),
+        kernels=kernels,
         instances=instances,
         ranges=ranges,
         attribution=att,

@@ -43,7 +43,7 @@ class Attribution:
 
     gpu_ops: pd.DataFrame  # every GPU operation (kind, times, launch, name, copy details)
     op_pairs: pd.DataFrame  # range_id, event (row of gpu_ops), innermost, other_thread,
-    #                         the op's times, device and stream, is_kernel, is_host_copy
+    #                         is_kernel, is_host_copy; the op's own columns: pair_values
     call_pairs: pd.DataFrame  # range_id, event (row of blocking_calls), innermost
     blocking_calls: pd.DataFrame  # report.api_calls plus range_id of the innermost range or -1
     host_copies: pd.DataFrame  # host<->device memcpy rows plus range_id (innermost) or -1
@@ -51,6 +51,13 @@ class Attribution:
     # Threads whose GPU work went to ranges of other threads (process rule): thread, gpu_ops
     other_threads: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(
         {"thread": pd.Series(dtype="int64"), "gpu_ops": pd.Series(dtype="int64")}))
+
+
+    def pair_values(self, column: str, pairs: pd.DataFrame | None = None) -> np.ndarray:
+        """A gpu_ops column for each pair (of op_pairs, or of a subset of it). Pairs carry
+        only their event's row, not copies of its columns: a report has millions of pairs."""
+        pairs = self.op_pairs if pairs is None else pairs
+        return self.gpu_ops[column].to_numpy()[pairs["event"].to_numpy()]
 
 
 # "process": a range also owns the work other threads of its process launched while it was
@@ -110,10 +117,6 @@ def _text_categorical(values: pd.Series) -> pd.Categorical:
     return cat.set_categories(pd.Index(cat.categories.astype(str), dtype=object), rename=True)
 
 
-# Operation columns carried onto each (range, operation) pair.
-PAIR_COLUMNS = ("start_ns", "end_ns", "launch_start_ns", "device_id", "stream_id")
-
-
 def attribute(report: Report, rule: str = "process") -> Attribution:
     if rule not in ATTRIBUTION_RULES:
         raise ValueError(f"attribution rule {rule!r}: choose from {ATTRIBUTION_RULES}")
@@ -134,8 +137,6 @@ def attribute(report: Report, rule: str = "process") -> Attribution:
     op_pairs = op_pairs.drop(columns="range_start_ns")  # served its purpose (innermost)
     # gpu_ops has a RangeIndex, so an event label is its row: take, don't merge.
     row = op_pairs["event"].to_numpy()
-    for col in PAIR_COLUMNS:
-        op_pairs[col] = ops[col].to_numpy()[row]
     op_pairs["is_kernel"] = (ops["kind"] == "kernel").to_numpy()[row]
     calls = report.api_calls.reset_index(drop=True)
     call_pairs = events_in_ranges(
@@ -220,10 +221,11 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
 
     ops = att.gpu_ops
     pairs = att.op_pairs
-    proj = union_stats(pairs, "range_id")
+    proj = _pair_union(att, pairs)
     is_kernel = pairs["is_kernel"].to_numpy()
     rid = pairs["range_id"].to_numpy()
-    latency = pd.Series((pairs["start_ns"].to_numpy() - pairs["launch_start_ns"].to_numpy())
+    launch = att.pair_values("launch_start_ns")
+    latency = pd.Series((att.pair_values("start_ns") - launch)
                         [is_kernel]).groupby(rid[is_kernel]).median()
     cols = {
         "gpu_ops": proj["count"],
@@ -232,8 +234,8 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
         "gpu_idle_ns": proj["idle_ns"], "gpu_first_start_ns": proj["first_start_ns"],
         "gpu_last_end_ns": proj["last_end_ns"], "gaps": proj["gaps"],
         "max_gap_ns": proj["max_gap_ns"], "launch_latency_ns": latency,
-        "first_launch_ns": pd.Series(pairs["launch_start_ns"].to_numpy()).groupby(rid).min(),
-        "streams": _distinct_streams(pairs),
+        "first_launch_ns": pd.Series(launch).groupby(rid).min(),
+        "streams": _distinct_streams(att),
     }
     has_gpu = report.info.has_gpu_activity
     for col, values in cols.items():
@@ -243,13 +245,13 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
             series = series.fillna(0.0)
         out[col] = series
 
-    out["gpu_device_busy_ns"] = _device_busy_within(out, pairs, ops, "gpu_first_start_ns",
+    out["gpu_device_busy_ns"] = _device_busy_within(out, att, "gpu_first_start_ns",
                                                     "gpu_last_end_ns")
-    out["gpu_device_busy_cpu_ns"] = _device_busy_within(out, pairs, ops, "start_ns", "end_ns")
+    out["gpu_device_busy_cpu_ns"] = _device_busy_within(out, att, "start_ns", "end_ns")
     # What the other threads' work added to each range's busy time (process rule).
     other = pairs["other_thread"].to_numpy()
     if other.any():
-        own = union_stats(pairs[~other], "range_id")["busy_ns"].reindex(out.index).fillna(0)
+        own = _pair_union(att, pairs[~other])["busy_ns"].reindex(out.index).fillna(0)
         out["gpu_busy_other_threads_ns"] = out["gpu_busy_ns"] - own
     else:
         out["gpu_busy_other_threads_ns"] = out["gpu_busy_ns"] * 0  # 0, or NaN without CUDA
@@ -263,7 +265,9 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
     out["sync_ns"] = call_ns.groupby(call_pairs["range_id"]).sum().reindex(out.index).fillna(0)
     copy_pairs = pairs[pairs["is_host_copy"]]
     row = copy_pairs["event"].to_numpy()
-    copy_pairs = copy_pairs.assign(bytes=ops["bytes"].to_numpy()[row],
+    copy_pairs = copy_pairs.assign(start_ns=ops["start_ns"].to_numpy()[row],
+                                   end_ns=ops["end_ns"].to_numpy()[row],
+                                   bytes=ops["bytes"].to_numpy()[row],
                                    src_kind=ops["src_kind"].to_numpy()[row],
                                    dst_kind=ops["dst_kind"].to_numpy()[row])
     g = copy_pairs.groupby("range_id")
@@ -279,10 +283,18 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
     return out.reset_index(drop=True)[INSTANCE_COLUMNS]
 
 
-def _distinct_streams(pairs: pd.DataFrame) -> pd.Series:
+def _pair_union(att: Attribution, pairs: pd.DataFrame) -> pd.DataFrame:
+    """union_stats of each range's operations (for `pairs`, a subset of att.op_pairs)."""
+    return union_stats(pd.DataFrame({"range_id": pairs["range_id"].to_numpy(),
+                                     "start_ns": att.pair_values("start_ns", pairs),
+                                     "end_ns": att.pair_values("end_ns", pairs)}), "range_id")
+
+
+def _distinct_streams(att: Attribution) -> pd.Series:
     """How many (device, stream) pairs each range's operations ran on."""
-    stream = (pairs["device_id"].to_numpy(dtype="int64") << 32) | pairs["stream_id"].to_numpy(
-        dtype="int64")
+    pairs = att.op_pairs
+    stream = ((att.pair_values("device_id").astype("int64") << 32)
+              | att.pair_values("stream_id").astype("int64"))
     codes, uniques = pd.factorize(stream)
     width = max(len(uniques), 1)
     key = np.sort(pairs["range_id"].to_numpy(dtype="int64") * width + codes)
@@ -291,24 +303,25 @@ def _distinct_streams(pairs: pd.DataFrame) -> pd.Series:
     return pd.Series(counts, index=ids)
 
 
-def _device_busy_within(inst: pd.DataFrame, pairs: pd.DataFrame, ops: pd.DataFrame,
-                        lo: str, hi: str) -> pd.Series:
+def _device_busy_within(inst: pd.DataFrame, att: Attribution, lo: str, hi: str) -> pd.Series:
     """GPU time busy with *any* work (any thread, stream or process) inside each range's
     window [lo, hi) (its GPU span, or its CPU time), on the device of its first operation;
     NaN for ranges without GPU work. A range's own gaps are not idle GPU time when other
     threads fill them."""
     out = pd.Series(np.nan, index=inst.index, dtype="float64")
+    pairs, ops = att.op_pairs, att.gpu_ops
     if pairs.empty:
         return out
     rid = pairs["range_id"].to_numpy()
-    order = np.lexsort((pairs["start_ns"].to_numpy(), rid))
+    order = np.lexsort((att.pair_values("start_ns"), rid))
     first = order[np.r_[True, rid[order][1:] != rid[order][:-1]]]  # earliest op per range
-    device = pd.Series(pairs["device_id"].to_numpy()[first], index=rid[first])
+    device = pd.Series(att.pair_values("device_id")[first], index=rid[first])
     spans = inst.loc[device.index, [lo, hi]].assign(device=device)
+    device_of_op = ops["device_id"].to_numpy()
     for dev, windows in spans.groupby("device"):
-        on_device = ops[ops["device_id"] == dev]
-        ms, me = merge_intervals(on_device["start_ns"].to_numpy(dtype="int64"),
-                                 on_device["end_ns"].to_numpy(dtype="int64"))
+        on_device = device_of_op == dev  # a mask, not a copy of every operation's row
+        ms, me = merge_intervals(ops["start_ns"].to_numpy(dtype="int64")[on_device],
+                                 ops["end_ns"].to_numpy(dtype="int64")[on_device])
         out.loc[windows.index] = covered_within(
             ms, me, windows[lo].to_numpy(dtype="int64"), windows[hi].to_numpy(dtype="int64"))
     return out
@@ -366,7 +379,7 @@ def range_summary(instances: pd.DataFrame, att: Attribution,
     pairs = att.op_pairs
     is_kernel = pairs["is_kernel"].to_numpy()
     group = pd.Series(g.ngroup().to_numpy(), index=inst["range_id"].to_numpy())
-    by_group = pd.Series((pairs["start_ns"].to_numpy() - pairs["launch_start_ns"].to_numpy())
+    by_group = pd.Series((att.pair_values("start_ns") - att.pair_values("launch_start_ns"))
                          [is_kernel]).groupby(
         group.reindex(pairs["range_id"].to_numpy()[is_kernel]).to_numpy()).median()
     latency = pd.Series(by_group.reindex(np.arange(g.ngroups)).to_numpy(),
