@@ -162,9 +162,13 @@ def _add_other_threads_work(ranges: pd.DataFrame, launches: pd.DataFrame,
     GPU operations went to other threads' ranges."""
     user = ~library_mask(ranges["domain"], ranges["name"])
     user_ids = ranges["range_id"].to_numpy()[user]
-    owned = np.zeros(int(launches.index.max()) + 1 if len(launches) else 0, dtype=bool)
-    mine = pairs[np.isin(pairs["range_id"].to_numpy(), user_ids)]
-    owned[mine["event"].to_numpy()] = True
+    # Lookups by position (range ids and event rows are small integers), not np.isin and
+    # np.unique: sorting tens of millions of pairs cost seconds.
+    n_events = int(launches.index.max()) + 1 if len(launches) else 0
+    owned = np.zeros(n_events, dtype=bool)
+    is_user = np.zeros(int(ranges["range_id"].max()) + 1 if len(ranges) else 0, dtype=bool)
+    is_user[user_ids] = True
+    owned[pairs["event"].to_numpy()[is_user[pairs["range_id"].to_numpy()]]] = True
     orphans = launches[~owned[launches.index.to_numpy()]]
     extra = events_in_ranges(ranges[user], orphans, key="process")
     counts = pd.DataFrame({"thread": pd.Series(dtype="int64"),
@@ -174,8 +178,11 @@ def _add_other_threads_work(ranges: pd.DataFrame, launches: pd.DataFrame,
     extra["other_thread"] = True
     combined = with_innermost(pd.concat([pairs.drop(columns="innermost"),
                                          extra.drop(columns="innermost")], ignore_index=True))
-    taken = np.unique(extra["event"].to_numpy())
-    by_thread = pd.Series(launches.loc[taken, "thread"].to_numpy()).value_counts()
+    taken = np.zeros(n_events, dtype=bool)
+    taken[extra["event"].to_numpy()] = True
+    # In event order, as np.unique would list them (value_counts breaks ties by order).
+    by_thread = pd.Series(launches["thread"].to_numpy()[taken[launches.index.to_numpy()]]
+                          ).value_counts()
     counts = pd.DataFrame({"thread": by_thread.index.to_numpy(dtype="int64"),
                            "gpu_ops": by_thread.to_numpy(dtype="int64")})
     return combined, counts
@@ -245,9 +252,8 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
             series = series.fillna(0.0)
         out[col] = series
 
-    out["gpu_device_busy_ns"] = _device_busy_within(out, att, "gpu_first_start_ns",
-                                                    "gpu_last_end_ns")
-    out["gpu_device_busy_cpu_ns"] = _device_busy_within(out, att, "start_ns", "end_ns")
+    out["gpu_device_busy_ns"], out["gpu_device_busy_cpu_ns"] = _device_busy_within(
+        out, att, [("gpu_first_start_ns", "gpu_last_end_ns"), ("start_ns", "end_ns")])
     # What the other threads' work added to each range's busy time (process rule).
     other = pairs["other_thread"].to_numpy()
     if other.any():
@@ -303,12 +309,14 @@ def _distinct_streams(att: Attribution) -> pd.Series:
     return pd.Series(counts, index=ids)
 
 
-def _device_busy_within(inst: pd.DataFrame, att: Attribution, lo: str, hi: str) -> pd.Series:
-    """GPU time busy with *any* work (any thread, stream or process) inside each range's
-    window [lo, hi) (its GPU span, or its CPU time), on the device of its first operation;
-    NaN for ranges without GPU work. A range's own gaps are not idle GPU time when other
-    threads fill them."""
-    out = pd.Series(np.nan, index=inst.index, dtype="float64")
+def _device_busy_within(inst: pd.DataFrame, att: Attribution,
+                        windows: list[tuple[str, str]]) -> list[pd.Series]:
+    """Per window [lo, hi) of columns of `inst` (its GPU span, or its CPU time): GPU time
+    busy with *any* work (any thread, stream or process) inside each range's window, on the
+    device of its first operation; NaN for ranges without GPU work. A range's own gaps are
+    not idle GPU time when other threads fill them. Each device's busy intervals are merged
+    once for all windows."""
+    out = [pd.Series(np.nan, index=inst.index, dtype="float64") for _ in windows]
     pairs, ops = att.op_pairs, att.gpu_ops
     if pairs.empty:
         return out
@@ -316,14 +324,16 @@ def _device_busy_within(inst: pd.DataFrame, att: Attribution, lo: str, hi: str) 
     order = np.lexsort((att.pair_values("start_ns"), rid))
     first = order[np.r_[True, rid[order][1:] != rid[order][:-1]]]  # earliest op per range
     device = pd.Series(att.pair_values("device_id")[first], index=rid[first])
-    spans = inst.loc[device.index, [lo, hi]].assign(device=device)
+    columns = sorted({c for w in windows for c in w})
+    spans = inst.loc[device.index, columns].assign(device=device)
     device_of_op = ops["device_id"].to_numpy()
-    for dev, windows in spans.groupby("device"):
+    for dev, rows in spans.groupby("device"):
         on_device = device_of_op == dev  # a mask, not a copy of every operation's row
         ms, me = merge_intervals(ops["start_ns"].to_numpy(dtype="int64")[on_device],
                                  ops["end_ns"].to_numpy(dtype="int64")[on_device])
-        out.loc[windows.index] = covered_within(
-            ms, me, windows[lo].to_numpy(dtype="int64"), windows[hi].to_numpy(dtype="int64"))
+        for series, (lo, hi) in zip(out, windows, strict=True):
+            series.loc[rows.index] = covered_within(
+                ms, me, rows[lo].to_numpy(dtype="int64"), rows[hi].to_numpy(dtype="int64"))
     return out
 
 
