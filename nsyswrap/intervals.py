@@ -107,18 +107,27 @@ def events_in_ranges(ranges: pd.DataFrame, events: pd.DataFrame,
                    for x in (out_range, out_event, out_start))
     if len(ev) == 0:
         return pd.DataFrame({c: pd.Series(dtype=t) for c, t in cols.items()})
-    return with_innermost(pd.DataFrame({"range_id": rng, "event": ev, "range_start_ns": st}))
+    return with_innermost(pd.DataFrame({"range_id": rng, "event": ev, "range_start_ns": st},
+                                       copy=False))
 
 
-def with_innermost(pairs: pd.DataFrame) -> pd.DataFrame:
-    """Pairs sorted by (event, range start) with `innermost` marking each event's
-    latest-starting range (the innermost of nested ranges)."""
-    ev = pairs["event"].to_numpy()
-    order = np.lexsort((pairs["range_start_ns"].to_numpy(), ev))
-    out = pairs.iloc[order].reset_index(drop=True)
+def with_innermost(pairs: pd.DataFrame, *more: pd.DataFrame) -> pd.DataFrame:
+    """Pairs (the rows of `pairs`, then of `more`: frames with the same columns) sorted by
+    (event, range start) with `innermost` marking each event's latest-starting range (the
+    innermost of nested ranges). Built column by column: with tens of millions of pairs, a
+    concatenated frame and a sorted copy of it at once would double the peak."""
+    frames = [f.drop(columns="innermost", errors="ignore") for f in (pairs, *more)]
+
+    def column(name: str) -> np.ndarray:
+        parts = [f[name].to_numpy() for f in frames]
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    ev = column("event")
+    order = np.lexsort((column("range_start_ns"), ev))
     ev = ev[order]
+    out = {c: (ev if c == "event" else column(c)[order]) for c in frames[0].columns}
     out["innermost"] = np.r_[ev[1:] != ev[:-1], True] if len(ev) else np.array([], bool)
-    return out
+    return pd.DataFrame(out, copy=False)
 
 
 def union_stats(intervals: pd.DataFrame, key: str) -> pd.DataFrame:

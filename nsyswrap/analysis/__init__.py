@@ -67,9 +67,9 @@ def analyze(report: Report, by_process: bool = False, attribution: str = "proces
     kernels = kernel_summary(report.kernels)
     att = attribute(report, attribution)
     if consume:
-        report.kernels = report.kernels.iloc[:0]
-        report.transfers = report.transfers.iloc[:0]
-        report.api_calls = report.api_calls.iloc[:0]
+        report.kernels = report.kernels.iloc[:0].copy()  # a slice would keep the buffers
+        report.transfers = report.transfers.iloc[:0].copy()
+        report.api_calls = report.api_calls.iloc[:0].copy()
     release_freed_memory()
     instances = range_instances(report, att)
     runs = benchmark_runs(report.marks)

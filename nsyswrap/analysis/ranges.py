@@ -91,7 +91,9 @@ def gpu_ops(report: Report) -> pd.DataFrame:
         categories=names)
     for c in ("copy_kind", "src_kind", "dst_kind"):
         data[c] = _stack_categoricals([("", n)], t[c])
-    return pd.DataFrame(data)
+    # copy=False: the columns are fresh arrays; pandas would otherwise copy them into one
+    # block, holding every operation twice for a moment.
+    return pd.DataFrame(data, copy=False)
 
 
 def _stack_categoricals(constant: list[tuple[str, int]], values: pd.Series,
@@ -128,7 +130,7 @@ def attribute(report: Report, rule: str = "process") -> Attribution:
     known = launch >= 0  # GPU work whose launching call is in the report
     thread = ops["thread"].to_numpy()
     launches = pd.DataFrame({"thread": thread[known], "process": thread[known] >> 24,
-                             "time_ns": launch[known]}, index=np.flatnonzero(known))
+                             "time_ns": launch[known]}, index=np.flatnonzero(known), copy=False)
     op_pairs = events_in_ranges(ranges, launches)  # nsys's rule: the launching thread's
     op_pairs["other_thread"] = False
     other_threads = None
@@ -176,8 +178,7 @@ def _add_other_threads_work(ranges: pd.DataFrame, launches: pd.DataFrame,
     if extra.empty:
         return pairs, counts
     extra["other_thread"] = True
-    combined = with_innermost(pd.concat([pairs.drop(columns="innermost"),
-                                         extra.drop(columns="innermost")], ignore_index=True))
+    combined = with_innermost(pairs, extra)
     taken = np.zeros(n_events, dtype=bool)
     taken[extra["event"].to_numpy()] = True
     # In event order, as np.unique would list them (value_counts breaks ties by order).
@@ -293,7 +294,8 @@ def _pair_union(att: Attribution, pairs: pd.DataFrame) -> pd.DataFrame:
     """union_stats of each range's operations (for `pairs`, a subset of att.op_pairs)."""
     return union_stats(pd.DataFrame({"range_id": pairs["range_id"].to_numpy(),
                                      "start_ns": att.pair_values("start_ns", pairs),
-                                     "end_ns": att.pair_values("end_ns", pairs)}), "range_id")
+                                     "end_ns": att.pair_values("end_ns", pairs)}, copy=False),
+                       "range_id")
 
 
 def _distinct_streams(att: Attribution) -> pd.Series:
