@@ -65,7 +65,7 @@ def analyze(report: Report, by_process: bool = False, attribution: str = "proces
     no further use for `report`, so its per-operation frames are emptied as soon as the
     attribution holds what is needed of them (one copy of the biggest tables, not two)."""
     kernels = kernel_summary(report.kernels)
-    att = attribute(report, attribution)
+    att = attribute(report, attribution, consume)
     if consume:
         report.kernels = report.kernels.iloc[:0].copy()  # a slice would keep the buffers
         report.transfers = report.transfers.iloc[:0].copy()

@@ -69,15 +69,19 @@ OP_KINDS = ["kernel", "memcpy", "memset", "graph"]
 _INT_COLUMNS = ("start_ns", "end_ns", "thread", "launch_start_ns", "device_id", "stream_id")
 
 
-def gpu_ops(report: Report) -> pd.DataFrame:
+def gpu_ops(report: Report, consume: bool = False) -> pd.DataFrame:
     """Kernels and transfers in one frame (RangeIndex: kernels first, in the report's order):
     kind, start_ns, end_ns, thread, launch_start_ns, device_id, stream_id, name,
     copy_kind, bytes, src_kind, dst_kind. Text columns are categorical: a million kernels
-    share a few hundred names."""
+    share a few hundred names. `consume`: drop each kernel column from the report once it
+    is stacked, so that ten million kernels are not held twice."""
     k, t = report.kernels, report.transfers
     n = len(k)
-    data = {c: np.concatenate([k[c].to_numpy(dtype="int64"), t[c].to_numpy(dtype="int64")])
-            for c in _INT_COLUMNS}
+    data = {}
+    for c in _INT_COLUMNS:
+        data[c] = np.concatenate([k[c].to_numpy(dtype="int64"), t[c].to_numpy(dtype="int64")])
+        if consume:
+            del k[c]
     data["bytes"] = np.concatenate([np.zeros(n, "int64"), t["bytes"].to_numpy(dtype="int64")])
     # Categoricals built from codes: factorizing a million repeated strings would cost more
     # than everything else here.
@@ -119,13 +123,15 @@ def _text_categorical(values: pd.Series) -> pd.Categorical:
     return cat.set_categories(pd.Index(cat.categories.astype(str), dtype=object), rename=True)
 
 
-def attribute(report: Report, rule: str = "process") -> Attribution:
+def attribute(report: Report, rule: str = "process", consume: bool = False) -> Attribution:
+    """Which range holds which GPU operation and blocking call, under `rule`. `consume`:
+    the report's kernel columns may be dropped as they are copied (see gpu_ops)."""
     if rule not in ATTRIBUTION_RULES:
         raise ValueError(f"attribution rule {rule!r}: choose from {ATTRIBUTION_RULES}")
     ranges = report.ranges.copy()
     ranges["lane"] = assign_lanes(ranges)
     ranges["process"] = ranges["thread"].to_numpy(dtype="int64") >> 24
-    ops = gpu_ops(report)
+    ops = gpu_ops(report, consume)
     launch = ops["launch_start_ns"].to_numpy()
     known = launch >= 0  # GPU work whose launching call is in the report
     thread = ops["thread"].to_numpy()
@@ -237,7 +243,7 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
                         [is_kernel]).groupby(rid[is_kernel]).median()
     cols = {
         "gpu_ops": proj["count"],
-        "kernels": pd.Series(rid[is_kernel]).value_counts(),
+        "kernels": _count_by_range(rid[is_kernel]),
         "gpu_busy_ns": proj["busy_ns"], "gpu_span_ns": proj["span_ns"],
         "gpu_idle_ns": proj["idle_ns"], "gpu_first_start_ns": proj["first_start_ns"],
         "gpu_last_end_ns": proj["last_end_ns"], "gaps": proj["gaps"],
@@ -288,6 +294,14 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
     for col in ("syncs", "sync_ns", "copies", "copy_bytes", "copy_ns", "pageable_copies"):
         out[col] = out[col].astype("int64")
     return out.reset_index(drop=True)[INSTANCE_COLUMNS]
+
+
+def _count_by_range(range_ids: np.ndarray) -> pd.Series:
+    """How many times each range id occurs (ids are small integers: a bincount, not a
+    hash table)."""
+    counts = np.bincount(range_ids) if len(range_ids) else np.zeros(0, dtype="int64")
+    ids = np.flatnonzero(counts)
+    return pd.Series(counts[ids], index=ids)
 
 
 def _pair_union(att: Attribution, pairs: pd.DataFrame) -> pd.DataFrame:
