@@ -50,12 +50,13 @@ def compare(report: Report | str | os.PathLike, thresholds: Thresholds | None = 
     all_domains: findings also cover ranges of libraries' NVTX domains (NCCL, cuDNN, ...).
     progress: shows the long steps (nsyswrap.progress).
     """
-    if not isinstance(report, Report):
+    owned = not isinstance(report, Report)  # loaded here: nobody else holds it
+    if owned:
         report = load(report, progress=progress, **load_options)
     thresholds = thresholds or Thresholds()
     with progress.step("analysing"):
         analysis = analyze(report, by_process=by_process, attribution=attribution,
-                           all_domains=all_domains)
+                           all_domains=all_domains, consume=owned)
         findings = diagnose(analysis, thresholds)
     return Comparison(analysis, findings, thresholds, _with_verdicts(analysis, findings))
 

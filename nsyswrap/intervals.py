@@ -107,18 +107,27 @@ def events_in_ranges(ranges: pd.DataFrame, events: pd.DataFrame,
                    for x in (out_range, out_event, out_start))
     if len(ev) == 0:
         return pd.DataFrame({c: pd.Series(dtype=t) for c, t in cols.items()})
-    return with_innermost(pd.DataFrame({"range_id": rng, "event": ev, "range_start_ns": st}))
+    return with_innermost(pd.DataFrame({"range_id": rng, "event": ev, "range_start_ns": st},
+                                       copy=False))
 
 
-def with_innermost(pairs: pd.DataFrame) -> pd.DataFrame:
-    """Pairs sorted by (event, range start) with `innermost` marking each event's
-    latest-starting range (the innermost of nested ranges)."""
-    ev = pairs["event"].to_numpy()
-    order = np.lexsort((pairs["range_start_ns"].to_numpy(), ev))
-    out = pairs.iloc[order].reset_index(drop=True)
+def with_innermost(pairs: pd.DataFrame, *more: pd.DataFrame) -> pd.DataFrame:
+    """Pairs (the rows of `pairs`, then of `more`: frames with the same columns) sorted by
+    (event, range start) with `innermost` marking each event's latest-starting range (the
+    innermost of nested ranges). Built column by column: with tens of millions of pairs, a
+    concatenated frame and a sorted copy of it at once would double the peak."""
+    frames = [f.drop(columns="innermost", errors="ignore") for f in (pairs, *more)]
+
+    def column(name: str) -> np.ndarray:
+        parts = [f[name].to_numpy() for f in frames]
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    ev = column("event")
+    order = np.lexsort((column("range_start_ns"), ev))
     ev = ev[order]
+    out = {c: (ev if c == "event" else column(c)[order]) for c in frames[0].columns}
     out["innermost"] = np.r_[ev[1:] != ev[:-1], True] if len(ev) else np.array([], bool)
-    return out
+    return pd.DataFrame(out, copy=False)
 
 
 def union_stats(intervals: pd.DataFrame, key: str) -> pd.DataFrame:
@@ -135,6 +144,23 @@ def union_stats(intervals: pd.DataFrame, key: str) -> pd.DataFrame:
     order = np.lexsort((s0, g0))
     g, start = g0[order], s0[order]
     end = intervals["end_ns"].to_numpy(dtype="int64")[order]
+    del order
+    # Whole groups at a time, about UNION_CHUNK rows each: the temporaries of the sweep
+    # stay bounded however many (range, operation) pairs a report has.
+    heads = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+    cuts = np.unique(heads[np.searchsorted(heads, np.arange(0, len(g), UNION_CHUNK))])
+    parts = [_union_sorted(g[lo:hi], start[lo:hi], end[lo:hi])
+             for lo, hi in zip(cuts, np.r_[cuts[1:], len(g)], strict=True)]
+    out = pd.concat(parts) if len(parts) > 1 else parts[0]
+    out.index.name = key
+    return out[out_cols].astype("int64")
+
+
+UNION_CHUNK = 1 << 20
+
+
+def _union_sorted(g: np.ndarray, start: np.ndarray, end: np.ndarray) -> pd.DataFrame:
+    """union_stats of whole groups, sorted by (group, start)."""
     first = np.r_[True, g[1:] != g[:-1]]
     heads = np.flatnonzero(first)
     # Running max of ends within each group, shifted by one: the covered horizon before row i.
@@ -145,7 +171,7 @@ def union_stats(intervals: pd.DataFrame, key: str) -> pd.DataFrame:
     busy = np.add.reduceat(covered, heads)
     first_start = start[heads]  # sorted by start within each group
     last_end = np.maximum.reduceat(end, heads)
-    out = pd.DataFrame({
+    return pd.DataFrame({
         "busy_ns": busy,
         "span_ns": last_end - first_start,
         "idle_ns": last_end - first_start - busy,
@@ -154,8 +180,7 @@ def union_stats(intervals: pd.DataFrame, key: str) -> pd.DataFrame:
         "gaps": np.add.reduceat((gap > 0).astype("int64"), heads),
         "max_gap_ns": np.maximum.reduceat(gap, heads),
         "count": np.diff(np.r_[heads, len(g)]),
-    }, index=pd.Index(g[heads], name=key))
-    return out[out_cols].astype("int64")
+    }, index=pd.Index(g[heads]))
 
 
 def merge_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -1,15 +1,22 @@
-"""`nsyswrap compare` against `nsys stats` on the same grown reports, in the same run.
+"""`nsyswrap compare` against `nsys stats` (and, optionally, another version of nsyswrap) on
+the same grown reports, in the same run.
 
-    python scripts/bench_compare.py [--source tests/data/h100_torch_mix.sqlite]
-        [--sizes 10000 100000 1000000] [--timeout 600] [--workdir /tmp/nsyswrap-bench]
+    python scripts/bench_compare.py [--source tests/data/h100_torch_train.sqlite]
+        [--sizes 1000000 10000000] [--ranges 2000000] [--demo] [--runs 3]
+        [--old OLD_CODE_DIR] [--timeout 600] [--workdir /tmp/nsyswrap-bench] [--no-nsys]
 
-For each size, grows SOURCE to that many kernels (scripts/make_big_report.py), then times
-  nsyswrap: nsyswrap compare FILE --format json -o OUT
+Reports are made once and kept in WORKDIR (grown_<source>_<size>.sqlite by
+scripts/make_big_report.py; ranges_<n>.sqlite by scripts/make_range_report.py, five nested
+NVTX ranges around each of n tiny kernels on two threads); later runs reuse them. Then, for
+each report, RUNS times in turn:
+  nsyswrap: nsyswrap compare FILE --format json -o OUT        (this checkout)
+  old:      the same with OLD_CODE_DIR on PYTHONPATH           (with --old: the anchor)
   nsys:     nsys stats -r <kernel summary>,<NVTX GPU projection> -f csv FILE
 (2022.x names the reports gpukernsum / nvtxgpuproj; 2023+ cuda_gpu_kern_sum /
-nvtx_gpu_proj_sum) and prints wall time, peak RSS and the ratio, as a Markdown table.
-Each tool reads its own copy of the file, so neither benefits from what the other wrote.
-Peak RSS comes from wait4() on each child process.
+nvtx_gpu_proj_sum) and prints the median wall time and peak RSS of each, and the ratios,
+as a Markdown table. nsys reads its own copy of the file, so it cannot reuse an export
+nsyswrap's run left beside it. Peak RSS comes from wait4() on each child process. Machines
+drift by ±20% through the day: compare within one run, not across runs.
 """
 
 from __future__ import annotations
@@ -20,20 +27,24 @@ import platform
 import re
 import shutil
 import signal
+import sqlite3
+import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
 
 
-def run_measured(cmd: list[str], timeout: float) -> tuple[float, float, int | None]:
+def run_measured(cmd: list[str], timeout: float, env: dict | None = None,
+                 cwd: Path | None = None) -> tuple[float, float, int | None]:
     """(wall seconds, peak RSS MiB, exit code or None on timeout) of one child process."""
     t0 = time.perf_counter()
     # Its own session, so that a timeout stops the whole tree (nsys stats runs helpers).
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+                            start_new_session=True, env=env, cwd=cwd)
     deadline = t0 + timeout
     while True:
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
@@ -56,49 +67,113 @@ def nsys_reports(nsys: str) -> tuple[str, str, str]:
     return "cuda_gpu_kern_sum", "nvtx_gpu_proj_sum", out.strip()
 
 
+def grown(source: Path, size: int, workdir: Path) -> Path:
+    """SOURCE grown to `size` kernels, made once and kept."""
+    out = workdir / f"grown_{source.stem}_{size}.sqlite"
+    if not out.exists():
+        tmp = out.with_suffix(".partial")
+        subprocess.run([sys.executable, str(HERE / "make_big_report.py"), str(source),
+                        str(tmp), "--kernels", str(size), "--force"], check=True)
+        tmp.rename(out)
+    return out
+
+
+def range_heavy(kernels: int, workdir: Path) -> Path:
+    out = workdir / f"ranges_{kernels}.sqlite"
+    if not out.exists():
+        tmp = out.with_suffix(".partial")
+        subprocess.run([sys.executable, str(HERE / "make_range_report.py"), str(tmp),
+                        "--kernels", str(kernels), "--force"], check=True)
+        tmp.rename(out)
+    return out
+
+
+def counts(path: Path) -> str:
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    k = con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+    r = con.execute("SELECT count(*) FROM NVTX_EVENTS WHERE eventType IN (59, 60)").fetchone()[0]
+    con.close()
+    return f"{k:,} kernels, {r:,} ranges"
+
+
+def fmt(samples: list[tuple[float, float, int | None]], timeout: float) -> tuple[str, str]:
+    if not samples:
+        return "–", "–"
+    if any(s[2] is None for s in samples):
+        return f"> {timeout:.0f} s (stopped)", f"{max(s[1] for s in samples):.0f} MiB"
+    t = statistics.median(s[0] for s in samples)
+    m = statistics.median(s[1] for s in samples)
+    bad = {s[2] for s in samples} - {0}
+    return (f"{t:.2f} s" + (f" (exit {bad})" if bad else "")
+            + f" [{min(s[0] for s in samples):.2f}–{max(s[0] for s in samples):.2f}]",
+            f"{m:.0f} MiB")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--source", type=Path, default=HERE.parent / "tests/data/h100_torch_mix.sqlite")
-    p.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
+    p.add_argument("--source", type=Path, default=ROOT / "tests/data/h100_torch_train.sqlite")
+    p.add_argument("--sizes", type=int, nargs="*", default=[1_000_000, 10_000_000])
+    p.add_argument("--ranges", type=int, nargs="*", default=[2_000_000],
+                   help="range-heavy reports: kernels, each in five nested ranges")
+    p.add_argument("--demo", action="store_true", help="also the bundled demo report")
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--old", type=Path, help="another nsyswrap's code folder, the anchor")
     p.add_argument("--timeout", type=float, default=600)
     p.add_argument("--workdir", type=Path, default=Path("/tmp/nsyswrap-bench"))
     p.add_argument("--nsys", default=shutil.which("nsys"))
+    p.add_argument("--no-nsys", action="store_true")
     a = p.parse_args()
     a.workdir.mkdir(parents=True, exist_ok=True)
-    kern, proj, version = nsys_reports(a.nsys) if a.nsys else ("", "", "no nsys")
+    nsys = None if a.no_nsys else a.nsys
+    kern, proj, version = nsys_reports(nsys) if nsys else ("", "", "no nsys")
+    files = [grown(a.source.resolve(), n, a.workdir) for n in a.sizes]
+    files += [range_heavy(n, a.workdir) for n in a.ranges]
+    if a.demo:
+        files.append(ROOT / "nsyswrap/data/scenarios-h100.sqlite")
+    os.sync()  # no write-back of fresh files competing with the timed runs
     print(f"{platform.node()}: {os.cpu_count()} cores, Python {platform.python_version()}; "
-          f"{version}; source {a.source.name}\n")
-    print("| kernels | file | nsyswrap compare | peak RSS | nsys stats (kern + proj) | "
-          "peak RSS | ratio |")
-    print("|---:|---:|---:|---:|---:|---:|---:|")
-    for size in a.sizes:
-        grown = a.workdir / f"grown_{size}.sqlite"
-        subprocess.run([sys.executable, str(HERE / "make_big_report.py"), str(a.source),
-                        str(grown), "--kernels", str(size), "--force"], check=True,
-                       stdout=subprocess.DEVNULL)
-        for_nsys = a.workdir / f"grown_{size}_nsys.sqlite"
-        shutil.copyfile(grown, for_nsys)
-        os.sync()  # no write-back of the fresh files competing with the timed runs
-        ours = run_measured([sys.executable, "-m", "nsyswrap", "compare", str(grown), "--format",
-                             "json", "-o", str(a.workdir / f"out_{size}.json")], a.timeout)
-        theirs = (run_measured([a.nsys, "stats", "-q", "-f", "csv", "-r", f"{kern},{proj}",
-                                "--force-overwrite", "true",
-                                "-o", str(a.workdir / f"nsys_{size}"), str(for_nsys)], a.timeout)
-                  if a.nsys else (float("nan"), float("nan"), None))
-        n = subprocess.run([sys.executable, "-c", "import sqlite3,sys;print(sqlite3.connect("
-                            "sys.argv[1]).execute('SELECT count(*) FROM "
-                            "CUPTI_ACTIVITY_KIND_KERNEL').fetchone()[0])", str(grown)],
-                           capture_output=True, text=True).stdout.strip()
-        mib = grown.stat().st_size / 2**20
-        t_ours = f"{ours[0]:.2f} s" + ("" if ours[2] == 0 else f" (exit {ours[2]})")
-        t_theirs = (f"{theirs[0]:.2f} s" + ("" if theirs[2] == 0 else f" (exit {theirs[2]})")
-                    if theirs[2] is not None else f"> {a.timeout:.0f} s (stopped)")
-        ratio = (f"{ours[0] / theirs[0]:.3f}" if theirs[2] == 0
-                 else f"< {ours[0] / a.timeout:.3f}" if theirs[2] is None else "–")
-        print(f"| {int(n):,} | {mib:.0f} MiB | {t_ours} | {ours[1]:.0f} MiB | {t_theirs} | "
-              f"{theirs[1]:.0f} MiB | {ratio} |", flush=True)
-        for f in (grown, for_nsys):
-            f.unlink()
+          f"{version}; {a.runs} runs each, median [min–max]\n")
+    cols = ["report", "nsyswrap", "peak RSS"]
+    cols += ["old nsyswrap", "peak RSS", "new / old"] if a.old else []
+    cols += ["nsys stats (kern + proj)", "peak RSS", "nsyswrap / nsys"] if nsys else []
+    print("| " + " | ".join(cols) + " |")
+    print("|" + "---|" * len(cols))
+    for path in files:
+        out = a.workdir / "out.json"
+        ours, old, theirs = [], [], []
+        for_nsys = a.workdir / "for_nsys.sqlite"
+        for _ in range(a.runs):
+            env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONDONTWRITEBYTECODE="1")
+            ours.append(run_measured([sys.executable, "-m", "nsyswrap", "compare", str(path),
+                                      "--format", "json", "-o", str(out)], a.timeout, env))
+            if a.old:
+                env = dict(os.environ, PYTHONPATH=str(a.old.resolve()),
+                           PYTHONDONTWRITEBYTECODE="1")
+                old.append(run_measured([sys.executable, "-m", "nsyswrap", "compare", str(path),
+                                         "--format", "json", "-o", str(out)], a.timeout, env,
+                                        cwd=a.old.resolve()))
+            if nsys:
+                shutil.copyfile(path, for_nsys)
+                theirs.append(run_measured(
+                    [nsys, "stats", "-q", "-f", "csv", "-r", f"{kern},{proj}",
+                     "--force-overwrite", "true", "-o", str(a.workdir / "nsys"),
+                     str(for_nsys)], a.timeout))
+                for f in a.workdir.glob("for_nsys*"):
+                    f.unlink()
+        row = [f"{path.name}: {counts(path)}, {path.stat().st_size / 2**20:.0f} MiB",
+               *fmt(ours, a.timeout)]
+        med = statistics.median(s[0] for s in ours)
+        if a.old:
+            rss = statistics.median(s[1] for s in ours) / statistics.median(s[1] for s in old)
+            row += [*fmt(old, a.timeout),
+                    f"{med / statistics.median(s[0] for s in old):.2f}× time, {rss:.2f}× RSS"]
+        if nsys:
+            ok = all(s[2] == 0 for s in theirs)
+            ratios = [o[0] / t[0] for o, t in zip(ours, theirs, strict=True)]
+            row += [*fmt(theirs, a.timeout),
+                    f"{statistics.median(ratios):.3f} (max {max(ratios):.3f})" if ok
+                    else f"< {med / a.timeout:.3f}"]
+        print("| " + " | ".join(row) + " |", flush=True)
 
 
 if __name__ == "__main__":

@@ -55,3 +55,42 @@ def test_range_results_scale(grown):
     # The same pathologies, found in every copy.
     assert {(f.code, f.range) for f in big.findings} >= {
         (f.code, f.range) for f in small.findings if f.code != "COLD_START"}
+
+
+RANGES = Path(__file__).parents[1] / "scripts" / "make_range_report.py"
+LEVELS = ["iteration", "layer", "block", "module", "op"]
+
+
+@pytest.fixture(scope="module")
+def range_heavy(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ranges") / "ranges.sqlite"
+    subprocess.run([sys.executable, str(RANGES), str(out), "--kernels", "3000"], check=True,
+                   capture_output=True)
+    return out
+
+
+@pytest.mark.parametrize("rule", ["process", "thread"])
+def test_range_heavy_report_gives_known_results(range_heavy, rule):
+    """Five nested ranges around each tiny kernel, on two threads: every range owns exactly
+    its own kernel (1.5 us on the GPU, launched 1.2 us before it starts)."""
+    c = nsyswrap.compare(range_heavy, attribution=rule)
+    r = c.analysis.ranges.set_index("name")
+    assert sorted(r.index) == sorted(LEVELS)
+    for level, name in enumerate(LEVELS):
+        row = r.loc[name]
+        assert row["count"] == 3000 and row["kernels"] == 3000 and row["gpu_ops"] == 3000
+        assert row["gpu_busy_total_ns"] == 3000 * 1500
+        assert row["cpu_median_ns"] == 5000 - 200 * level
+        assert row["launch_latency_median_ns"] == 1200
+    assert c.analysis.attribution.other_threads.empty  # each thread's ranges own its work
+    assert int(c.analysis.kernels["count"].sum()) == 3000
+
+
+def test_a_report_compare_loaded_matches_one_passed_in(range_heavy):
+    """compare() empties the per-operation frames of a report it loaded itself once they
+    are attributed; a Report passed in is left whole and gives the same numbers."""
+    report = nsyswrap.load(range_heavy)
+    mine = nsyswrap.compare(report)
+    assert len(report.kernels) == 3000
+    pd.testing.assert_frame_equal(mine.analysis.instances,
+                                  nsyswrap.compare(range_heavy).analysis.instances)

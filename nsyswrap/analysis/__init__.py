@@ -46,28 +46,36 @@ class Analysis:
 
     all_domains: bool = False  # findings cover libraries' ranges (NCCL, cuDNN, ...) too
 
-    def user_instances(self) -> pd.DataFrame:
+    def user_instances(self, columns: list[str] | None = None) -> pd.DataFrame:
         """Range instances that findings cover: the user's own, not the harness's iterations,
-        nor (unless all_domains) ranges of libraries' NVTX domains."""
+        nor (unless all_domains) ranges of libraries' NVTX domains. Only `columns` when
+        given: with millions of instances, a copy of every column is gigabytes."""
         inst = self.instances
         mine = inst["benchmark"] == ""
         if not self.all_domains:
             mine &= ~inst["library"]
-        return inst[mine]
+        return inst.loc[mine, columns] if columns is not None else inst[mine]
 
 
 def analyze(report: Report, by_process: bool = False, attribution: str = "process",
-            all_domains: bool = False) -> Analysis:
+            all_domains: bool = False, *, consume: bool = False) -> Analysis:
     """All analyses of one report. `attribution`: "process" (a range owns the GPU work
     other threads of its process launched while it was open) or "thread" (nsys's rule);
-    `all_domains`: findings also cover libraries' NVTX ranges."""
-    att = attribute(report, attribution)
+    `all_domains`: findings also cover libraries' NVTX ranges. `consume`: the caller has
+    no further use for `report`, so its per-operation frames are emptied as soon as the
+    attribution holds what is needed of them (one copy of the biggest tables, not two)."""
+    kernels = kernel_summary(report.kernels)
+    att = attribute(report, attribution, consume)
+    if consume:
+        report.kernels = report.kernels.iloc[:0].copy()  # a slice would keep the buffers
+        report.transfers = report.transfers.iloc[:0].copy()
+        report.api_calls = report.api_calls.iloc[:0].copy()
     release_freed_memory()
     instances = range_instances(report, att)
     runs = benchmark_runs(report.marks)
     harness = harness_range_names(runs)
     # Which harness benchmark a range belongs to ("" for the user's own ranges).
-    instances["benchmark"] = np.where(_is_harness(instances, harness), instances["name"], "")
+    instances["benchmark"] = instances["name"].where(_is_harness(instances, harness), "")
     instances["library"] = library_mask(instances["domain"], instances["name"])
     instances["family"] = family_names(
         instances, ((instances["benchmark"] == "") & ~instances["library"]).to_numpy())
@@ -79,7 +87,7 @@ def analyze(report: Report, by_process: bool = False, attribution: str = "proces
     ranges["library"] = library_mask(ranges["domain"], ranges["name"])
     return Analysis(
         info=report.info,
-        kernels=kernel_summary(report.kernels),
+        kernels=kernels,
         instances=instances,
         ranges=ranges,
         attribution=att,

@@ -36,10 +36,15 @@ def is_library_domain(domain: str) -> bool:
 
 def library_mask(domains: pd.Series, names: pd.Series) -> np.ndarray:
     """True for ranges that belong to a library (see the module docstring)."""
-    dom = domains.astype(str)
+    # Decided once per distinct (domain, name): millions of ranges share a few.
+    dom_codes, dom_values = pd.factorize(domains)
+    name_codes, name_values = pd.factorize(names)
+    width = max(len(name_values), 1)
+    codes, uniques = pd.factorize(dom_codes.astype("int64") * width + name_codes)
+    dom = pd.Series(np.asarray(dom_values, dtype=object)[uniques // width]).astype(str)
+    name = pd.Series(np.asarray(name_values, dtype=object)[uniques % width]).astype(str)
     in_domain = dom.str.lower().isin(LIBRARY_DOMAINS).to_numpy()
     # Only the default domain's names are read as operator names: a user domain may name
     # ranges as it likes.
-    operator = ((dom == "").to_numpy()
-                & names.astype(str).str.match(LIBRARY_RANGE_NAME).to_numpy(dtype=bool))
-    return in_domain | operator
+    operator = (dom == "").to_numpy() & name.str.match(LIBRARY_RANGE_NAME).to_numpy(dtype=bool)
+    return (in_domain | operator)[codes] if len(codes) else np.zeros(0, dtype=bool)

@@ -43,7 +43,7 @@ class Attribution:
 
     gpu_ops: pd.DataFrame  # every GPU operation (kind, times, launch, name, copy details)
     op_pairs: pd.DataFrame  # range_id, event (row of gpu_ops), innermost, other_thread,
-    #                         the op's times, device and stream, is_kernel, is_host_copy
+    #                         is_kernel, is_host_copy; the op's own columns: pair_values
     call_pairs: pd.DataFrame  # range_id, event (row of blocking_calls), innermost
     blocking_calls: pd.DataFrame  # report.api_calls plus range_id of the innermost range or -1
     host_copies: pd.DataFrame  # host<->device memcpy rows plus range_id (innermost) or -1
@@ -51,6 +51,13 @@ class Attribution:
     # Threads whose GPU work went to ranges of other threads (process rule): thread, gpu_ops
     other_threads: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(
         {"thread": pd.Series(dtype="int64"), "gpu_ops": pd.Series(dtype="int64")}))
+
+
+    def pair_values(self, column: str, pairs: pd.DataFrame | None = None) -> np.ndarray:
+        """A gpu_ops column for each pair (of op_pairs, or of a subset of it). Pairs carry
+        only their event's row, not copies of its columns: a report has millions of pairs."""
+        pairs = self.op_pairs if pairs is None else pairs
+        return self.gpu_ops[column].to_numpy()[pairs["event"].to_numpy()]
 
 
 # "process": a range also owns the work other threads of its process launched while it was
@@ -62,15 +69,19 @@ OP_KINDS = ["kernel", "memcpy", "memset", "graph"]
 _INT_COLUMNS = ("start_ns", "end_ns", "thread", "launch_start_ns", "device_id", "stream_id")
 
 
-def gpu_ops(report: Report) -> pd.DataFrame:
+def gpu_ops(report: Report, consume: bool = False) -> pd.DataFrame:
     """Kernels and transfers in one frame (RangeIndex: kernels first, in the report's order):
     kind, start_ns, end_ns, thread, launch_start_ns, device_id, stream_id, name,
     copy_kind, bytes, src_kind, dst_kind. Text columns are categorical: a million kernels
-    share a few hundred names."""
+    share a few hundred names. `consume`: drop each kernel column from the report once it
+    is stacked, so that ten million kernels are not held twice."""
     k, t = report.kernels, report.transfers
     n = len(k)
-    data = {c: np.concatenate([k[c].to_numpy(dtype="int64"), t[c].to_numpy(dtype="int64")])
-            for c in _INT_COLUMNS}
+    data = {}
+    for c in _INT_COLUMNS:
+        data[c] = np.concatenate([k[c].to_numpy(dtype="int64"), t[c].to_numpy(dtype="int64")])
+        if consume:
+            del k[c]
     data["bytes"] = np.concatenate([np.zeros(n, "int64"), t["bytes"].to_numpy(dtype="int64")])
     # Categoricals built from codes: factorizing a million repeated strings would cost more
     # than everything else here.
@@ -84,7 +95,9 @@ def gpu_ops(report: Report) -> pd.DataFrame:
         categories=names)
     for c in ("copy_kind", "src_kind", "dst_kind"):
         data[c] = _stack_categoricals([("", n)], t[c])
-    return pd.DataFrame(data)
+    # copy=False: the columns are fresh arrays; pandas would otherwise copy them into one
+    # block, holding every operation twice for a moment.
+    return pd.DataFrame(data, copy=False)
 
 
 def _stack_categoricals(constant: list[tuple[str, int]], values: pd.Series,
@@ -110,22 +123,20 @@ def _text_categorical(values: pd.Series) -> pd.Categorical:
     return cat.set_categories(pd.Index(cat.categories.astype(str), dtype=object), rename=True)
 
 
-# Operation columns carried onto each (range, operation) pair.
-PAIR_COLUMNS = ("start_ns", "end_ns", "launch_start_ns", "device_id", "stream_id")
-
-
-def attribute(report: Report, rule: str = "process") -> Attribution:
+def attribute(report: Report, rule: str = "process", consume: bool = False) -> Attribution:
+    """Which range holds which GPU operation and blocking call, under `rule`. `consume`:
+    the report's kernel columns may be dropped as they are copied (see gpu_ops)."""
     if rule not in ATTRIBUTION_RULES:
         raise ValueError(f"attribution rule {rule!r}: choose from {ATTRIBUTION_RULES}")
     ranges = report.ranges.copy()
     ranges["lane"] = assign_lanes(ranges)
     ranges["process"] = ranges["thread"].to_numpy(dtype="int64") >> 24
-    ops = gpu_ops(report)
+    ops = gpu_ops(report, consume)
     launch = ops["launch_start_ns"].to_numpy()
     known = launch >= 0  # GPU work whose launching call is in the report
     thread = ops["thread"].to_numpy()
     launches = pd.DataFrame({"thread": thread[known], "process": thread[known] >> 24,
-                             "time_ns": launch[known]}, index=np.flatnonzero(known))
+                             "time_ns": launch[known]}, index=np.flatnonzero(known), copy=False)
     op_pairs = events_in_ranges(ranges, launches)  # nsys's rule: the launching thread's
     op_pairs["other_thread"] = False
     other_threads = None
@@ -134,8 +145,6 @@ def attribute(report: Report, rule: str = "process") -> Attribution:
     op_pairs = op_pairs.drop(columns="range_start_ns")  # served its purpose (innermost)
     # gpu_ops has a RangeIndex, so an event label is its row: take, don't merge.
     row = op_pairs["event"].to_numpy()
-    for col in PAIR_COLUMNS:
-        op_pairs[col] = ops[col].to_numpy()[row]
     op_pairs["is_kernel"] = (ops["kind"] == "kernel").to_numpy()[row]
     calls = report.api_calls.reset_index(drop=True)
     call_pairs = events_in_ranges(
@@ -161,9 +170,13 @@ def _add_other_threads_work(ranges: pd.DataFrame, launches: pd.DataFrame,
     GPU operations went to other threads' ranges."""
     user = ~library_mask(ranges["domain"], ranges["name"])
     user_ids = ranges["range_id"].to_numpy()[user]
-    owned = np.zeros(int(launches.index.max()) + 1 if len(launches) else 0, dtype=bool)
-    mine = pairs[np.isin(pairs["range_id"].to_numpy(), user_ids)]
-    owned[mine["event"].to_numpy()] = True
+    # Lookups by position (range ids and event rows are small integers), not np.isin and
+    # np.unique: sorting tens of millions of pairs cost seconds.
+    n_events = int(launches.index.max()) + 1 if len(launches) else 0
+    owned = np.zeros(n_events, dtype=bool)
+    is_user = np.zeros(int(ranges["range_id"].max()) + 1 if len(ranges) else 0, dtype=bool)
+    is_user[user_ids] = True
+    owned[pairs["event"].to_numpy()[is_user[pairs["range_id"].to_numpy()]]] = True
     orphans = launches[~owned[launches.index.to_numpy()]]
     extra = events_in_ranges(ranges[user], orphans, key="process")
     counts = pd.DataFrame({"thread": pd.Series(dtype="int64"),
@@ -171,10 +184,12 @@ def _add_other_threads_work(ranges: pd.DataFrame, launches: pd.DataFrame,
     if extra.empty:
         return pairs, counts
     extra["other_thread"] = True
-    combined = with_innermost(pd.concat([pairs.drop(columns="innermost"),
-                                         extra.drop(columns="innermost")], ignore_index=True))
-    taken = np.unique(extra["event"].to_numpy())
-    by_thread = pd.Series(launches.loc[taken, "thread"].to_numpy()).value_counts()
+    combined = with_innermost(pairs, extra)
+    taken = np.zeros(n_events, dtype=bool)
+    taken[extra["event"].to_numpy()] = True
+    # In event order, as np.unique would list them (value_counts breaks ties by order).
+    by_thread = pd.Series(launches["thread"].to_numpy()[taken[launches.index.to_numpy()]]
+                          ).value_counts()
     counts = pd.DataFrame({"thread": by_thread.index.to_numpy(dtype="int64"),
                            "gpu_ops": by_thread.to_numpy(dtype="int64")})
     return combined, counts
@@ -220,20 +235,21 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
 
     ops = att.gpu_ops
     pairs = att.op_pairs
-    proj = union_stats(pairs, "range_id")
+    proj = _pair_union(att, pairs)
     is_kernel = pairs["is_kernel"].to_numpy()
     rid = pairs["range_id"].to_numpy()
-    latency = pd.Series((pairs["start_ns"].to_numpy() - pairs["launch_start_ns"].to_numpy())
+    launch = att.pair_values("launch_start_ns")
+    latency = pd.Series((att.pair_values("start_ns") - launch)
                         [is_kernel]).groupby(rid[is_kernel]).median()
     cols = {
         "gpu_ops": proj["count"],
-        "kernels": pd.Series(rid[is_kernel]).value_counts(),
+        "kernels": _count_by_range(rid[is_kernel]),
         "gpu_busy_ns": proj["busy_ns"], "gpu_span_ns": proj["span_ns"],
         "gpu_idle_ns": proj["idle_ns"], "gpu_first_start_ns": proj["first_start_ns"],
         "gpu_last_end_ns": proj["last_end_ns"], "gaps": proj["gaps"],
         "max_gap_ns": proj["max_gap_ns"], "launch_latency_ns": latency,
-        "first_launch_ns": pd.Series(pairs["launch_start_ns"].to_numpy()).groupby(rid).min(),
-        "streams": _distinct_streams(pairs),
+        "first_launch_ns": pd.Series(launch).groupby(rid).min(),
+        "streams": _distinct_streams(att),
     }
     has_gpu = report.info.has_gpu_activity
     for col, values in cols.items():
@@ -243,13 +259,12 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
             series = series.fillna(0.0)
         out[col] = series
 
-    out["gpu_device_busy_ns"] = _device_busy_within(out, pairs, ops, "gpu_first_start_ns",
-                                                    "gpu_last_end_ns")
-    out["gpu_device_busy_cpu_ns"] = _device_busy_within(out, pairs, ops, "start_ns", "end_ns")
+    out["gpu_device_busy_ns"], out["gpu_device_busy_cpu_ns"] = _device_busy_within(
+        out, att, [("gpu_first_start_ns", "gpu_last_end_ns"), ("start_ns", "end_ns")])
     # What the other threads' work added to each range's busy time (process rule).
     other = pairs["other_thread"].to_numpy()
     if other.any():
-        own = union_stats(pairs[~other], "range_id")["busy_ns"].reindex(out.index).fillna(0)
+        own = _pair_union(att, pairs[~other])["busy_ns"].reindex(out.index).fillna(0)
         out["gpu_busy_other_threads_ns"] = out["gpu_busy_ns"] - own
     else:
         out["gpu_busy_other_threads_ns"] = out["gpu_busy_ns"] * 0  # 0, or NaN without CUDA
@@ -263,7 +278,9 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
     out["sync_ns"] = call_ns.groupby(call_pairs["range_id"]).sum().reindex(out.index).fillna(0)
     copy_pairs = pairs[pairs["is_host_copy"]]
     row = copy_pairs["event"].to_numpy()
-    copy_pairs = copy_pairs.assign(bytes=ops["bytes"].to_numpy()[row],
+    copy_pairs = copy_pairs.assign(start_ns=ops["start_ns"].to_numpy()[row],
+                                   end_ns=ops["end_ns"].to_numpy()[row],
+                                   bytes=ops["bytes"].to_numpy()[row],
                                    src_kind=ops["src_kind"].to_numpy()[row],
                                    dst_kind=ops["dst_kind"].to_numpy()[row])
     g = copy_pairs.groupby("range_id")
@@ -279,10 +296,27 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
     return out.reset_index(drop=True)[INSTANCE_COLUMNS]
 
 
-def _distinct_streams(pairs: pd.DataFrame) -> pd.Series:
+def _count_by_range(range_ids: np.ndarray) -> pd.Series:
+    """How many times each range id occurs (ids are small integers: a bincount, not a
+    hash table)."""
+    counts = np.bincount(range_ids) if len(range_ids) else np.zeros(0, dtype="int64")
+    ids = np.flatnonzero(counts)
+    return pd.Series(counts[ids], index=ids)
+
+
+def _pair_union(att: Attribution, pairs: pd.DataFrame) -> pd.DataFrame:
+    """union_stats of each range's operations (for `pairs`, a subset of att.op_pairs)."""
+    return union_stats(pd.DataFrame({"range_id": pairs["range_id"].to_numpy(),
+                                     "start_ns": att.pair_values("start_ns", pairs),
+                                     "end_ns": att.pair_values("end_ns", pairs)}, copy=False),
+                       "range_id")
+
+
+def _distinct_streams(att: Attribution) -> pd.Series:
     """How many (device, stream) pairs each range's operations ran on."""
-    stream = (pairs["device_id"].to_numpy(dtype="int64") << 32) | pairs["stream_id"].to_numpy(
-        dtype="int64")
+    pairs = att.op_pairs
+    stream = ((att.pair_values("device_id").astype("int64") << 32)
+              | att.pair_values("stream_id").astype("int64"))
     codes, uniques = pd.factorize(stream)
     width = max(len(uniques), 1)
     key = np.sort(pairs["range_id"].to_numpy(dtype="int64") * width + codes)
@@ -291,26 +325,31 @@ def _distinct_streams(pairs: pd.DataFrame) -> pd.Series:
     return pd.Series(counts, index=ids)
 
 
-def _device_busy_within(inst: pd.DataFrame, pairs: pd.DataFrame, ops: pd.DataFrame,
-                        lo: str, hi: str) -> pd.Series:
-    """GPU time busy with *any* work (any thread, stream or process) inside each range's
-    window [lo, hi) (its GPU span, or its CPU time), on the device of its first operation;
-    NaN for ranges without GPU work. A range's own gaps are not idle GPU time when other
-    threads fill them."""
-    out = pd.Series(np.nan, index=inst.index, dtype="float64")
+def _device_busy_within(inst: pd.DataFrame, att: Attribution,
+                        windows: list[tuple[str, str]]) -> list[pd.Series]:
+    """Per window [lo, hi) of columns of `inst` (its GPU span, or its CPU time): GPU time
+    busy with *any* work (any thread, stream or process) inside each range's window, on the
+    device of its first operation; NaN for ranges without GPU work. A range's own gaps are
+    not idle GPU time when other threads fill them. Each device's busy intervals are merged
+    once for all windows."""
+    out = [pd.Series(np.nan, index=inst.index, dtype="float64") for _ in windows]
+    pairs, ops = att.op_pairs, att.gpu_ops
     if pairs.empty:
         return out
     rid = pairs["range_id"].to_numpy()
-    order = np.lexsort((pairs["start_ns"].to_numpy(), rid))
+    order = np.lexsort((att.pair_values("start_ns"), rid))
     first = order[np.r_[True, rid[order][1:] != rid[order][:-1]]]  # earliest op per range
-    device = pd.Series(pairs["device_id"].to_numpy()[first], index=rid[first])
-    spans = inst.loc[device.index, [lo, hi]].assign(device=device)
-    for dev, windows in spans.groupby("device"):
-        on_device = ops[ops["device_id"] == dev]
-        ms, me = merge_intervals(on_device["start_ns"].to_numpy(dtype="int64"),
-                                 on_device["end_ns"].to_numpy(dtype="int64"))
-        out.loc[windows.index] = covered_within(
-            ms, me, windows[lo].to_numpy(dtype="int64"), windows[hi].to_numpy(dtype="int64"))
+    device = pd.Series(att.pair_values("device_id")[first], index=rid[first])
+    columns = sorted({c for w in windows for c in w})
+    spans = inst.loc[device.index, columns].assign(device=device)
+    device_of_op = ops["device_id"].to_numpy()
+    for dev, rows in spans.groupby("device"):
+        on_device = device_of_op == dev  # a mask, not a copy of every operation's row
+        ms, me = merge_intervals(ops["start_ns"].to_numpy(dtype="int64")[on_device],
+                                 ops["end_ns"].to_numpy(dtype="int64")[on_device])
+        for series, (lo, hi) in zip(out, windows, strict=True):
+            series.loc[rows.index] = covered_within(
+                ms, me, rows[lo].to_numpy(dtype="int64"), rows[hi].to_numpy(dtype="int64"))
     return out
 
 
@@ -335,9 +374,13 @@ def range_summary(instances: pd.DataFrame, att: Attribution,
     columns = (["pid"] if by_process else []) + SUMMARY_COLUMNS
     if instances.empty:
         return pd.DataFrame(columns=columns)
-    inst = instances.copy()
-    if "family" not in inst:
-        inst["family"] = inst["name"]
+    # Only the columns the summary reads (a copy of every instance column would double
+    # the memory of a range-heavy report).
+    used = ["range_id", "domain", "name", "pid", "cpu_ns", "gpu_busy_ns",
+            "gpu_busy_other_threads_ns", "gpu_span_ns", "gpu_idle_ns", "gpu_ops", "kernels",
+            "syncs", "sync_ns", "copies", "copy_bytes", "pageable_copies"]
+    inst = instances[used].copy(deep=False)
+    inst["family"] = instances["family"] if "family" in instances else instances["name"]
     span = inst["gpu_span_ns"]
     inst["idle_share"] = (inst["gpu_idle_ns"] / span).where(span > 0)
     g = inst.groupby(keys, sort=False)
@@ -362,7 +405,7 @@ def range_summary(instances: pd.DataFrame, att: Attribution,
     pairs = att.op_pairs
     is_kernel = pairs["is_kernel"].to_numpy()
     group = pd.Series(g.ngroup().to_numpy(), index=inst["range_id"].to_numpy())
-    by_group = pd.Series((pairs["start_ns"].to_numpy() - pairs["launch_start_ns"].to_numpy())
+    by_group = pd.Series((att.pair_values("start_ns") - att.pair_values("launch_start_ns"))
                          [is_kernel]).groupby(
         group.reindex(pairs["range_id"].to_numpy()[is_kernel]).to_numpy()).median()
     latency = pd.Series(by_group.reindex(np.arange(g.ngroups)).to_numpy(),

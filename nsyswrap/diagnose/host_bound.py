@@ -73,7 +73,9 @@ def _harness(a: Analysis, t: Thresholds) -> list[Finding]:
 
 
 def _ranges(a: Analysis, t: Thresholds) -> list[Finding]:
-    inst = a.user_instances()
+    inst = a.user_instances(["domain", "family", "start_ns", "gpu_ops", "cpu_ns", "sync_ns",
+                             "gpu_busy_ns", "gpu_device_busy_cpu_ns", "gpu_span_ns",
+                             "gpu_device_busy_ns"])
     if inst.empty or inst["gpu_busy_ns"].isna().all():
         return []
     findings = []

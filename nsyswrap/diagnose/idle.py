@@ -11,7 +11,8 @@ CODE = "GPU_IDLE_IN_RANGE"
 
 
 def check(a: Analysis, t: Thresholds) -> list[Finding]:
-    inst = a.user_instances()
+    inst = a.user_instances(["domain", "family", "gpu_span_ns", "gpu_device_busy_ns",
+                             "max_gap_ns", "gpu_idle_ns", "gpu_busy_ns", "gpu_ops", "gaps"])
     if inst.empty or inst["gpu_span_ns"].isna().all():
         return []
     inst = inst[inst["gpu_span_ns"] >= t.idle_min_span_ns].copy()

@@ -12,7 +12,7 @@ CODE = "SYNC_IN_RANGE"
 
 def check(a: Analysis, t: Thresholds) -> list[Finding]:
     calls = a.attribution.blocking_calls
-    calls = calls[calls["range_id"].isin(a.user_instances()["range_id"])]
+    calls = calls[calls["range_id"].isin(a.user_instances(["range_id"])["range_id"])]
     if calls.empty:
         return []
     inst = a.instances.set_index("range_id")

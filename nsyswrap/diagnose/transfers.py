@@ -19,7 +19,7 @@ CODE = "TRANSFER_IN_RANGE"
 
 def check(a: Analysis, t: Thresholds) -> list[Finding]:
     copies = a.attribution.host_copies
-    copies = copies[copies["range_id"].isin(a.user_instances()["range_id"])]
+    copies = copies[copies["range_id"].isin(a.user_instances(["range_id"])["range_id"])]
     if copies.empty:
         return []
     inst = a.instances.set_index("range_id")
