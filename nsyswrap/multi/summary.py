@@ -111,7 +111,7 @@ def _rank_summary(c: Comparison, pid: int, name: str, devices: list[int], rank: 
     nccl_op = is_nccl(ops["name"].to_numpy()) & (ops["kind"] == "kernel").to_numpy()
     inst = a.user_instances()
     inst = inst[inst["pid"] == pid]
-    inst = _with_comm_split(inst, a.attribution.op_pairs, nccl_op)
+    inst = _with_comm_split(inst, a.attribution, nccl_op)
     step = _step_family(inst)
 
     mine = op_pid == pid
@@ -136,7 +136,7 @@ def _rank_summary(c: Comparison, pid: int, name: str, devices: list[int], rank: 
         last_gpu = a.attribution.op_pairs
         last_gpu = last_gpu[np.isin(last_gpu["range_id"], steps.index.to_numpy())]
         if len(last_gpu):
-            hi = max(hi, int(last_gpu["end_ns"].max()))
+            hi = max(hi, int(a.attribution.pair_values("end_ns", last_gpu).max()))
     window = own[(own["end_ns"] > lo) & (own["start_ns"] < hi)]
     busy, compute, comm = (_union_length(window[m]) for m in (
         np.ones(len(window), bool), ~nccl_op[window.index], nccl_op[window.index]))
@@ -158,16 +158,21 @@ def _union_length(ops: pd.DataFrame) -> int:
     return int(union_stats(frame, "k")["busy_ns"].iloc[0])
 
 
-def _with_comm_split(inst: pd.DataFrame, pairs: pd.DataFrame, nccl_op: np.ndarray
-                     ) -> pd.DataFrame:
+def _with_comm_split(inst: pd.DataFrame, att, nccl_op: np.ndarray) -> pd.DataFrame:
     """Per instance: host work (CPU time not blocked on the GPU: a rank that waits for a
     straggler blocks in syncs, so its ranges lengthen by waiting, not by working), and its
     GPU work split into compute (every operation that is not an NCCL kernel) and
     communication, with the communication that ran while no compute of the range did."""
     inst = inst.set_index("range_id", drop=False).copy()
     inst["work_ns"] = inst["cpu_ns"] - inst["sync_ns"]
+    pairs = att.op_pairs
     mine = pairs[np.isin(pairs["range_id"].to_numpy(), inst.index.to_numpy())]
-    comm_pair = nccl_op[mine["event"].to_numpy()]
+    # Pairs carry only their operation's row (Attribution.pair_values): take the times.
+    mine = pd.DataFrame({"range_id": mine["range_id"].to_numpy(),
+                         "start_ns": att.pair_values("start_ns", mine),
+                         "end_ns": att.pair_values("end_ns", mine)})
+    comm_pair = nccl_op[pairs["event"].to_numpy()[
+        np.isin(pairs["range_id"].to_numpy(), inst.index.to_numpy())]]
     for col, part in (("compute_ns", mine[~comm_pair]), ("comm_ns", mine[comm_pair])):
         inst[col] = union_stats(part, "range_id")["busy_ns"].reindex(inst.index).fillna(0)
     overlap = inst["compute_ns"] + inst["comm_ns"] - inst["gpu_busy_ns"].fillna(0)
