@@ -38,6 +38,13 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 
 
+def _path(code: Path) -> str:
+    """PYTHONPATH with `code` first: the package under test, and whatever else the caller's
+    PYTHONPATH provides (the GPU host's carried wheels)."""
+    rest = os.environ.get("PYTHONPATH", "")
+    return str(code) + (os.pathsep + rest if rest else "")
+
+
 def run_measured(cmd: list[str], timeout: float, env: dict | None = None,
                  cwd: Path | None = None) -> tuple[float, float, int | None]:
     """(wall seconds, peak RSS MiB, exit code or None on timeout) of one child process."""
@@ -143,11 +150,11 @@ def main() -> None:
         ours, old, theirs = [], [], []
         for_nsys = a.workdir / "for_nsys.sqlite"
         for _ in range(a.runs):
-            env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONDONTWRITEBYTECODE="1")
+            env = dict(os.environ, PYTHONPATH=_path(ROOT), PYTHONDONTWRITEBYTECODE="1")
             ours.append(run_measured([sys.executable, "-m", "nsyswrap", "compare", str(path),
                                       "--format", "json", "-o", str(out)], a.timeout, env))
             if a.old:
-                env = dict(os.environ, PYTHONPATH=str(a.old.resolve()),
+                env = dict(os.environ, PYTHONPATH=_path(a.old.resolve()),
                            PYTHONDONTWRITEBYTECODE="1")
                 old.append(run_measured([sys.executable, "-m", "nsyswrap", "compare", str(path),
                                          "--format", "json", "-o", str(out)], a.timeout, env,

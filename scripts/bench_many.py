@@ -61,7 +61,8 @@ def time_compare(folder: Path, jobs: int, dask: str | None = None) -> dict:
     # A probe process runs the command so that RUSAGE_CHILDREN covers only it and its
     # workers (ru_maxrss: the largest single process among them).
     p = subprocess.run([sys.executable, "-c", PROBE, *cmd], capture_output=True, text=True,
-                       env={**os.environ, "PYTHONPATH": str(HERE.parent)})
+                       env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                           p for p in (str(HERE.parent), os.environ.get("PYTHONPATH")) if p)})
     if p.returncode:
         sys.exit(f"bench_many: {' '.join(cmd)} failed: {p.stderr.strip()}")
     return json.loads(p.stdout)
