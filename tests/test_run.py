@@ -5,6 +5,7 @@ missing libdw, by an importer that fails the way the dynamic loader does."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -184,10 +185,47 @@ def test_doctor_tells_the_cases_apart(tmp_path):
         assert no_nsys.returncode == 1 and "install Nsight Systems" in no_nsys.stdout
 
 
+def _process_tree_below(marker: str) -> list[tuple[int, str]]:
+    """(pid, command line) of every process whose command line names `marker`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if marker in cmdline and entry.name != str(os.getpid()):
+                found.append((int(entry.name), cmdline.strip()))
+    return found
+
+
+def run_once_more_if_nsys_hangs(out: Path, *args, timeout=90):
+    """nsys 2022.4 now and then never returns after a workload with spawned children has
+    ended (seen once in a clean-clone CI run; not reproduced in 30 runs since:
+    docs/nsys-quirks.md, "Spawned children"). Such a hang is nsys's, not ours: stop the
+    stuck capture (it runs in its own session, so killing nsyswrap leaves it), say what
+    was still running, and try once more in a fresh folder. Two hangs in a row fail."""
+    for attempt in (1, 2):
+        target = out.with_name(f"{out.name}{'' if attempt == 1 else '-again'}")
+        try:
+            return target, nsyswrap("run", "-o", target, *args, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            stuck = _process_tree_below(str(target))
+            # nsys's agent runs in a session of its own, named after the nsys pid.
+            stuck += [p for pid, _ in stuck for p in _process_tree_below(f"-{pid} ")]
+            for pid, _ in stuck:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            if attempt == 2:
+                pytest.fail(f"nsys hung twice; still running: {stuck}")
+            print(f"nsys hung after {timeout} s, retrying; still running: {stuck}",
+                  file=sys.stderr)
+
+
 def test_spawned_workers_are_traced_and_grouped_by_process(tmp_path):
-    out = tmp_path / "workers"
-    proc = nsyswrap("run", "-o", out, "--format", "json",
-                    Path(__file__).parent / "workloads" / "workers.py")
+    out, proc = run_once_more_if_nsys_hangs(
+        tmp_path / "workers", "--format", "json",
+        Path(__file__).parent / "workloads" / "workers.py")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     sqlite = out / "workers.sqlite"
