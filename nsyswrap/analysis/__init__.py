@@ -28,6 +28,7 @@ from .reconcile import (
     event_floors,
     harness_range_names,
     iterations,
+    pairs_in,
 )
 
 
@@ -101,8 +102,5 @@ def analyze(report: Report, by_process: bool = False, attribution: str = "proces
 
 
 def _is_harness(frame: pd.DataFrame, harness: set[tuple[str, str]]) -> np.ndarray:
-    """Rows whose (domain, name) the harness opened (a handful of names: one pass each)."""
-    mask = np.zeros(len(frame), dtype=bool)
-    for domain, name in harness:
-        mask |= ((frame["domain"] == domain) & (frame["name"] == name)).to_numpy()
-    return mask
+    """Rows whose (domain, name) the harness opened."""
+    return pairs_in(frame, harness)

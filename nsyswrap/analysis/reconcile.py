@@ -71,9 +71,7 @@ class _Windows:
     runs must not filter every instance once per run."""
 
     def __init__(self, instances: pd.DataFrame, runs: list[dict]):
-        names = harness_range_names(runs)
-        keys = list(zip(instances["domain"], instances["name"], strict=True))
-        mask = np.fromiter((k in names for k in keys), bool, len(keys))
+        mask = pairs_in(instances, harness_range_names(runs))
         frame = instances[mask].sort_values("start_ns", kind="stable")
         self.groups = {key: g for key, g in frame.groupby(["domain", "name", "pid"], sort=False)}
 
@@ -195,6 +193,15 @@ def benchmark_summary(it: pd.DataFrame, runs: list[dict],
                                else c["end_ns"].max()),
         })
     return pd.DataFrame(rows, columns=BENCHMARK_COLUMNS)
+
+
+def pairs_in(frame: pd.DataFrame, pairs: set[tuple[str, str]]) -> np.ndarray:
+    """Rows of `frame` whose (domain, name) is one of `pairs`: a hashed lookup in C (a
+    Python loop over the instances took 0.9 s at 1 M kernels)."""
+    if not pairs or frame.empty:
+        return np.zeros(len(frame), dtype=bool)
+    keys = pd.MultiIndex.from_arrays([frame["domain"], frame["name"]])
+    return keys.isin(list(pairs))
 
 
 def harness_range_names(runs: list[dict]) -> set[tuple[str, str]]:
