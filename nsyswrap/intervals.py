@@ -145,6 +145,18 @@ def union_stats(intervals: pd.DataFrame, key: str) -> pd.DataFrame:
     g, start = g0[order], s0[order]
     end = intervals["end_ns"].to_numpy(dtype="int64")[order]
     del order
+    out = union_stats_sorted(g, start, end)
+    out.index.name = key
+    return out
+
+
+def union_stats_sorted(g: np.ndarray, start: np.ndarray, end: np.ndarray) -> pd.DataFrame:
+    """union_stats of intervals already sorted by (group, start): for callers that sort
+    once and take several unions (all operations, a subset of them) from that order."""
+    out_cols = ["busy_ns", "span_ns", "idle_ns", "first_start_ns", "last_end_ns", "gaps",
+                "max_gap_ns", "count"]
+    if len(g) == 0:
+        return pd.DataFrame(columns=out_cols, index=pd.Index([]), dtype="int64")
     # Whole groups at a time, about UNION_CHUNK rows each: the temporaries of the sweep
     # stay bounded however many (range, operation) pairs a report has.
     heads = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
@@ -152,7 +164,6 @@ def union_stats(intervals: pd.DataFrame, key: str) -> pd.DataFrame:
     parts = [_union_sorted(g[lo:hi], start[lo:hi], end[lo:hi])
              for lo, hi in zip(cuts, np.r_[cuts[1:], len(g)], strict=True)]
     out = pd.concat(parts) if len(parts) > 1 else parts[0]
-    out.index.name = key
     return out[out_cols].astype("int64")
 
 

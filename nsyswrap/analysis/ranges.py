@@ -27,7 +27,7 @@ from ..intervals import (
     covered_within,
     events_in_ranges,
     merge_intervals,
-    union_stats,
+    union_stats_sorted,
     with_innermost,
 )
 from ..report import Report
@@ -235,7 +235,15 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
 
     ops = att.gpu_ops
     pairs = att.op_pairs
-    proj = _pair_union(att, pairs)
+    # One sort of the pairs by (range, GPU start) serves every union below and each
+    # range's first operation (tens of millions of pairs: each sort costs seconds).
+    by_range = _RangeOrder.of(att)
+    proj = by_range.union()
+    other = pairs["other_thread"].to_numpy()
+    # What the other threads' work added to each range's busy time (process rule).
+    own_busy = by_range.union(~other)["busy_ns"] if other.any() else None
+    first_rows = by_range.first_rows()
+    del by_range
     is_kernel = pairs["is_kernel"].to_numpy()
     rid = pairs["range_id"].to_numpy()
     launch = att.pair_values("launch_start_ns")
@@ -260,12 +268,11 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
         out[col] = series
 
     out["gpu_device_busy_ns"], out["gpu_device_busy_cpu_ns"] = _device_busy_within(
-        out, att, [("gpu_first_start_ns", "gpu_last_end_ns"), ("start_ns", "end_ns")])
-    # What the other threads' work added to each range's busy time (process rule).
-    other = pairs["other_thread"].to_numpy()
-    if other.any():
-        own = _pair_union(att, pairs[~other])["busy_ns"].reindex(out.index).fillna(0)
-        out["gpu_busy_other_threads_ns"] = out["gpu_busy_ns"] - own
+        out, att, first_rows,
+        [("gpu_first_start_ns", "gpu_last_end_ns"), ("start_ns", "end_ns")])
+    if own_busy is not None:
+        out["gpu_busy_other_threads_ns"] = (out["gpu_busy_ns"]
+                                            - own_busy.reindex(out.index).fillna(0))
     else:
         out["gpu_busy_other_threads_ns"] = out["gpu_busy_ns"] * 0  # 0, or NaN without CUDA
 
@@ -304,12 +311,35 @@ def _count_by_range(range_ids: np.ndarray) -> pd.Series:
     return pd.Series(counts[ids], index=ids)
 
 
-def _pair_union(att: Attribution, pairs: pd.DataFrame) -> pd.DataFrame:
-    """union_stats of each range's operations (for `pairs`, a subset of att.op_pairs)."""
-    return union_stats(pd.DataFrame({"range_id": pairs["range_id"].to_numpy(),
-                                     "start_ns": att.pair_values("start_ns", pairs),
-                                     "end_ns": att.pair_values("end_ns", pairs)}, copy=False),
-                       "range_id")
+@dataclass
+class _RangeOrder:
+    """The (range, operation) pairs sorted once by (range, GPU start): the order that each
+    range's union sweep reads."""
+
+    order: np.ndarray  # rows of op_pairs in that order
+    range_id: np.ndarray
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+
+    @classmethod
+    def of(cls, att: Attribution) -> _RangeOrder:
+        rid = att.op_pairs["range_id"].to_numpy(dtype="int64")
+        start = att.pair_values("start_ns").astype("int64", copy=False)
+        order = np.lexsort((start, rid))
+        return cls(order, rid[order], start[order],
+                   att.pair_values("end_ns").astype("int64", copy=False)[order])
+
+    def union(self, keep: np.ndarray | None = None) -> pd.DataFrame:
+        """union_stats per range of all pairs, or of those where `keep` (per op_pairs row)."""
+        if keep is None:
+            return union_stats_sorted(self.range_id, self.start_ns, self.end_ns)
+        k = keep[self.order]
+        return union_stats_sorted(self.range_id[k], self.start_ns[k], self.end_ns[k])
+
+    def first_rows(self) -> np.ndarray:
+        """The op_pairs row of each range's earliest operation."""
+        rid = self.range_id
+        return self.order[np.r_[True, rid[1:] != rid[:-1]]] if len(rid) else self.order
 
 
 def _distinct_streams(att: Attribution) -> pd.Series:
@@ -325,20 +355,18 @@ def _distinct_streams(att: Attribution) -> pd.Series:
     return pd.Series(counts, index=ids)
 
 
-def _device_busy_within(inst: pd.DataFrame, att: Attribution,
+def _device_busy_within(inst: pd.DataFrame, att: Attribution, first: np.ndarray,
                         windows: list[tuple[str, str]]) -> list[pd.Series]:
     """Per window [lo, hi) of columns of `inst` (its GPU span, or its CPU time): GPU time
     busy with *any* work (any thread, stream or process) inside each range's window, on the
     device of its first operation; NaN for ranges without GPU work. A range's own gaps are
     not idle GPU time when other threads fill them. Each device's busy intervals are merged
-    once for all windows."""
+    once for all windows. `first`: the op_pairs row of each range's earliest operation."""
     out = [pd.Series(np.nan, index=inst.index, dtype="float64") for _ in windows]
     pairs, ops = att.op_pairs, att.gpu_ops
     if pairs.empty:
         return out
     rid = pairs["range_id"].to_numpy()
-    order = np.lexsort((att.pair_values("start_ns"), rid))
-    first = order[np.r_[True, rid[order][1:] != rid[order][:-1]]]  # earliest op per range
     device = pd.Series(att.pair_values("device_id")[first], index=rid[first])
     columns = sorted({c for w in windows for c in w})
     spans = inst.loc[device.index, columns].assign(device=device)
