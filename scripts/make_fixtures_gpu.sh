@@ -36,6 +36,8 @@ want holdout_cnn && profile holdout_cnn cuda,nvtx -- "$here/workloads/torch_hold
 want harness_clock && profile harness_clock cuda,nvtx --gpu-metrics-devices=all --gpu-metrics-frequency=100 -- "$here/workloads/torch_harness_clock.py"
 # A training loop (backward on autograd threads) and threads launching for each other.
 want torch_train && profile torch_train cuda,nvtx -- "$here/workloads/torch_train.py"
+# PyTorch's operator ranges (emit_nvtx), backward's on the autograd thread.
+want torch_emit_nvtx && profile torch_emit_nvtx cuda,nvtx -- "$here/workloads/torch_emit_nvtx.py"
 # `nsyswrap diff`: the same workload twice, and once with mlp2 made slower.
 want diff_base && profile diff_base cuda,nvtx -- "$here/workloads/torch_diff.py"
 want diff_base_again && profile diff_base_again cuda,nvtx -- "$here/workloads/torch_diff.py"

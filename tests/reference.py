@@ -74,8 +74,11 @@ LIBRARY_DOMAINS = {"nccl"}
 
 
 def is_user_range(r: dict) -> bool:
-    return r["domain"].lower() not in LIBRARY_DOMAINS and not (
-        r["domain"] == "" and r["name"].startswith("aten::"))
+    # PyTorch's operator ranges in the default domain: "aten::mm", and emit_nvtx's names
+    # with a call counter ("AddmmBackward0, seq = 15, op_id = 53").
+    operator = r["domain"] == "" and (r["name"].startswith("aten::") or ", op_id = " in r["name"]
+                                      or ", seq = " in r["name"])
+    return r["domain"].lower() not in LIBRARY_DOMAINS and not operator
 
 
 def projection(path: Path, rule: str = "thread") -> list[dict]:

@@ -78,8 +78,9 @@ def analyze(report: Report, by_process: bool = False, attribution: str = "proces
     # Which harness benchmark a range belongs to ("" for the user's own ranges).
     instances["benchmark"] = instances["name"].where(_is_harness(instances, harness), "")
     instances["library"] = library_mask(instances["domain"], instances["name"])
+    library = instances["library"].to_numpy()
     instances["family"] = family_names(
-        instances, ((instances["benchmark"] == "") & ~instances["library"]).to_numpy())
+        instances, (instances["benchmark"] == "").to_numpy() & ~library, library)
     instances["index"] = instances.groupby(["domain", "family"], sort=False).cumcount()
     instances.loc[lost_tail(report.info, instances), GPU_INSTANCE_COLUMNS] = np.nan
     its = iterations(instances, runs)

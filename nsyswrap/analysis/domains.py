@@ -28,6 +28,11 @@ LIBRARY_DOMAINS = frozenset(d.lower() for d in (
 # Operator ranges PyTorch opens in the default domain (emit_nvtx, record_function under
 # nsys): "aten::addmm", "aten::add_, seq = 12", "c10d::allreduce_".
 LIBRARY_RANGE_NAME = re.compile(r"^(aten|c10d|prim|cudnn|autograd|torch|_c10d_functional)::")
+# emit_nvtx names every range "{op}[, seq = N][, op_id = N][, sizes = ...][, input_op_ids
+# = ...]" (torch/csrc/profiler/stubs/cuda.cpp, getNvtxStr), autograd's backward nodes
+# included, which carry no namespace ("AddmmBackward0, seq = 15, op_id = 53") nor do some
+# operators ("detach, op_id = 7"): the suffix is the signature.
+EMIT_NVTX_SUFFIX = re.compile(r", (?:seq|op_id) = -?\d+(?:,|$)")
 
 
 def is_library_domain(domain: str) -> bool:
@@ -46,5 +51,7 @@ def library_mask(domains: pd.Series, names: pd.Series) -> np.ndarray:
     in_domain = dom.str.lower().isin(LIBRARY_DOMAINS).to_numpy()
     # Only the default domain's names are read as operator names: a user domain may name
     # ranges as it likes.
-    operator = (dom == "").to_numpy() & name.str.match(LIBRARY_RANGE_NAME).to_numpy(dtype=bool)
+    operator = (dom == "").to_numpy() & (
+        name.str.match(LIBRARY_RANGE_NAME).to_numpy(dtype=bool)
+        | name.str.contains(EMIT_NVTX_SUFFIX).to_numpy(dtype=bool))
     return (in_domain | operator)[codes] if len(codes) else np.zeros(0, dtype=bool)

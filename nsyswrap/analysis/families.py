@@ -7,6 +7,11 @@ number, at least MIN_DISTINCT numbers occur, and the numbers never go down in th
 ranges started (per process): a counter counts. Names that cycle (`layer1` ... `layer4` in
 every step) are distinct ranges that happen to be numbered, and stay apart. One pass over
 numbered layers looks like a counter; that ambiguity is accepted (docs/analyses.md).
+
+
+PyTorch's emit_nvtx ranges carry two counters of their own (`aten::addmm, seq = 12, op_id =
+57`: one name per call), so every operator range would be a family of one; their family is
+the name with `{n}` for both (`aten::addmm, seq = {n}, op_id = {n}`), shapes kept apart.
 """
 
 from __future__ import annotations
@@ -19,13 +24,22 @@ import pandas as pd
 COUNTER = re.compile(r"^(?P<stem>.*\D)(?P<number>\d+)$")
 MIN_DISTINCT = 3
 PLACEHOLDER = "{n}"
+OPERATOR_COUNTERS = re.compile(r"(, (?:seq|op_id) = )-?\d+")
+OPERATOR_INPUTS = re.compile(r"(, input_op_ids = ).*$")
 
 
-def family_names(instances: pd.DataFrame, eligible: np.ndarray) -> pd.Series:
+def family_names(instances: pd.DataFrame, eligible: np.ndarray,
+                 library: np.ndarray | None = None) -> pd.Series:
     """Per instance (columns domain, name, pid, start_ns), the family it belongs to: the
-    name with `{n}` for its counter, or its own name. Only `eligible` rows are grouped
-    (the user's own ranges, not the harness's or a library's)."""
+    name with `{n}` for its counter, or its own name. Only `eligible` rows are grouped by
+    the counter rule (the user's own ranges, not the harness's or a library's); `library`
+    rows in the default domain by emit_nvtx's counters."""
     family = instances["name"].astype(str).copy()
+    if library is not None:
+        operators = library & (instances["domain"] == "").to_numpy()
+        if operators.any():
+            family.iloc[np.flatnonzero(operators)] = _operator_families(
+                instances["name"][operators])
     if not eligible.any():
         return family
     # The regular expression runs once per distinct name: millions of ranges share a few.
@@ -57,3 +71,12 @@ def _counts_up(g: pd.DataFrame) -> bool:
         if (np.diff(p["number"].to_numpy()) < 0).any():
             return False
     return True
+
+
+def _operator_families(names: pd.Series) -> np.ndarray:
+    """emit_nvtx's names with `{n}` for seq and op_id, and for the input op ids."""
+    codes, uniques = pd.factorize(names)  # once per distinct name
+    text = pd.Series(np.asarray(uniques, dtype=object)).astype(str)
+    text = text.str.replace(OPERATOR_COUNTERS, r"\g<1>" + PLACEHOLDER, regex=True)
+    text = text.str.replace(OPERATOR_INPUTS, r"\g<1>" + PLACEHOLDER, regex=True)
+    return text.to_numpy(dtype=object)[codes]
