@@ -36,6 +36,9 @@ def test_lost_gpu_trace_is_an_alert_and_gpu_numbers_are_unknown():
     inst = a.instances[a.instances["name"] == "iteration"]
     assert len(inst) == n
     assert inst["gpu_busy_ns"].isna().all() and inst["gpu_ops"].isna().all()
+    # The blocking calls and copies are CUDA records too, lost with the kernels: unknown.
+    for col in ("syncs", "sync_ns", "copies", "copy_bytes", "pageable_copies"):
+        assert inst[col].isna().all(), col
     # Nothing judged on GPU numbers that are not there.
     gpu_codes = {"GPU_IDLE", "LAUNCH_OVERHEAD", "SYNC_STALL", "HOST_BOUND", "FP32_GEMM"}
     assert not gpu_codes & {f.code for f in diagnose(a)}
@@ -51,6 +54,7 @@ def test_alert_is_loud_in_every_format():
     assert any("GPU trace was lost" in n for n in doc["report"]["notes"])
     row = next(r for r in doc["ranges"] if r["name"] == "iteration")
     assert row["gpu_busy_median_ns"] is None and row["kernels"] is None
+    assert row["syncs"] is None and row["copies"] is None
     md = runner.invoke(main, ["compare", str(LOST), "--format", "markdown"]).output
     assert "GPU trace was lost" in md
 

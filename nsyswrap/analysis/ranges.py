@@ -298,9 +298,15 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
     pageable = (copy_pairs["src_kind"] == "pageable") | (copy_pairs["dst_kind"] == "pageable")
     out["pageable_copies"] = pageable.groupby(copy_pairs["range_id"]).sum().reindex(
         out.index).fillna(0)
-    for col in ("syncs", "sync_ns", "copies", "copy_bytes", "copy_ns", "pageable_copies"):
-        out[col] = out[col].astype("int64")
+    for col in HOST_WAIT_COLUMNS:
+        # Unknown without a CUDA trace, or when it was lost: the blocking calls are CUDA
+        # runtime records, buffered and lost with the kernels (docs/nsys-quirks.md).
+        out[col] = out[col].astype("int64") if has_gpu else np.nan
     return out.reset_index(drop=True)[INSTANCE_COLUMNS]
+
+
+# Syncs and host copies: runtime calls and copies, known only where the CUDA trace is.
+HOST_WAIT_COLUMNS = ("syncs", "sync_ns", "copies", "copy_bytes", "copy_ns", "pageable_copies")
 
 
 def _count_by_range(range_ids: np.ndarray) -> pd.Series:
@@ -441,7 +447,8 @@ def range_summary(instances: pd.DataFrame, att: Attribution,
     out["launch_latency_median_ns"] = latency.reindex(out.index)
     # Sums of unknowns are unknown (no CUDA trace), not zero.
     unknown = g["gpu_busy_ns"].count() == 0
-    out.loc[unknown, ["gpu_busy_total_ns", "gpu_ops", "kernels"]] = np.nan
+    out.loc[unknown, ["gpu_busy_total_ns", "gpu_ops", "kernels", "syncs", "sync_ns", "copies",
+                      "copy_bytes", "pageable_copies"]] = np.nan
     out = out.reset_index().rename(columns={"family": "name"})
     return out.sort_values("cpu_total_ns", ascending=False, kind="stable", ignore_index=True)[
         columns
