@@ -68,7 +68,7 @@ def _with_verdicts(analysis: Analysis, findings: list[Finding]) -> pd.DataFrame:
     mine = [codes.get(f"nsyswrap:{name}", set()) for name in b["benchmark"]]
     b["trusted_ns"] = b["busy_median_ns"]
     b["codes"] = [sorted(c) for c in mine]
-    b["verdict"] = [verdict(c, e, k, s) for c, e, k, s in
+    b["verdict"] = [verdict(c, e, k, s, f) for c, e, k, s, f in
                     zip(mine, b["event_median_ns"], b["busy_median_ns"], b["span_median_ns"],
-                        strict=True)]
+                        b["floor_ns"], strict=True)]
     return b

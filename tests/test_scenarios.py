@@ -14,6 +14,7 @@ import reference
 from conftest import finding, sql
 
 import nsyswrap
+from nsyswrap.units import fmt_ns
 
 ROOT = Path(__file__).parents[1]
 REPORT = ROOT / "examples" / "reports" / "scenarios-h100.sqlite"
@@ -148,3 +149,20 @@ def test_demo_default_is_this_report():
     from nsyswrap.cli import demo_report
 
     assert demo_report().read_bytes() == REPORT.read_bytes()  # the same report, installed
+
+
+def test_verdict_says_when_the_events_own_cost_is_all_the_difference(result):
+    """softmax_interleave: events +18% above a 14.6 us kernel, all of it the events' floor
+    (measured in the same run): 'agree', saying so and naming the floor. The controls, whose
+    excess is small against their kernels, stay a plain 'agree'."""
+    b = result.benchmarks.set_index("benchmark")
+    row = b.loc["softmax_interleave"]
+    excess = row["event_median_ns"] - row["busy_median_ns"]
+    assert excess > 0.10 * row["busy_median_ns"]
+    assert excess <= 1.25 * row["floor_ns"] + 100
+    assert row["verdict"].startswith("agree once the events' own cost is taken off")
+    assert fmt_ns(row["floor_ns"]) in row["verdict"]
+    for control in ("control_linear", "control_linear_hot"):
+        assert b.loc[control, "verdict"] == "agree"
+    # A cause found keeps its own verdict: launch overhead beyond the floor.
+    assert b.loc["launch_overhead_tiny", "verdict"].startswith("events inflated")

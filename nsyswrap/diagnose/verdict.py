@@ -3,7 +3,7 @@ what inflates (or hides) them. The numbers sit beside it in every view."""
 
 from __future__ import annotations
 
-from ..units import fmt_share
+from ..units import fmt_ns, fmt_share
 from . import cache, clock, cold_start, host_bound, window
 from .finding import Finding
 
@@ -21,16 +21,33 @@ _CAVEATS = (
 )
 
 
-def verdict(codes: set[str], event_ns: float, busy_ns: float, span_ns: float) -> str:
+# Events reading this much above the kernels, all of it their own cost (the floor), still
+# "agree", but the verdict says so: 3.7 us of events around a 1.3 us kernel is no agreement
+# a reader would take on trust.
+FLOOR_SHARE = 0.10
+# "All of it" within the floor's own run-to-run spread (it is a median of its windows).
+FLOOR_SLACK, FLOOR_SLACK_NS = 1.25, 100.0
+
+
+def verdict(codes: set[str], event_ns: float, busy_ns: float, span_ns: float,
+            floor_ns: float | None = None) -> str:
     """'agree', 'events inflated: launch overhead', 'events miss other streams'; caveats
     follow after a semicolon. Events that match the GPU span while the kernels leave part
-    of it idle (short gaps between dependent kernels) also 'agree', with that said."""
+    of it idle (short gaps between dependent kernels) also 'agree', with that said; so do
+    events whose whole excess is their own floor (`floor_ns`, per call), when it is large
+    against the kernels."""
     if window.UNCOVERED in codes:
         head = "events miss work on other streams: trust the kernels"
     else:
         causes = [words for code, words in _CAUSES if code in codes]
         head = f"events inflated: {', '.join(causes)}" if causes else "agree"
-        if not causes and span_ns > busy_ns and busy_ns and (span_ns - busy_ns) / busy_ns > 0.05:
+        excess = event_ns - busy_ns
+        if (not causes and floor_ns and floor_ns == floor_ns and busy_ns
+                and FLOOR_SHARE * busy_ns < excess <= FLOOR_SLACK * floor_ns + FLOOR_SLACK_NS):
+            head += (f" once the events' own cost is taken off (events +{fmt_ns(excess)} "
+                     f"per call, their floor {fmt_ns(floor_ns)}): quote the kernels")
+        elif (not causes and span_ns > busy_ns and busy_ns
+              and (span_ns - busy_ns) / busy_ns > 0.05):
             head += (f" (with the GPU span; kernels idle {fmt_share((span_ns - busy_ns) / span_ns)}"
                      " of it between dependent launches)")
     caveats = [words for code, words in _CAVEATS if code in codes]
