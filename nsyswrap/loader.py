@@ -97,7 +97,7 @@ def load(path: str | os.PathLike, *, cache_dir: str | os.PathLike | None = None,
     check_sqlite_file(sqlite_path)
     with _Database(sqlite_path) as db, progress.step(f"loading {sqlite_path.name}"):
         report = _read_report(db, source, notes)
-    release_freed_memory()
+    release_freed_memory(len(report.kernels) + len(report.transfers) + len(report.ranges))
     return report
 
 

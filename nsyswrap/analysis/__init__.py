@@ -67,11 +67,12 @@ def analyze(report: Report, by_process: bool = False, attribution: str = "proces
     attribution holds what is needed of them (one copy of the biggest tables, not two)."""
     kernels = kernel_summary(report.kernels)
     att = attribute(report, attribution, consume)
+    size = len(att.gpu_ops) + len(att.op_pairs) + len(report.ranges)
     if consume:
         report.kernels = report.kernels.iloc[:0].copy()  # a slice would keep the buffers
         report.transfers = report.transfers.iloc[:0].copy()
         report.api_calls = report.api_calls.iloc[:0].copy()
-    release_freed_memory()
+    release_freed_memory(size)
     instances = range_instances(report, att)
     runs = benchmark_runs(report.marks)
     harness = harness_range_names(runs)

@@ -4,68 +4,19 @@ pipeline: it calls `compare` per report and combines the summaries."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Sequence
-from pathlib import Path
-
-from ..diagnose import Thresholds
-from ..errors import BadInputError
-from ..progress import NO_PROGRESS, Progress
-from .checks import diagnose_ranks
-from .diff import Diff, diff
-from .inputs import expand
-from .parallel import map_reports
-from .ranks import RankAnalysis, analyze_ranks
-from .samples import DiffSide, from_analysis_json
-from .summary import ReportSummary, summarize, summary_of
-from .thresholds import DiffThresholds, RankThresholds
-
 RANKS_SCHEMA = "nsyswrap.ranks/1"
 DIFF_SCHEMA = "nsyswrap.diff/1"
 
 
-def compare_ranks(reports: Sequence[str | os.PathLike], *, thresholds: Thresholds | None = None,
-                  rank_thresholds: RankThresholds | None = None, jobs: int | None = None,
-                  dask: str | None = None, compare_options: dict | None = None,
-                  load_options: dict | None = None,
-                  progress: Progress = NO_PROGRESS) -> RankAnalysis:
-    """Analyse each report (in parallel) and put their ranks side by side, with findings."""
-    paths = expand(reports)
-    if not paths:
-        raise BadInputError("give at least one report (files, a folder or a glob)")
-    summaries = map_reports(summarize, paths, jobs=jobs, dask=dask, progress=progress,
-                            thresholds=thresholds, compare_options=compare_options,
-                            load_options=load_options)
-    return ranks_of(summaries, rank_thresholds)
+def __getattr__(name: str):
+    # The pipeline (compare_ranks, diff_reports, ...) loads on first use: the CLI imports
+    # multi.thresholds for its options on every start, and a single report needs none of it.
+    if name.startswith("__"):  # import machinery probing (__path__, __spec__, ...)
+        raise AttributeError(name)
+    from importlib import import_module
 
-
-def ranks_of(summaries: list[ReportSummary],
-             thresholds: RankThresholds | None = None) -> RankAnalysis:
-    a = analyze_ranks(summaries, thresholds)
-    a.findings = diagnose_ranks(a)
-    return a
-
-
-def diff_reports(base: str | os.PathLike, new: str | os.PathLike, *,
-                 thresholds: DiffThresholds | None = None, jobs: int | None = None,
-                 dask: str | None = None, compare_options: dict | None = None,
-                 load_options: dict | None = None, progress: Progress = NO_PROGRESS) -> Diff:
-    """Diff two reports or analysis.json documents (reports analysed side by side)."""
-    paths = [Path(base), Path(new)]
-    for p in paths:
-        if not p.exists():
-            raise BadInputError(f"{p}: no such file")
-    sides: list[DiffSide | None] = [from_analysis_json(p) if p.suffix == ".json" else None
-                                    for p in paths]
-    todo = [p for p, s in zip(paths, sides, strict=True) if s is None]
-    if todo:
-        done = iter(map_reports(summarize, todo, jobs=jobs, dask=dask, progress=progress,
-                                samples=True, compare_options=compare_options,
-                                load_options=load_options))
-        sides = [s if s is not None else next(done).samples for s in sides]
-    return diff(sides[0], sides[1], thresholds)
-
-
-__all__ = ["DIFF_SCHEMA", "RANKS_SCHEMA", "Diff", "DiffThresholds", "RankAnalysis",
-           "RankThresholds", "compare_ranks", "diff", "diff_reports", "ranks_of",
-           "summarize", "summary_of"]
+    api = import_module(f"{__name__}.api")
+    try:
+        return getattr(api, name)
+    except AttributeError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None

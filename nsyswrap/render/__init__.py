@@ -2,23 +2,29 @@
 
 from __future__ import annotations
 
-from ..compare import Comparison
-from .csv import CsvRenderer
-from .html import HtmlRenderer
-from .json import JsonRenderer
-from .markdown import MarkdownRenderer
-from .table import TableRenderer
-from .trace import TraceRenderer
+from importlib import import_module
+from typing import TYPE_CHECKING
 
+if TYPE_CHECKING:
+    from ..compare import Comparison
+
+# format -> (module, class). Imported on use: the table renderer pulls in rich and the HTML
+# one its page builder, neither of which `--format json` needs (start-up is most of a
+# small report's time).
 RENDERERS = {
-    "table": TableRenderer,
-    "json": JsonRenderer,
-    "csv": CsvRenderer,
-    "markdown": MarkdownRenderer,
-    "html": HtmlRenderer,
-    "trace": TraceRenderer,
+    "table": (".table", "TableRenderer"),
+    "json": (".json", "JsonRenderer"),
+    "csv": (".csv", "CsvRenderer"),
+    "markdown": (".markdown", "MarkdownRenderer"),
+    "html": (".html", "HtmlRenderer"),
+    "trace": (".trace", "TraceRenderer"),
 }
 
 
+def renderer(fmt: str):
+    module, name = RENDERERS[fmt]
+    return getattr(import_module(module, __name__), name)
+
+
 def render(c: Comparison, fmt: str = "table", **options) -> str:
-    return RENDERERS[fmt]().render(c, **options)
+    return renderer(fmt)().render(c, **options)

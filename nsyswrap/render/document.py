@@ -30,8 +30,8 @@ FINDING_FIELDS = ["code", "severity", "range", "message", "evidence", "suggestio
 BENCHMARK_FIELDS = ["benchmark", "run", "iterations", "calls", "flush_l2", "backpressure",
                     "cuda_graph", "warmup_iters", "event_median_ns", "event_iqr_ns",
                     "busy_median_ns", "busy_iqr_ns", "span_median_ns", "overhead_median_ns",
-                    "overhead_share", "floor_ns", "event_flushed_ns", "event_hot_ns", "busy_flushed_ns",
-                    "busy_hot_ns", "trusted_ns", "verdict", "codes"]
+                    "overhead_share", "floor_ns", "event_flushed_ns", "event_hot_ns",
+                    "busy_flushed_ns", "busy_hot_ns", "trusted_ns", "verdict", "codes"]
 ITERATION_FIELDS = ["benchmark", "run", "iteration", "cache", "calls", "range_id", "event_ns",
                     "gpu_busy_ns", "gpu_span_ns", "overhead_ns", "edge_ns", "internal_idle_ns",
                     "gaps", "max_gap_ns", "host_lead_ns", "gpu_ops", "kernels", "streams",
