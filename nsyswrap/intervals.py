@@ -130,6 +130,39 @@ def with_innermost(pairs: pd.DataFrame, *more: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, copy=False)
 
 
+def add_pairs(pairs: pd.DataFrame, extra: pd.DataFrame) -> pd.DataFrame:
+    """with_innermost(pairs, extra) for `pairs` already in with_innermost's order and
+    `extra` (same columns) in it too, without sorting everything again: only the events
+    that `extra` touches are re-sorted (with their rows of `pairs`), then merged back by
+    event. The same rows, order and `innermost` flags; with tens of millions of pairs and
+    a few extra, a fraction of the time and of the temporaries."""
+    if extra.empty:
+        return pairs
+    ev = pairs["event"].to_numpy()
+    touched = np.zeros(int(max(ev.max(initial=-1), extra["event"].max())) + 1, dtype=bool)
+    touched[extra["event"].to_numpy()] = True
+    moved = touched[ev]
+    sub = with_innermost(pairs[moved], extra)
+    keep = ~moved
+    kept_ev = ev[keep]
+    sub_ev = sub["event"].to_numpy()
+    # Events are disjoint between the two parts, each sorted by event: a merge by event.
+    at = np.searchsorted(kept_ev, sub_ev, side="left") + np.arange(len(sub_ev))
+    n = len(kept_ev) + len(sub_ev)
+    from_sub = np.zeros(n, dtype=bool)
+    from_sub[at] = True
+    out = {}
+    for col in sub.columns:
+        kept = pairs[col].to_numpy()[keep] if col in pairs else None
+        values = np.empty(n, dtype=np.result_type(kept, sub[col].to_numpy())
+                          if kept is not None else sub[col].to_numpy().dtype)
+        values[at] = sub[col].to_numpy()
+        if kept is not None:
+            values[~from_sub] = kept
+        out[col] = values
+    return pd.DataFrame(out, copy=False)
+
+
 def union_stats(intervals: pd.DataFrame, key: str) -> pd.DataFrame:
     """Per `key` group of [start_ns, end_ns) intervals: busy (length of their union, so
     overlapping streams count once), span (first start to last end), idle inside the span,

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
-from nsyswrap.intervals import assign_lanes, events_in_ranges, union_stats
+from nsyswrap.intervals import (
+    add_pairs,
+    assign_lanes,
+    events_in_ranges,
+    union_stats,
+    with_innermost,
+)
 
 
 def _ranges(rows):
@@ -67,3 +74,24 @@ def test_merge_and_cover_windows():
     hi = np.array([50, 21, 13, 19, 45, 5, 110])
     # by hand: [0,50) 12+10+10; [6,21) 6+1; [11,13) 1; [13,19) 0; [25,45) 5+5; [0,5) 5; none
     assert covered_within(ms, me, lo, hi).tolist() == [32, 7, 1, 0, 10, 5, 0]
+
+
+def test_add_pairs_equals_sorting_everything_again():
+    """add_pairs merges extra pairs into sorted ones; it must give exactly what sorting the
+    concatenation does (with_innermost): rows, order, innermost flags, ties included."""
+    rng = np.random.default_rng(7)
+    for _ in range(20):
+        n, m = int(rng.integers(0, 300)), int(rng.integers(1, 60))
+
+        def frame(k, other):
+            return pd.DataFrame({"range_id": rng.integers(0, 40, k),
+                                 "event": rng.integers(0, 80, k),
+                                 "range_start_ns": rng.integers(0, 25, k),  # many ties
+                                 "other_thread": np.full(k, other)})
+
+        pairs = with_innermost(frame(n, False))
+        extra = with_innermost(frame(m, True))
+        expected = with_innermost(pairs, extra)
+        got = add_pairs(pairs, extra)
+        pd.testing.assert_frame_equal(got.reset_index(drop=True),
+                                      expected.reset_index(drop=True))

@@ -23,12 +23,12 @@ import numpy as np
 import pandas as pd
 
 from ..intervals import (
+    add_pairs,
     assign_lanes,
     covered_within,
     events_in_ranges,
     merge_intervals,
     union_stats_sorted,
-    with_innermost,
 )
 from ..report import Report
 from .domains import library_mask
@@ -184,7 +184,7 @@ def _add_other_threads_work(ranges: pd.DataFrame, launches: pd.DataFrame,
     if extra.empty:
         return pairs, counts
     extra["other_thread"] = True
-    combined = with_innermost(pairs, extra)
+    combined = add_pairs(pairs, extra)
     taken = np.zeros(n_events, dtype=bool)
     taken[extra["event"].to_numpy()] = True
     # In event order, as np.unique would list them (value_counts breaks ties by order).
