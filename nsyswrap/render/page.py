@@ -153,7 +153,7 @@ h1{font-size:22px;margin:0 0 4px}h2{font-size:18px;margin:34px 0 8px;padding-top
 border-top:2px solid var(--line)}h3{font-size:15px;margin:22px 0 6px}
 .muted{color:var(--muted)}.lede{color:var(--muted);margin:0 0 12px}
 .facts{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px;margin:0 0 10px;
-font-size:13px}.facts dt{color:var(--muted)}.facts dd{margin:0;word-break:break-all}
+font-size:13px}.facts dt{color:var(--muted)}.facts dd{margin:0;overflow-wrap:anywhere}
 nav{margin:10px 0 0;font-size:13px}a{color:#1f5fa8;text-decoration:none}a:hover{
 text-decoration:underline}
 .notes,.cap,.explain{color:var(--muted);font-size:12.5px}.explain{max-width:980px}
@@ -161,7 +161,7 @@ text-decoration:underline}
 margin:8px 0;border-radius:3px}.finding.warning{border-color:var(--warn)}
 .finding p{margin:4px 0}.fhead{display:flex;gap:10px;align-items:baseline;flex-wrap:wrap}
 .fhead .links{margin-left:auto;font-size:12.5px}.fhead .range{color:var(--muted);
-word-break:break-all}
+overflow-wrap:anywhere}
 .sev{font-size:11px;text-transform:uppercase;letter-spacing:.04em;font-weight:600;
 color:var(--info)}.warning .sev{color:var(--warn)}
 .suggestion{color:#33506e}
@@ -181,7 +181,7 @@ table.sortable th.desc::after{content:" ▼"}
 td.name{max-width:720px;overflow:hidden;text-overflow:ellipsis;font-family:ui-monospace,
 SFMono-Regular,Menlo,Consolas,monospace;font-size:12px}
 .kv th{text-align:left;font-weight:500;background:none;position:static}.kv td{
-text-align:left;white-space:normal;word-break:break-all}
+text-align:left;white-space:normal;overflow-wrap:anywhere}
 .verdict{font-size:12px;font-weight:500;padding:1px 8px;border-radius:10px;margin-left:6px;
 background:#fdecd8;color:var(--warn)}.verdict.agree{background:#e1f2e6;color:var(--ok)}
 .verdict.note{background:#e5eef9;color:var(--info)}
@@ -194,7 +194,7 @@ background:#fdecd8;color:var(--warn)}.verdict.agree{background:#e1f2e6;color:var
 .count{color:var(--muted);font-size:12px}.ok{color:var(--ok)}
 footer{margin-top:40px;color:var(--muted);font-size:12px;border-top:1px solid var(--line)}
 #vg-tooltip-element{font-size:12px;max-width:520px}
-#vg-tooltip-element td.value{white-space:normal;word-break:break-all}
+#vg-tooltip-element td.value{white-space:normal;overflow-wrap:anywhere}
 """
 
 # Draws the charts (vegaEmbed), and makes the tables sortable and the kernel table
