@@ -203,8 +203,10 @@ def profile_ranks(target: Sequence[str], output_dir: Path, opts: ProfileOptions,
            "--no-python", *inner]
     first = Capture(output_dir, f"{name}.rank0", cmd, exe, nsys_version(exe),
                     log=output_dir / "nsys.log")
+    # An interrupted rank exits with 0, or torchrun takes it for a failed worker and kills
+    # the other ranks' nsys before they write their reports (nsyswrap/_target.py).
     exit_code, interrupted = _launch(cmd, target, first, opts, progress, False,
-                                     stdout_to_stderr)
+                                     stdout_to_stderr, {"NSYSWRAP_INTERRUPT_EXIT": "0"})
     captures = []
     for base in bases:
         cap = Capture(output_dir, base.name, cmd, exe, first.nsys_version, exit_code,
@@ -219,8 +221,8 @@ def profile_ranks(target: Sequence[str], output_dir: Path, opts: ProfileOptions,
 
 
 def _launch(cmd, target, cap: Capture, opts: ProfileOptions, progress, quiet,
-            stdout_to_stderr) -> tuple[int, bool]:
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+            stdout_to_stderr, extra_env: dict[str, str] | None = None) -> tuple[int, bool]:
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **(extra_env or {}))
     if opts.harness_only:
         env[CAPTURE_ENV] = "1"
     if progress:

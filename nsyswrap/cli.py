@@ -29,6 +29,7 @@ from .render.document import SECTIONS
 
 # Exit codes: 0 fine, 1 failure, 2 bad input or usage, 3 findings matched --fail-on.
 EXIT_FINDINGS = 3
+EXIT_INTERRUPTED = 130  # as a shell reports a program ended by Ctrl-C
 DEMO_REPORT = "scenarios-h100.sqlite"
 # Formats that make a file to open elsewhere (a browser, Perfetto), not text to read here.
 FILE_FORMATS = {"html": "FILE.html", "trace": "FILE.json"}
@@ -46,7 +47,7 @@ class _Group(click.Group):
             ctx.exit(e.exit_code)
         except KeyboardInterrupt:
             click.echo("nsyswrap: interrupted", err=True)
-            ctx.exit(130)
+            ctx.exit(EXIT_INTERRUPTED)
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
         except Exception as e:  # a bug in nsyswrap: still one line unless asked for more
@@ -411,9 +412,11 @@ def run_command(args, module, output, force, nsys, trace, sample, gpu_metrics,
 
         ranks = ranks_of([summary_of(c) for c in analysed], rank_limits)
         _output_multi("ranks", ranks, fmt, None, 10, color)
+    failed = next((r.capture.workload_exit for r in results if r.capture.workload_exit), None)
     if results[0].capture.interrupted:
         _say("interrupted: the capture up to that point was kept")
-    failed = next((r.capture.workload_exit for r in results if r.capture.workload_exit), None)
+        if not failed:  # ranks exit 0 when interrupted (capture.py): exit as Ctrl-C would
+            sys.exit(EXIT_INTERRUPTED)
     _exit_for([r.comparison for r in results], fail_codes, failed)
 
 

@@ -262,6 +262,35 @@ def test_one_report_per_torchrun_rank(tmp_path):
         "RANK=0" in proc.stdout
 
 
+def test_interrupted_ranks_each_keep_their_report(tmp_path):
+    """Ctrl-C on `run --ranks 2`: every rank's report is written and analysed, exit 130.
+    Rank 0 sits in an all-reduce waiting for rank 1 when the interrupt comes; a rank that
+    never gets back to Python is ended by _target.py's watcher, and ranks exit 0 so that
+    torchrun does not kill the others' nsys as failed workers."""
+    pytest.importorskip("torch")
+    out = tmp_path / "ranks"
+    env = dict(os.environ, NSYSWRAP_STUCK_AFTER_S="3")
+    proc = subprocess.Popen([sys.executable, "-m", "nsyswrap", "run", "--ranks", "2", "-o",
+                             str(out), str(Path(__file__).parent / "workloads" /
+                                           "ranks_forever.py")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and "running" not in (proc.stdout.readline() or "x"):
+        pass
+    time.sleep(3)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=240)
+    assert proc.returncode == 130, stderr[-2000:]
+    assert "interrupted: the capture up to that point was kept" in stderr
+    for rank in (0, 1):
+        sqlite = out / f"ranks_forever.rank{rank}.sqlite"
+        assert sqlite.exists(), stderr[-2000:]
+        steps = sql(sqlite, "SELECT count(*) FROM NVTX_EVENTS e JOIN StringIds s ON "
+                            "s.id = e.textId WHERE s.value = 'step' AND e.end IS NOT NULL")[0][0]
+        assert steps > 5
+    assert "2 ranks side by side" in stdout
+
+
 def test_workload_roots_finds_the_program_below_nsys(tmp_path):
     """A real process tree shaped like nsys's: nsys -> nsys-launcher -> program -> its own
     child. The program is found; nsys's processes and the program's children are not."""
