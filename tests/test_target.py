@@ -23,21 +23,24 @@ libc = ctypes.CDLL(None)
 CB = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_void_p)
 handler = CB(lambda status, arg: print(f"exit handler ran: {status}", flush=True))
 libc.on_exit(handler, None)
-print("running", flush=True)
 """
 # The main thread never gets back to Python: signals blocked for it, as a thread inside a
 # CUDA or NCCL wait that does not return.
+# The main thread is inside the C call before "running" is printed (by another thread): a
+# signal while it still runs bytecode would be handled normally, a race in this test only.
 STUCK = EXIT_HANDLER + """
-import signal, time
+import signal, threading, time
+def announce():
+    time.sleep(0.5)
+    print("running", flush=True)
 signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+threading.Thread(target=announce, daemon=True).start()
 time.sleep(60)
 """
-# (No C exit handler here: after a normal Python shutdown a ctypes callback would run in a
-# finalised interpreter.)
 SLOW_CHECKPOINT = """
 import time
-print("running", flush=True)
 try:
+    print("running", flush=True)
     while True:
         time.sleep(0.05)
 finally:
