@@ -152,13 +152,11 @@ def add_pairs(pairs: pd.DataFrame, extra: pd.DataFrame) -> pd.DataFrame:
     from_sub = np.zeros(n, dtype=bool)
     from_sub[at] = True
     out = {}
-    for col in sub.columns:
-        kept = pairs[col].to_numpy()[keep] if col in pairs else None
-        values = np.empty(n, dtype=np.result_type(kept, sub[col].to_numpy())
-                          if kept is not None else sub[col].to_numpy().dtype)
-        values[at] = sub[col].to_numpy()
-        if kept is not None:
-            values[~from_sub] = kept
+    for col in sub.columns:  # the columns of pairs (and extra)
+        kept, moved_in = pairs[col].to_numpy()[keep], sub[col].to_numpy()
+        values = np.empty(n, dtype=np.result_type(kept, moved_in))
+        values[at] = moved_in
+        values[~from_sub] = kept
         out[col] = values
     return pd.DataFrame(out, copy=False)
 

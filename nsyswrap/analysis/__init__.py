@@ -77,7 +77,7 @@ def analyze(report: Report, by_process: bool = False, attribution: str = "proces
     runs = benchmark_runs(report.marks)
     harness = harness_range_names(runs)
     # Which harness benchmark a range belongs to ("" for the user's own ranges).
-    instances["benchmark"] = instances["name"].where(_is_harness(instances, harness), "")
+    instances["benchmark"] = instances["name"].where(pairs_in(instances, harness), "")
     instances["library"] = library_mask(instances["domain"], instances["name"])
     library = instances["library"].to_numpy()
     instances["family"] = family_names(
@@ -86,7 +86,7 @@ def analyze(report: Report, by_process: bool = False, attribution: str = "proces
     instances.loc[lost_tail(report.info, instances), GPU_INSTANCE_COLUMNS] = np.nan
     its = iterations(instances, runs)
     ranges = range_summary(instances, att, by_process=by_process)
-    ranges["harness"] = _is_harness(ranges, harness)
+    ranges["harness"] = pairs_in(ranges, harness)
     ranges["library"] = library_mask(ranges["domain"], ranges["name"])
     return Analysis(
         info=report.info,
@@ -102,7 +102,3 @@ def analyze(report: Report, by_process: bool = False, attribution: str = "proces
         all_domains=all_domains,
     )
 
-
-def _is_harness(frame: pd.DataFrame, harness: set[tuple[str, str]]) -> np.ndarray:
-    """Rows whose (domain, name) the harness opened."""
-    return pairs_in(frame, harness)

@@ -32,7 +32,8 @@ LIBRARY_RANGE_NAME = re.compile(r"^(aten|c10d|prim|cudnn|autograd|torch|_c10d_fu
 # = ...]" (torch/csrc/profiler/stubs/cuda.cpp, getNvtxStr), autograd's backward nodes
 # included, which carry no namespace ("AddmmBackward0, seq = 15, op_id = 53") nor do some
 # operators ("detach, op_id = 7"): the suffix is the signature.
-EMIT_NVTX_SUFFIX = re.compile(r", (?:seq|op_id) = -?\d+(?:,|$)")
+EMIT_NVTX_COUNTER = re.compile(r"(, (?:seq|op_id) = )-?\d+")  # group 1: the label
+EMIT_NVTX_SUFFIX = re.compile(EMIT_NVTX_COUNTER.pattern + r"(?:,|$)")
 
 
 def is_library_domain(domain: str) -> bool:
@@ -53,5 +54,5 @@ def library_mask(domains: pd.Series, names: pd.Series) -> np.ndarray:
     # ranges as it likes.
     operator = (dom == "").to_numpy() & (
         name.str.match(LIBRARY_RANGE_NAME).to_numpy(dtype=bool)
-        | name.str.contains(EMIT_NVTX_SUFFIX).to_numpy(dtype=bool))
+        | np.fromiter((EMIT_NVTX_SUFFIX.search(n) is not None for n in name), bool, len(name)))
     return (in_domain | operator)[codes] if len(codes) else np.zeros(0, dtype=bool)

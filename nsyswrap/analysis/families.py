@@ -8,7 +8,6 @@ ranges started (per process): a counter counts. Names that cycle (`layer1` ... `
 every step) are distinct ranges that happen to be numbered, and stay apart. One pass over
 numbered layers looks like a counter; that ambiguity is accepted (docs/analyses.md).
 
-
 PyTorch's emit_nvtx ranges carry two counters of their own (`aten::addmm, seq = 12, op_id =
 57`: one name per call), so every operator range would be a family of one; their family is
 the name with `{n}` for both (`aten::addmm, seq = {n}, op_id = {n}`), shapes kept apart.
@@ -21,10 +20,11 @@ import re
 import numpy as np
 import pandas as pd
 
+from .domains import EMIT_NVTX_COUNTER
+
 COUNTER = re.compile(r"^(?P<stem>.*\D)(?P<number>\d+)$")
 MIN_DISTINCT = 3
 PLACEHOLDER = "{n}"
-OPERATOR_COUNTERS = re.compile(r"(, (?:seq|op_id) = )-?\d+")
 OPERATOR_INPUTS = re.compile(r"(, input_op_ids = ).*$")
 
 
@@ -77,6 +77,6 @@ def _operator_families(names: pd.Series) -> np.ndarray:
     """emit_nvtx's names with `{n}` for seq and op_id, and for the input op ids."""
     codes, uniques = pd.factorize(names)  # once per distinct name
     text = pd.Series(np.asarray(uniques, dtype=object)).astype(str)
-    text = text.str.replace(OPERATOR_COUNTERS, r"\g<1>" + PLACEHOLDER, regex=True)
+    text = text.str.replace(EMIT_NVTX_COUNTER, r"\g<1>" + PLACEHOLDER, regex=True)
     text = text.str.replace(OPERATOR_INPUTS, r"\g<1>" + PLACEHOLDER, regex=True)
     return text.to_numpy(dtype=object)[codes]
