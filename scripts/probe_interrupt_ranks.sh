@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
-# Interrupt `nsyswrap run --ranks 2` (a DDP job on two GPUs) with SIGTERM, then SIGINT, after
-# DELAY seconds, and count what each rank's report kept (docs/nsys-quirks.md, "Ranks").
+# Interrupt `nsyswrap run --ranks 2` (torch_ddp_train.py, no straggler, two GPUs) with SIGTERM,
+# then SIGINT, after DELAY seconds, and count what each rank's report kept
+# (docs/nsys-quirks.md, "Ranks").
 #   bash scripts/probe_interrupt_ranks.sh OUTDIR [DELAY]
 set -uo pipefail
 out=${1:?usage: probe_interrupt_ranks.sh OUTDIR [DELAY]}; delay=${2:-30}
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
 for sig in TERM INT; do
-  STEPS=100000 python3 -m nsyswrap run --ranks 2 -o "$out/$sig" --force \
-    "$here/workloads/torch_ddp_steps.py" > "$out/$sig.txt" 2> "$out/$sig.err" &
+  python3 -m nsyswrap run --ranks 2 -o "$out/$sig" --force \
+    "$here/workloads/torch_ddp_train.py" --steps 100000 > "$out/$sig.txt" 2> "$out/$sig.err" &
   pid=$!
   sleep "$delay"; kill -"$sig" "$pid"; wait "$pid"; echo "SIG$sig: nsyswrap exited $?"
   for r in 0 1; do
-    f="$out/$sig/torch_ddp_steps.rank$r.sqlite"
+    f="$out/$sig/torch_ddp_train.rank$r.sqlite"
     if [ -f "$f" ]; then
       python3 - "$f" "$r" <<'PY'
 import sqlite3, sys
