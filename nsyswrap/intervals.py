@@ -123,11 +123,26 @@ def with_innermost(pairs: pd.DataFrame, *more: pd.DataFrame) -> pd.DataFrame:
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     ev = column("event")
-    order = np.lexsort((column("range_start_ns"), ev))
+    order = order_by_event(ev, column("range_start_ns"))
     ev = ev[order]
     out = {c: (ev if c == "event" else column(c)[order]) for c in frames[0].columns}
     out["innermost"] = np.r_[ev[1:] != ev[:-1], True] if len(ev) else np.array([], bool)
     return pd.DataFrame(out, copy=False)
+
+
+def order_by_event(event: np.ndarray, range_start: np.ndarray) -> np.ndarray:
+    """np.lexsort((range_start, event)), the same permutation, fast in the usual case.
+
+    Pairs arrive lane by lane (outermost first) with each lane's events in time order, so
+    within one event they are nearly always in range-start order already: then a stable
+    sort by event alone (quick on such nearly sorted input) gives lexsort's order, ties
+    included. Checked, not assumed: otherwise the full lexsort runs."""
+    order = np.argsort(event, kind="stable")
+    ev, rs = event[order], range_start[order]
+    same_event = ev[1:] == ev[:-1]
+    if np.all(rs[1:][same_event] >= rs[:-1][same_event]):
+        return order
+    return np.lexsort((range_start, event))
 
 
 def add_pairs(pairs: pd.DataFrame, extra: pd.DataFrame) -> pd.DataFrame:

@@ -76,6 +76,43 @@ def test_launch_join_by_correlation_id():
     assert got == expected
 
 
+@pytest.mark.parametrize("path", [p for p in ALL_REPORTS
+                                  if has_table(p, "CUPTI_ACTIVITY_KIND_KERNEL")],
+                         ids=lambda p: p.name)
+def test_kernel_columns_match_sql(path):
+    """The kernel read packs ids two to a column; unpacked, every row is SQLite's."""
+    r = nsyswrap.load(path)
+    rows = sql(path, """SELECT k.start, k.deviceId, k.streamId, (k.globalPid >> 24) & 16777215,
+                               k.correlationId, s.value, d.value
+                        FROM CUPTI_ACTIVITY_KIND_KERNEL AS k
+                        JOIN StringIds AS s ON s.id = k.shortName
+                        JOIN StringIds AS d ON d.id = k.demangledName ORDER BY k.rowid""")
+    got = list(zip(*(r.kernels[c].tolist() for c in (
+        "start_ns", "device_id", "stream_id", "pid", "correlation_id", "short_name", "name")),
+        strict=True))
+    assert got == [tuple(row) for row in rows]
+
+
+def test_reads_in_rowid_slices_give_the_same_rows_in_the_same_order(monkeypatch):
+    """Big tables are read in rowid slices on several threads: the report does not depend
+    on how many slices."""
+    import pandas as pd
+
+    from nsyswrap import loader
+
+    whole = nsyswrap.load(GPU_MIX)
+    slices = []
+    real = loader._Database._slices
+    monkeypatch.setattr(loader._Database, "_slices",
+                        lambda self, q: slices.append(real(self, q)) or slices[-1])
+    monkeypatch.setattr(loader, "SLICE_ROWS", 7)
+    monkeypatch.setattr(loader, "_cores", lambda: 5)
+    sliced = nsyswrap.load(GPU_MIX)
+    assert max(len(s) for s in slices) == 5  # the kernels, launches, ranges: five slices
+    for name in ("kernels", "transfers", "api_calls", "ranges", "marks"):
+        pd.testing.assert_frame_equal(getattr(sliced, name), getattr(whole, name))
+
+
 def test_blocking_calls_are_the_sync_apis():
     r = nsyswrap.load(GPU_MIX)
     expected = sql(GPU_MIX, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s "

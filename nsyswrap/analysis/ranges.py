@@ -110,8 +110,10 @@ def _stack_categoricals(constant: list[tuple[str, int]], values: pd.Series,
         if c not in cats:
             cats.append(c)
     index = pd.Index(cats)
-    tail = index.get_indexer(vals.categories)[vals.codes] if len(vals) else np.array([], "int64")
-    codes = np.concatenate([np.full(n, index.get_loc(fill), "int64"), tail]).astype("int32")
+    codes = np.empty(n + len(vals), dtype="int32")
+    codes[:n] = index.get_loc(fill)
+    if len(vals):
+        codes[n:] = index.get_indexer(vals.categories)[vals.codes]
     return pd.Categorical.from_codes(codes, categories=cats)
 
 
@@ -153,13 +155,24 @@ def attribute(report: Report, rule: str = "process", consume: bool = False) -> A
     calls["range_id"] = _innermost_range(call_pairs, len(calls))
     is_copy = ((ops["kind"] == "memcpy") & ops["copy_kind"].isin(HOST_COPY_KINDS)).to_numpy()
     copies = ops[is_copy].copy()
-    inner = op_pairs[op_pairs["innermost"]].set_index("event")["range_id"]
-    copies["range_id"] = inner.reindex(copies.index).fillna(-1).astype("int64").to_numpy()
+    copies["range_id"] = _innermost_of(op_pairs, copies.index.to_numpy())
     op_pairs["is_host_copy"] = is_copy[row]
     att = Attribution(ops, op_pairs, call_pairs, calls, copies, rule)
     if other_threads is not None:
         att.other_threads = other_threads
     return att
+
+
+def _innermost_of(pairs: pd.DataFrame, events: np.ndarray) -> np.ndarray:
+    """The innermost range holding each event, -1 for none. Pairs are sorted by event with
+    one innermost pair per event (with_innermost), so a binary search finds it."""
+    inner = pairs["innermost"].to_numpy()
+    inner_events = pairs["event"].to_numpy()[inner]
+    inner_ranges = pairs["range_id"].to_numpy()[inner]
+    if len(inner_events) == 0:
+        return np.full(len(events), -1, dtype="int64")
+    i = np.minimum(np.searchsorted(inner_events, events), len(inner_events) - 1)
+    return np.where(inner_events[i] == events, inner_ranges[i], -1).astype("int64")
 
 
 def _add_other_threads_work(ranges: pd.DataFrame, launches: pd.DataFrame,
@@ -243,10 +256,11 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
     # What the other threads' work added to each range's busy time (process rule).
     own_busy = by_range.union(~other)["busy_ns"] if other.any() else None
     first_rows = by_range.first_rows()
+    launch = att.pair_values("launch_start_ns")
+    first_launch = by_range.min_per_range(launch)
     del by_range
     is_kernel = pairs["is_kernel"].to_numpy()
     rid = pairs["range_id"].to_numpy()
-    launch = att.pair_values("launch_start_ns")
     latency = pd.Series((att.pair_values("start_ns") - launch)
                         [is_kernel]).groupby(rid[is_kernel]).median()
     cols = {
@@ -256,7 +270,7 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
         "gpu_idle_ns": proj["idle_ns"], "gpu_first_start_ns": proj["first_start_ns"],
         "gpu_last_end_ns": proj["last_end_ns"], "gaps": proj["gaps"],
         "max_gap_ns": proj["max_gap_ns"], "launch_latency_ns": latency,
-        "first_launch_ns": pd.Series(launch).groupby(rid).min(),
+        "first_launch_ns": first_launch,
         "streams": _distinct_streams(att),
     }
     has_gpu = report.info.has_gpu_activity
@@ -342,6 +356,14 @@ class _RangeOrder:
         k = keep[self.order]
         return union_stats_sorted(self.range_id[k], self.start_ns[k], self.end_ns[k])
 
+    def min_per_range(self, values: np.ndarray) -> pd.Series:
+        """The least of `values` (per op_pairs row) in each range, indexed by range id."""
+        rid = self.range_id
+        if len(rid) == 0:
+            return pd.Series([], dtype=values.dtype)
+        heads = np.flatnonzero(np.r_[True, rid[1:] != rid[:-1]])
+        return pd.Series(np.minimum.reduceat(values[self.order], heads), index=rid[heads])
+
     def first_rows(self) -> np.ndarray:
         """The op_pairs row of each range's earliest operation."""
         rid = self.range_id
@@ -368,23 +390,24 @@ def _device_busy_within(inst: pd.DataFrame, att: Attribution, first: np.ndarray,
     device of its first operation; NaN for ranges without GPU work. A range's own gaps are
     not idle GPU time when other threads fill them. Each device's busy intervals are merged
     once for all windows. `first`: the op_pairs row of each range's earliest operation."""
-    out = [pd.Series(np.nan, index=inst.index, dtype="float64") for _ in windows]
+    out = [np.full(len(inst), np.nan) for _ in windows]
     pairs, ops = att.op_pairs, att.gpu_ops
     if pairs.empty:
-        return out
-    rid = pairs["range_id"].to_numpy()
-    device = pd.Series(att.pair_values("device_id")[first], index=rid[first])
-    columns = sorted({c for w in windows for c in w})
-    spans = inst.loc[device.index, columns].assign(device=device)
+        return [pd.Series(o, index=inst.index) for o in out]
+    # Positions, not labels: assigning by label into a frame of a million ranges is slow.
+    position = inst.index.get_indexer(pairs["range_id"].to_numpy()[first])
+    device = att.pair_values("device_id")[first][position >= 0]
+    position = position[position >= 0]
     device_of_op = ops["device_id"].to_numpy()
-    for dev, rows in spans.groupby("device"):
+    for dev in np.unique(device):
+        rows = position[device == dev]
         on_device = device_of_op == dev  # a mask, not a copy of every operation's row
         ms, me = merge_intervals(ops["start_ns"].to_numpy(dtype="int64")[on_device],
                                  ops["end_ns"].to_numpy(dtype="int64")[on_device])
-        for series, (lo, hi) in zip(out, windows, strict=True):
-            series.loc[rows.index] = covered_within(
-                ms, me, rows[lo].to_numpy(dtype="int64"), rows[hi].to_numpy(dtype="int64"))
-    return out
+        for values, (lo, hi) in zip(out, windows, strict=True):
+            values[rows] = covered_within(ms, me, inst[lo].to_numpy()[rows].astype("int64"),
+                                          inst[hi].to_numpy()[rows].astype("int64"))
+    return [pd.Series(o, index=inst.index) for o in out]
 
 
 SUMMARY_COLUMNS = [
@@ -438,10 +461,11 @@ def range_summary(instances: pd.DataFrame, att: Attribution,
     # Launch latency pooled over every kernel of every instance, not a median of medians.
     pairs = att.op_pairs
     is_kernel = pairs["is_kernel"].to_numpy()
-    group = pd.Series(g.ngroup().to_numpy(), index=inst["range_id"].to_numpy())
+    group_of_range = _lookup_table(inst["range_id"].to_numpy(), g.ngroup().to_numpy())
+    group = group_of_range.take(pairs["range_id"].to_numpy()[is_kernel], mode="clip")
+    known = group >= 0  # pairs of ranges that are not among `instances` have no group
     by_group = pd.Series((att.pair_values("start_ns") - att.pair_values("launch_start_ns"))
-                         [is_kernel]).groupby(
-        group.reindex(pairs["range_id"].to_numpy()[is_kernel]).to_numpy()).median()
+                         [is_kernel][known]).groupby(group[known]).median()
     latency = pd.Series(by_group.reindex(np.arange(g.ngroups)).to_numpy(),
                         index=pd.MultiIndex.from_frame(g.size().index.to_frame(index=False)))
     out["launch_latency_median_ns"] = latency.reindex(out.index)
@@ -453,6 +477,16 @@ def range_summary(instances: pd.DataFrame, att: Attribution,
     return out.sort_values("cpu_total_ns", ascending=False, kind="stable", ignore_index=True)[
         columns
     ]
+
+
+def _lookup_table(keys: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """values by key as an array indexed by key (keys are small non-negative integers, such
+    as range ids), -1 for absent keys and for one slot past the largest (`take` with
+    mode="clip" sends keys beyond it there): a gather instead of a hash lookup per pair."""
+    top = int(keys.max()) + 2 if len(keys) else 1
+    table = np.full(top, -1, dtype="int64")
+    table[keys] = values
+    return table
 
 
 PROCESS_COLUMNS = ["pid", "name", "devices", "kernels", "kernel_ns", "gpu_ops", "nvtx_ranges"]
