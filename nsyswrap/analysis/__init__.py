@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -65,8 +66,13 @@ def analyze(report: Report, by_process: bool = False, attribution: str = "proces
     `all_domains`: findings also cover libraries' NVTX ranges. `consume`: the caller has
     no further use for `report`, so its per-operation frames are emptied as soon as the
     attribution holds what is needed of them (one copy of the biggest tables, not two)."""
-    kernels = kernel_summary(report.kernels)
-    att = attribute(report, attribution, consume)
+    # The kernel table (a groupby, mostly without the GIL) on a second core while the
+    # attribution runs. It reads a shallow copy: `consume` drops the report's columns
+    # meanwhile, and the copy keeps them until the table is done.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        kernels_done = pool.submit(kernel_summary, report.kernels.copy(deep=False))
+        att = attribute(report, attribution, consume)
+        kernels = kernels_done.result()
     size = len(att.gpu_ops) + len(att.op_pairs) + len(report.ranges)
     if consume:
         report.kernels = report.kernels.iloc[:0].copy()  # a slice would keep the buffers
