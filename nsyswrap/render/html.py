@@ -25,6 +25,7 @@ from .document import report_block, section_rows
 from .names import shorten
 from .page import (
     HtmlPage,
+    empty_section,
     esc,
     evidence_side_by_side,
     evidence_table,
@@ -174,8 +175,8 @@ class _Page(HtmlPage):
         self._plan_anchors()
         rows = section_rows(self.c, "findings")
         if not rows:
-            return ("<section id=\"findings\"><h2>Findings</h2><p class=\"ok\">No findings: "
-                    "nothing distorts these timings at the current thresholds.</p></section>")
+            return empty_section("findings", "Findings", "No findings: nothing distorts these "
+                                 "timings at the current thresholds.", tone="ok")
         out = [f"<section id=\"findings\"><h2>Findings ({len(rows)})</h2>"]
         for i, (f, row) in enumerate(zip(self.c.findings, rows, strict=True)):
             severity, code, _, message = cells(FINDING_COLUMNS, row)
@@ -390,8 +391,7 @@ class _Page(HtmlPage):
     def _kernels(self) -> str:
         rows = section_rows(self.c, "kernels")
         if not rows:
-            return ("<section id=\"kernels\"><h2>Kernels</h2><p class=\"muted\">No kernels in "
-                    "this report.</p></section>")
+            return empty_section("kernels", "Kernels", "No kernels in this report.")
         total = len(rows)
         rows = rows[:MAX_KERNEL_ROWS]
         body = []

@@ -53,6 +53,13 @@ def num(x: Any) -> str:
     return "" if f is None else repr(f)
 
 
+def empty_section(section_id: str, heading: str, message: str, tone: str = "muted") -> str:
+    """A section with nothing to show: its heading and one line saying why (tone "ok" when
+    the emptiness is good news, "muted" when there was simply nothing)."""
+    return (f"<section id=\"{section_id}\"><h2>{esc(heading)}</h2>"
+            f"<p class=\"{tone}\">{esc(message)}</p></section>")
+
+
 def evidence_table(evidence: dict[str, Any]) -> str:
     rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(evidence_value(k, v))}</td></tr>"
                    for k, v in evidence.items())

@@ -22,6 +22,7 @@ from ...units import fmt_ns, fmt_share
 from ..names import shorten
 from ..page import (
     HtmlPage,
+    empty_section,
     esc,
     evidence_side_by_side,
     evidence_table,
@@ -165,9 +166,10 @@ class _RanksPage(HtmlPage):
 
     def _findings(self) -> str:
         if not self.findings:
-            return ("<section id=\"findings\"><h2>Cross-rank findings</h2><p class=\"ok\">"
-                    "No cross-rank findings: no straggler, no long waits in collectives, no "
-                    "exposed communication at the current thresholds.</p></section>")
+            return empty_section("findings", "Cross-rank findings",
+                                 "No cross-rank findings: no straggler, no long waits in "
+                                 "collectives, no exposed communication at the current "
+                                 "thresholds.", tone="ok")
         return (f"<section id=\"findings\"><h2>Cross-rank findings ({len(self.findings)})"
                 "</h2><p class=\"explain\">Each with its numbers per rank.</p>"
                 + _articles(self.findings, "f", lambda f: rank_evidence(f.get("evidence")
@@ -270,8 +272,8 @@ class _RanksPage(HtmlPage):
         ranks = [r["rank"] for r in self.ranks]
         cols, rows = family_rows(families, ranks)
         if not rows:
-            return ("<section id=\"families\"><h2>Range families per rank</h2><p class=\""
-                    "muted\">No repeated NVTX ranges in these reports.</p></section>")
+            return empty_section("families", "Range families per rank",
+                                 "No repeated NVTX ranges in these reports.")
         names = [r["family"] for r in rows][:MAX_FAMILIES]
         shown = ranks
         if len(ranks) > MAX_GROUPED_RANKS:
@@ -307,8 +309,8 @@ class _RanksPage(HtmlPage):
     def _collectives(self) -> str:
         rows = ranks_section(self.a, "collectives")
         if not rows:
-            return ("<section id=\"collectives\"><h2>Collectives</h2><p class=\"muted\">No "
-                    "NCCL kernels matched across ranks.</p></section>")
+            return empty_section("collectives", "Collectives",
+                                 "No NCCL kernels matched across ranks.")
         cols = [Column("Collective", lambda r: r["name"], numeric=False),
                 Column("Rank", lambda r: str(r["rank"])),
                 Column("Count", lambda r: str(r["count"])),
@@ -512,8 +514,8 @@ class _DiffPage(HtmlPage):
     def _findings(self) -> str:
         changed = diff_section(self.d, "findings")
         if not changed:
-            return ("<section id=\"findings\"><h2>Findings</h2><p class=\"ok\">The same "
-                    "findings in both runs.</p></section>")
+            return empty_section("findings", "Findings", "The same findings in both runs.",
+                                 tone="ok")
         out = [f"<section id=\"findings\"><h2>Findings that changed ({len(changed)})</h2>"]
         for change in ("appeared", "disappeared"):
             mine = [f for f in changed if f["change"] == change]
