@@ -17,6 +17,7 @@ range around `loss.backward()` owns almost none of backward's kernels.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -248,31 +249,32 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
 
     ops = att.gpu_ops
     pairs = att.op_pairs
-    # One sort of the pairs by (range, GPU start) serves every union below and each
-    # range's first operation (tens of millions of pairs: each sort costs seconds).
-    by_range = _RangeOrder.of(att)
-    proj = by_range.union()
-    other = pairs["other_thread"].to_numpy()
-    # What the other threads' work added to each range's busy time (process rule).
-    own_busy = by_range.union(~other)["busy_ns"] if other.any() else None
-    first_rows = by_range.first_rows()
-    launch = att.pair_values("launch_start_ns")
-    first_launch = by_range.min_per_range(launch)
-    del by_range
-    is_kernel = pairs["is_kernel"].to_numpy()
-    rid = pairs["range_id"].to_numpy()
-    latency = pd.Series((att.pair_values("start_ns") - launch)
-                        [is_kernel]).groupby(rid[is_kernel]).median()
-    cols = {
-        "gpu_ops": proj["count"],
-        "kernels": _count_by_range(rid[is_kernel]),
-        "gpu_busy_ns": proj["busy_ns"], "gpu_span_ns": proj["span_ns"],
-        "gpu_idle_ns": proj["idle_ns"], "gpu_first_start_ns": proj["first_start_ns"],
-        "gpu_last_end_ns": proj["last_end_ns"], "gaps": proj["gaps"],
-        "max_gap_ns": proj["max_gap_ns"], "launch_latency_ns": latency,
-        "first_launch_ns": first_launch,
-        "streams": _distinct_streams(att),
-    }
+    # Two per-range numbers that need their own sorts run on other cores meanwhile (numpy's
+    # sorts and gathers, and most of pandas' grouped median, run without the GIL).
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        streams = pool.submit(_distinct_streams, att)
+        latency = pool.submit(_launch_latency_by_range, att)
+        # One sort of the pairs by (range, GPU start) serves every union below and each
+        # range's first operation (tens of millions of pairs: each sort costs seconds).
+        by_range = _RangeOrder.of(att)
+        proj = by_range.union()
+        other = pairs["other_thread"].to_numpy()
+        # What the other threads' work added to each range's busy time (process rule).
+        own_busy = by_range.union(~other)["busy_ns"] if other.any() else None
+        first_rows = by_range.first_rows()
+        first_launch = by_range.min_per_range(att.pair_values("launch_start_ns"))
+        del by_range
+        is_kernel = pairs["is_kernel"].to_numpy()
+        cols = {
+            "gpu_ops": proj["count"],
+            "kernels": _count_by_range(pairs["range_id"].to_numpy()[is_kernel]),
+            "gpu_busy_ns": proj["busy_ns"], "gpu_span_ns": proj["span_ns"],
+            "gpu_idle_ns": proj["idle_ns"], "gpu_first_start_ns": proj["first_start_ns"],
+            "gpu_last_end_ns": proj["last_end_ns"], "gaps": proj["gaps"],
+            "max_gap_ns": proj["max_gap_ns"], "launch_latency_ns": latency.result(),
+            "first_launch_ns": first_launch,
+            "streams": streams.result(),
+        }
     has_gpu = report.info.has_gpu_activity
     for col, values in cols.items():
         series = values.reindex(out.index).astype("float64")
@@ -321,6 +323,13 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
 
 # Syncs and host copies: runtime calls and copies, known only where the CUDA trace is.
 HOST_WAIT_COLUMNS = ("syncs", "sync_ns", "copies", "copy_bytes", "copy_ns", "pageable_copies")
+
+
+def _launch_latency_by_range(att: Attribution) -> pd.Series:
+    """Median launch latency (GPU start - launching call's start) of each range's kernels."""
+    is_kernel = att.op_pairs["is_kernel"].to_numpy()
+    latency = (att.pair_values("start_ns") - att.pair_values("launch_start_ns"))[is_kernel]
+    return pd.Series(latency).groupby(att.op_pairs["range_id"].to_numpy()[is_kernel]).median()
 
 
 def _count_by_range(range_ids: np.ndarray) -> pd.Series:
