@@ -184,7 +184,7 @@ class _Database:
         if not queries:
             return
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=_cores())
+            self._pool = ThreadPoolExecutor(max_workers=min(_cores(), MAX_READERS))
         for q in queries:
             self._prefetched[q] = [self._pool.submit(self._fetch, part, None)
                                    for part in self._slices(q)]
@@ -228,11 +228,14 @@ class _Database:
             return [sql]
         table, alias = re.search(r"\bFROM\s+(\w+)(?:\s+AS\s+(\w+))?", sql).groups()
         rowid = f"{alias}.rowid" if alias else "rowid"
-        # Apart: SQLite reads min() or max() of the rowid off the b-tree's edge, but scans
-        # the whole table for the two in one query.
-        (lo,), = self.rows(f"SELECT min(rowid) FROM {table}")
-        (hi,), = self.rows(f"SELECT max(rowid) FROM {table}")
-        if lo is None:
+        try:
+            # Apart: SQLite reads min() or max() of the rowid off the b-tree's edge, but
+            # scans the whole table for the two in one query.
+            (lo,), = self.con.execute(f"SELECT min(rowid) FROM {table}").fetchall()
+            (hi,), = self.con.execute(f"SELECT max(rowid) FROM {table}").fetchall()
+        except sqlite3.DatabaseError:  # a view (no rowid), or damage the read itself reports
+            lo = hi = None
+        if lo is None or hi is None:
             return [sql.replace(ROWS, "1")]
         parts = max(1, min(_cores(), (hi - lo + 1) // SLICE_ROWS))
         cuts = [lo - 1 + (hi - lo + 1) * i // parts for i in range(parts + 1)]
@@ -270,6 +273,9 @@ class _Database:
 # Where a bulk query takes its rowid slice (_Database._slices): of the first table after
 # FROM (by its alias, when it has one).
 ROWS = "{rows}"
+# Reader threads at most, each with a connection of its own: a 128-core host need not open
+# 128 of them.
+MAX_READERS = 32
 # Rows per slice, at least: a 1 M-row table spreads over 10 cores, a report under 200 k
 # rows is one query per table (a slice costs a connection). Measured on 10 M kernels, 2
 # cores: two slices on two threads read in 2.96 s what one query reads in 5.81 s.

@@ -113,6 +113,28 @@ def test_reads_in_rowid_slices_give_the_same_rows_in_the_same_order(monkeypatch)
         pd.testing.assert_frame_equal(getattr(sliced, name), getattr(whole, name))
 
 
+def test_a_table_that_is_a_view_is_read_whole(tmp_path, monkeypatch):
+    """Rowid slices need a table; a view (as a tool that rewrites exports may leave) has
+    no rowid, so it is read in one query."""
+    import shutil
+    import sqlite3
+
+    import pandas as pd
+
+    from nsyswrap import loader
+
+    path = tmp_path / "view.sqlite"
+    shutil.copyfile(GPU_MIX, path)
+    con = sqlite3.connect(path)
+    con.execute("ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL RENAME TO kernels_kept")
+    con.execute("CREATE VIEW CUPTI_ACTIVITY_KIND_KERNEL AS SELECT * FROM kernels_kept")
+    con.commit()
+    con.close()
+    monkeypatch.setattr(loader, "SLICE_ROWS", 7)
+    monkeypatch.setattr(loader, "_cores", lambda: 4)
+    pd.testing.assert_frame_equal(nsyswrap.load(path).kernels, nsyswrap.load(GPU_MIX).kernels)
+
+
 def test_blocking_calls_are_the_sync_apis():
     r = nsyswrap.load(GPU_MIX)
     expected = sql(GPU_MIX, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s "
