@@ -233,9 +233,9 @@ class _Database:
             # scans the whole table for the two in one query.
             (lo,), = self.con.execute(f"SELECT min(rowid) FROM {table}").fetchall()
             (hi,), = self.con.execute(f"SELECT max(rowid) FROM {table}").fetchall()
-        except sqlite3.DatabaseError:  # a view (no rowid), or damage the read itself reports
+        except sqlite3.DatabaseError:  # damage: the read itself reports it, in one line
             lo = hi = None
-        if lo is None or hi is None:
+        if lo is None or hi is None:  # empty, or a view (whose rowid SQLite reads as NULL)
             return [sql.replace(ROWS, "1")]
         parts = max(1, min(_cores(), (hi - lo + 1) // SLICE_ROWS))
         cuts = [lo - 1 + (hi - lo + 1) * i // parts for i in range(parts + 1)]
