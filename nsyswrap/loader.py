@@ -297,9 +297,12 @@ def _read_report(db: _Database, source: Path, notes: list[str]) -> Report:
         )
     event_types = _nvtx_event_types(db)
     runtime = _runtime_sql(db)
-    # In the order they are used; the blocking calls' scan (a few rows) last.
+    # In the order they are used; the blocking calls' scan (a few rows) last. The NVTX
+    # table's small reads (domains, unended ranges, marks) are full scans too.
     db.prefetch(_kernels_sql(db), *_transfers_sql(db).values(), runtime.launches_sql,
-                _nvtx_ranges_sql(db, event_types), runtime.blocking_sql)
+                _nvtx_domains_sql(db, event_types), _nvtx_ranges_sql(db, event_types),
+                _unterminated_sql(db, event_types), _nvtx_marks_sql(db, event_types),
+                runtime.blocking_sql)
     kernels = _kernels(db)
     transfers = _transfers(db)
     launches = _launch_calls(db, runtime)
@@ -641,15 +644,27 @@ def _nvtx_domains(db: _Database, types: dict[str, int]) -> dict[tuple[int, int],
     """(process_key, domainId) -> domain name. Domain ids are per process; 0 is the default."""
     if NVTX_TABLE not in db.tables:
         return {}
+    df = db.frame(_nvtx_domains_sql(db, types))
+    return {(int(tid) >> _TID_BITS, int(dom)): str(name)
+            for tid, dom, name in zip(df["thread"], df["domain_id"], df["name"], strict=True)}
+
+
+def _nvtx_domains_sql(db: _Database, types: dict[str, int]) -> str | None:
+    if NVTX_TABLE not in db.tables:
+        return None
     text, join = _nvtx_text_sql(db)
-    return {
-        (int(tid) >> _TID_BITS, int(dom)): name
-        for tid, dom, name in db.rows(
-            f"""SELECT e.globalTid, e.domainId, {text} FROM {NVTX_TABLE} AS e {join}
-                WHERE e.eventType = ? AND e.domainId IS NOT NULL""",
-            (types["NvtxDomainCreate"],),
-        )
-    }
+    return f"""SELECT e.globalTid AS thread, e.domainId AS domain_id, {text} AS name
+               FROM {NVTX_TABLE} AS e {join}
+               WHERE e.eventType = {types["NvtxDomainCreate"]} AND e.domainId IS NOT NULL"""
+
+
+def _unterminated_sql(db: _Database, types: dict[str, int]) -> str | None:
+    """How many ranges never ended (the program exited inside them)."""
+    if NVTX_TABLE not in db.tables:
+        return None
+    return f"""SELECT count(*) AS n FROM {NVTX_TABLE}
+               WHERE eventType IN ({types["NvtxPushPopRange"]}, {types["NvtxStartEndRange"]})
+                 AND "end" IS NULL"""
 
 
 def _domain_names(df: pd.DataFrame, domains: dict[tuple[int, int], str]) -> pd.Series:
@@ -676,13 +691,10 @@ def _nvtx_ranges(db: _Database, types: dict[str, int],
                  domains: dict[tuple[int, int], str]) -> tuple[pd.DataFrame, int]:
     if NVTX_TABLE not in db.tables:
         return empty(RANGE_COLUMNS), 0
-    pushpop, startend = types["NvtxPushPopRange"], types["NvtxStartEndRange"]
+    pushpop = types["NvtxPushPopRange"]
     df = db.frame(_nvtx_ranges_sql(db, types)).sort_values("start_ns", kind="stable",
                                                            ignore_index=True)
-    (unterminated,) = db.rows(
-        f"""SELECT count(*) FROM {NVTX_TABLE}
-            WHERE eventType IN ({pushpop}, {startend}) AND "end" IS NULL"""
-    )[0]
+    unterminated = int(db.frame(_unterminated_sql(db, types))["n"].iloc[0])
     df["range_id"] = np.arange(len(df), dtype="int64")
     df["pid"] = _pid(df["thread"])
     df["tid"] = df["thread"].to_numpy(dtype="int64") & _ID_MASK
@@ -692,17 +704,21 @@ def _nvtx_ranges(db: _Database, types: dict[str, int],
     return df[RANGE_COLUMNS], int(unterminated)
 
 
+def _nvtx_marks_sql(db: _Database, types: dict[str, int]) -> str | None:
+    if NVTX_TABLE not in db.tables:
+        return None
+    text, join = _nvtx_text_sql(db)
+    return f"""SELECT e.start AS time_ns, e.globalTid AS thread,
+                      coalesce(e.domainId, 0) AS domain_id, {text} AS text
+               FROM {NVTX_TABLE} AS e {join}
+               WHERE e.eventType = {types["NvtxMark"]} ORDER BY e.start"""
+
+
 def _nvtx_marks(db: _Database, types: dict[str, int],
                 domains: dict[tuple[int, int], str]) -> pd.DataFrame:
     if NVTX_TABLE not in db.tables:
         return empty(MARK_COLUMNS)
-    text, join = _nvtx_text_sql(db)
-    df = db.frame(
-        f"""SELECT e.start AS time_ns, e.globalTid AS thread,
-                   coalesce(e.domainId, 0) AS domain_id, {text} AS text
-            FROM {NVTX_TABLE} AS e {join}
-            WHERE e.eventType = {types["NvtxMark"]} ORDER BY e.start"""
-    )
+    df = db.frame(_nvtx_marks_sql(db, types))
     df["pid"] = _pid(df["thread"])
     df["domain"] = _domain_names(df, domains)
     df["text"] = df["text"].astype(str)
