@@ -413,8 +413,17 @@ _LOW32 = 0xFFFFFFFF
 
 
 def _launch_key_sql(global_id: str, correlation_id: str) -> str:
-    """_launch_key computed by SQLite (whose shifts wrap as numpy's do)."""
+    """The key that joins GPU work to the runtime call that launched it: the process
+    (global id >> 24) and the correlation id, unique per process (CUPTI counts per process)
+    and 32 bits wide. Computed by SQLite: one definition for every table that carries it."""
     return f"((({global_id}) >> {_TID_BITS}) << 32) | ({correlation_id})"
+
+
+def _with_launch_ids(df: pd.DataFrame) -> None:
+    """pid and correlation_id, unpacked from the launch_key column."""
+    key = df["launch_key"].to_numpy(dtype="int64")
+    df["pid"] = (key >> 32) & _ID_MASK
+    df["correlation_id"] = key & _LOW32
 
 
 def _kernels(db: _Database) -> pd.DataFrame:
@@ -425,9 +434,7 @@ def _kernels(db: _Database) -> pd.DataFrame:
     device_stream = df.pop("device_stream").to_numpy(dtype="int64")
     df["device_id"] = device_stream >> 32
     df["stream_id"] = device_stream & _LOW32
-    key = df["launch_key"].to_numpy(dtype="int64")
-    df["pid"] = (key >> 32) & _ID_MASK
-    df["correlation_id"] = key & _LOW32
+    _with_launch_ids(df)
     # Distinct (short, full) name pairs are a few hundred among millions of kernels.
     codes, pairs = pd.factorize(df.pop("name_ids"), sort=False)
     pairs = np.asarray(pairs, dtype="int64")
@@ -463,20 +470,12 @@ def _as_category(ids: np.ndarray, strings: dict[int, str],
     return pd.Categorical.from_codes(inverse[codes], categories=list(labels_unique))
 
 
-def _with_process(df: pd.DataFrame) -> pd.DataFrame:
-    gp = df.pop("global_pid")
-    df["pid"] = _pid(gp)
-    df["launch_key"] = _launch_key(gp.to_numpy(dtype="int64") >> _TID_BITS,
-                                   df["correlation_id"].to_numpy())
-    return df
-
-
 def _transfers_sql(db: _Database) -> dict[str, str]:
     """op ("memcpy", "memset", "graph") -> the query of its table, for those present."""
     out = {}
-    common = """start AS start_ns, "end" AS end_ns, deviceId AS device_id,
-                 streamId AS stream_id, globalPid AS global_pid,
-                 correlationId AS correlation_id"""
+    common = f"""start AS start_ns, "end" AS end_ns, deviceId AS device_id,
+                 streamId AS stream_id,
+                 {_launch_key_sql("globalPid", "correlationId")} AS launch_key"""
     if MEMCPY_TABLE in db.tables:
         cols = db.columns(MEMCPY_TABLE)
         src = "coalesce(srcKind, 7)" if "srcKind" in cols else "7"
@@ -510,7 +509,8 @@ def _transfers(db: _Database) -> pd.DataFrame:
     for col in ("copy_kind", "src_kind", "dst_kind"):
         df[col] = df[col].fillna("") if col in df else ""
     df = df.sort_values("start_ns", kind="stable", ignore_index=True)
-    return _with_process(df)
+    _with_launch_ids(df)
+    return df
 
 
 @dataclass
@@ -522,9 +522,9 @@ class _Launches:
     thread: np.ndarray
 
     def frame(self) -> pd.DataFrame:
-        """The calls as rows again (correlation_id, start_ns, thread), to extend them."""
-        return pd.DataFrame({"correlation_id": self.key & 0xFFFFFFFF,
-                             "start_ns": self.start_ns, "thread": self.thread})
+        """The calls as rows again (launch_key, start_ns, thread), to extend them."""
+        return pd.DataFrame({"launch_key": self.key, "start_ns": self.start_ns,
+                             "thread": self.thread})
 
     def lookup(self, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(launch start, thread) for each key, -1 where no call matches."""
@@ -538,11 +538,6 @@ class _Launches:
         i = np.minimum(i, len(self.key) - 1)
         hit = self.key[i] == key
         return np.where(hit, self.start_ns[i], -1), np.where(hit, self.thread[i], -1)
-
-
-def _launch_key(process_key: np.ndarray, correlation_id: np.ndarray) -> np.ndarray:
-    # Correlation ids are unique per process (CUPTI counts per process) and fit in 32 bits.
-    return (process_key.astype("int64") << 32) | correlation_id.astype("int64")
 
 
 @dataclass
@@ -596,14 +591,6 @@ def _blocking_calls(db: _Database, query: _RuntimeQuery) -> pd.DataFrame:
     return calls[API_COLUMNS]
 
 
-def _launches_from(df: pd.DataFrame) -> _Launches:
-    """_Launches of rows with correlation_id, start_ns and thread."""
-    thread = df["thread"].to_numpy(dtype="int64")
-    key = _launch_key(thread >> _TID_BITS, df["correlation_id"].to_numpy())
-    return _sorted_launches(pd.DataFrame({"launch_key": key, "start_ns": df["start_ns"],
-                                          "thread": thread}, copy=False))
-
-
 def _sorted_launches(df: pd.DataFrame) -> _Launches:
     key = df["launch_key"].to_numpy(dtype="int64")
     order = np.argsort(key, kind="stable")
@@ -621,12 +608,13 @@ def _attach_launches(db: _Database, launches: _Launches,
     missing = np.unique(np.concatenate([k[f[0] < 0] for k, f in zip(keys, found, strict=True)]
                                        or [np.array([], "int64")]))
     if len(missing) and RUNTIME_TABLE in db.tables:
-        ids = sorted({int(k & 0xFFFFFFFF) for k in missing})
-        extra = [db.frame(f"""SELECT correlationId AS correlation_id, start AS start_ns,
-                                     globalTid AS thread FROM {RUNTIME_TABLE}
+        ids = sorted({int(k & _LOW32) for k in missing})
+        extra = [db.frame(f"""SELECT {_launch_key_sql("globalTid", "correlationId")}
+                                       AS launch_key, start AS start_ns, globalTid AS thread
+                              FROM {RUNTIME_TABLE}
                               WHERE correlationId IN ({','.join(map(str, ids[i:i + 5000]))})""")
                  for i in range(0, len(ids), 5000)]
-        launches = _launches_from(pd.concat([launches.frame(), *extra], ignore_index=True))
+        launches = _sorted_launches(pd.concat([launches.frame(), *extra], ignore_index=True))
         found = [launches.lookup(k) for k in keys]
     return [op.drop(columns=["launch_start_ns", "thread"], errors="ignore").assign(
                 launch_start_ns=start, thread=thread)

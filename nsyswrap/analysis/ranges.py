@@ -153,7 +153,7 @@ def attribute(report: Report, rule: str = "process", consume: bool = False) -> A
     call_pairs = events_in_ranges(
         ranges, pd.DataFrame({"thread": calls["thread"], "time_ns": calls["start_ns"]})
     )
-    calls["range_id"] = _innermost_range(call_pairs, len(calls))
+    calls["range_id"] = _innermost_of(call_pairs, np.arange(len(calls)))
     is_copy = ((ops["kind"] == "memcpy") & ops["copy_kind"].isin(HOST_COPY_KINDS)).to_numpy()
     copies = ops[is_copy].copy()
     copies["range_id"] = _innermost_of(op_pairs, copies.index.to_numpy())
@@ -207,13 +207,6 @@ def _add_other_threads_work(ranges: pd.DataFrame, launches: pd.DataFrame,
     counts = pd.DataFrame({"thread": by_thread.index.to_numpy(dtype="int64"),
                            "gpu_ops": by_thread.to_numpy(dtype="int64")})
     return combined, counts
-
-
-def _innermost_range(pairs: pd.DataFrame, n: int) -> np.ndarray:
-    out = np.full(n, -1, dtype="int64")
-    inner = pairs[pairs["innermost"]]
-    out[inner["event"].to_numpy()] = inner["range_id"].to_numpy()
-    return out
 
 
 INSTANCE_COLUMNS = [
@@ -325,11 +318,18 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
 HOST_WAIT_COLUMNS = ("syncs", "sync_ns", "copies", "copy_bytes", "copy_ns", "pageable_copies")
 
 
-def _launch_latency_by_range(att: Attribution) -> pd.Series:
-    """Median launch latency (GPU start - launching call's start) of each range's kernels."""
+def _kernel_launch_latency(att: Attribution) -> tuple[np.ndarray, np.ndarray]:
+    """(range id, launch latency: GPU start - launching call's start) of each pair whose
+    operation is a kernel."""
     is_kernel = att.op_pairs["is_kernel"].to_numpy()
     latency = (att.pair_values("start_ns") - att.pair_values("launch_start_ns"))[is_kernel]
-    return pd.Series(latency).groupby(att.op_pairs["range_id"].to_numpy()[is_kernel]).median()
+    return att.op_pairs["range_id"].to_numpy()[is_kernel], latency
+
+
+def _launch_latency_by_range(att: Attribution) -> pd.Series:
+    """Median launch latency of each range's kernels."""
+    range_id, latency = _kernel_launch_latency(att)
+    return pd.Series(latency).groupby(range_id).median()
 
 
 def _count_by_range(range_ids: np.ndarray) -> pd.Series:
@@ -468,13 +468,11 @@ def range_summary(instances: pd.DataFrame, att: Attribution,
         copy_bytes=("copy_bytes", "sum"), pageable_copies=("pageable_copies", "sum"),
     )
     # Launch latency pooled over every kernel of every instance, not a median of medians.
-    pairs = att.op_pairs
-    is_kernel = pairs["is_kernel"].to_numpy()
+    range_id, latency = _kernel_launch_latency(att)
     group_of_range = _lookup_table(inst["range_id"].to_numpy(), g.ngroup().to_numpy())
-    group = group_of_range.take(pairs["range_id"].to_numpy()[is_kernel], mode="clip")
+    group = group_of_range.take(range_id, mode="clip")
     known = group >= 0  # pairs of ranges that are not among `instances` have no group
-    by_group = pd.Series((att.pair_values("start_ns") - att.pair_values("launch_start_ns"))
-                         [is_kernel][known]).groupby(group[known]).median()
+    by_group = pd.Series(latency[known]).groupby(group[known]).median()
     latency = pd.Series(by_group.reindex(np.arange(g.ngroups)).to_numpy(),
                         index=pd.MultiIndex.from_frame(g.size().index.to_frame(index=False)))
     out["launch_latency_median_ns"] = latency.reindex(out.index)
