@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -13,7 +14,7 @@ from .._memory import release_freed_memory
 from ..report import Report, ReportInfo
 from .completeness import lost_tail
 from .domains import library_mask
-from .families import family_names
+from .families import by_family, family_names
 from .kernels import kernel_summary
 from .ranges import (
     GPU_INSTANCE_COLUMNS,
@@ -58,6 +59,11 @@ class Analysis:
             mine &= ~inst["library"]
         return inst.loc[mine, columns] if columns is not None else inst[mine]
 
+    def by_family(self, frame: pd.DataFrame) -> Iterator[tuple[tuple[str, str], pd.DataFrame]]:
+        """Rows of `frame` (instances, or some of their rows and columns with family_id)
+        per (domain, family): see families.by_family."""
+        return by_family(frame, self.instances)
+
 
 def analyze(report: Report, by_process: bool = False, attribution: str = "process",
             all_domains: bool = False, *, consume: bool = False) -> Analysis:
@@ -88,7 +94,10 @@ def analyze(report: Report, by_process: bool = False, attribution: str = "proces
     library = instances["library"].to_numpy()
     instances["family"] = family_names(
         instances, (instances["benchmark"] == "").to_numpy() & ~library, library)
-    instances["index"] = instances.groupby(["domain", "family"], sort=False).cumcount()
+    families = instances.groupby(["domain", "family"], sort=False)
+    instances["index"] = families.cumcount()
+    instances["family_id"] = families.ngroup()  # for Analysis.by_family
+    del families
     instances.loc[lost_tail(report.info, instances), GPU_INSTANCE_COLUMNS] = np.nan
     its = iterations(instances, runs)
     ranges = range_summary(instances, att, by_process=by_process)

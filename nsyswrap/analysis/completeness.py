@@ -7,10 +7,12 @@ of the report shows a lost tail.
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from ..report import ReportInfo
 from ..units import fmt_ns
+from .families import by_family
 
 # Instances needed on each side of the last CUDA call before a tail reads as lost.
 MIN_INSTANCES = 3
@@ -25,13 +27,19 @@ def lost_tail(info: ReportInfo, instances: pd.DataFrame) -> pd.Index:
         return instances.index[:0]
     # Only the columns read here: a copy of every instance column is gigabytes at 10 M.
     user = instances.loc[(instances["benchmark"] == "") & ~instances["library"],
-                         ["domain", "family", "start_ns", "end_ns", "gpu_ops"]]
+                         ["start_ns", "end_ns", "gpu_ops", "family_id"]]
+    # Only families with MIN_INSTANCES after the last call can have lost a tail: most
+    # reports have none, and ten million instances need not be grouped to learn that.
+    family = user["family_id"].to_numpy()
+    late = np.bincount(family[user["start_ns"].to_numpy() > last],
+                       minlength=int(family.max(initial=-1)) + 1)
+    candidates = user[late[family] >= MIN_INSTANCES]
     cut, lost = [], []
-    for (_domain, family), g in user.groupby(["domain", "family"], sort=False):
+    for (_domain, name), g in by_family(candidates, instances):
         before, after = g[g["start_ns"] <= last], g[g["start_ns"] > last]
         if (len(before) >= MIN_INSTANCES and len(after) >= MIN_INSTANCES
                 and (before["gpu_ops"] > 0).all() and (after["gpu_ops"] == 0).all()):
-            cut.append((family, len(after), len(g)))
+            cut.append((name, len(after), len(g)))
             lost.append(after.index)
     if cut:
         what = ", ".join(f"{n} of {total} `{family}`" for family, n, total in cut[:3])

@@ -16,6 +16,7 @@ the name with `{n}` for both (`aten::addmm, seq = {n}, op_id = {n}`), shapes kep
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 import numpy as np
 import pandas as pd
@@ -80,3 +81,23 @@ def _operator_families(names: pd.Series) -> np.ndarray:
     text = text.str.replace(EMIT_NVTX_COUNTER, r"\g<1>" + PLACEHOLDER, regex=True)
     text = text.str.replace(OPERATOR_INPUTS, r"\g<1>" + PLACEHOLDER, regex=True)
     return text.to_numpy(dtype=object)[codes]
+
+
+def by_family(frame: pd.DataFrame, instances: pd.DataFrame
+              ) -> Iterator[tuple[tuple[str, str], pd.DataFrame]]:
+    """((domain, family), rows) of `frame` (rows of `instances`, by label, with its
+    family_id column), as `frame.groupby(["domain", "family"], sort=False)` gives them:
+    families in order of first appearance, rows in frame order. Grouped by the integer
+    family_id: hashing two text columns of ten million instances, and taking them along
+    with every group, cost seconds per finding."""
+    ids = frame["family_id"].to_numpy()
+    if len(ids) == 0:
+        return
+    order = np.argsort(ids, kind="stable")
+    ordered = ids[order]
+    heads = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    ends = np.r_[heads[1:], len(order)]
+    first = order[heads]  # each family's first row (the sort is stable)
+    keys = instances.loc[frame.index[first], ["domain", "family"]].to_numpy()
+    for k in np.argsort(first, kind="stable"):
+        yield (keys[k, 0], keys[k, 1]), frame.iloc[order[heads[k]:ends[k]]]

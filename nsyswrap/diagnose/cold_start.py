@@ -94,9 +94,9 @@ def _harness_runs(a: Analysis, t: Thresholds) -> list[Finding]:
 
 def _user_ranges(a: Analysis, t: Thresholds) -> list[Finding]:
     findings = []
-    inst = a.user_instances(["domain", "family", "start_ns", *(c for c, _ in METRICS)])
+    inst = a.user_instances(["family_id", "start_ns", *(c for c, _ in METRICS)])
     inst = inst.sort_values("start_ns")
-    for (domain, name), g in inst.groupby(["domain", "family"], sort=False):
+    for (domain, name), g in a.by_family(inst):
         if len(g) < t.cold_min_instances:
             continue
         cold = _cold_metrics(g, METRICS, t)

@@ -73,14 +73,13 @@ def _harness(a: Analysis, t: Thresholds) -> list[Finding]:
 
 
 def _ranges(a: Analysis, t: Thresholds) -> list[Finding]:
-    inst = a.user_instances(["domain", "family", "start_ns", "gpu_ops", "cpu_ns", "sync_ns",
+    inst = a.user_instances(["family_id", "start_ns", "gpu_ops", "cpu_ns", "sync_ns",
                              "gpu_busy_ns", "gpu_device_busy_cpu_ns", "gpu_span_ns",
                              "gpu_device_busy_ns"])
     if inst.empty or inst["gpu_busy_ns"].isna().all():
         return []
     findings = []
-    for (domain, name), g in inst.sort_values("start_ns").groupby(["domain", "family"],
-                                                                  sort=False):
+    for (domain, name), g in a.by_family(inst.sort_values("start_ns")):
         g = g.iloc[1:]
         g = g[g["gpu_ops"] > 0]
         if len(g) < 2:

@@ -11,7 +11,7 @@ CODE = "GPU_IDLE_IN_RANGE"
 
 
 def check(a: Analysis, t: Thresholds) -> list[Finding]:
-    inst = a.user_instances(["domain", "family", "gpu_span_ns", "gpu_device_busy_ns",
+    inst = a.user_instances(["family_id", "gpu_span_ns", "gpu_device_busy_ns",
                              "max_gap_ns", "gpu_idle_ns", "gpu_busy_ns", "gpu_ops", "gaps"])
     if inst.empty or inst["gpu_span_ns"].isna().all():
         return []
@@ -21,7 +21,7 @@ def check(a: Analysis, t: Thresholds) -> list[Finding]:
     inst["idle_share"] = (inst["gpu_span_ns"] - inst["gpu_device_busy_ns"]) / inst["gpu_span_ns"]
     inst["stall"] = inst["max_gap_ns"] >= t.stall_share * inst["gpu_idle_ns"]
     findings = []
-    for (domain, name), g in inst.groupby(["domain", "family"], sort=False):
+    for (domain, name), g in a.by_family(inst):
         share = float(g["idle_share"].median())
         if share < t.idle_share:
             continue
