@@ -72,12 +72,15 @@ def analyze(report: Report, by_process: bool = False, attribution: str = "proces
     `all_domains`: findings also cover libraries' NVTX ranges. `consume`: the caller has
     no further use for `report`, so its per-operation frames are emptied as soon as the
     attribution holds what is needed of them (one copy of the biggest tables, not two)."""
+    # Whether each range is a library's: the attribution's process rule and the findings
+    # both ask, once per distinct (domain, name).
+    library = library_mask(report.ranges["domain"], report.ranges["name"])
     # The kernel table (a groupby, mostly without the GIL) on a second core while the
     # attribution runs. It reads a shallow copy: `consume` drops the report's columns
     # meanwhile, and the copy keeps them until the table is done.
     with ThreadPoolExecutor(max_workers=1) as pool:
         kernels_done = pool.submit(kernel_summary, report.kernels.copy(deep=False))
-        att = attribute(report, attribution, consume)
+        att = attribute(report, attribution, consume, library)
         kernels = kernels_done.result()
     size = len(att.gpu_ops) + len(att.op_pairs) + len(report.ranges)
     if consume:
@@ -90,8 +93,7 @@ def analyze(report: Report, by_process: bool = False, attribution: str = "proces
     harness = harness_range_names(runs)
     # Which harness benchmark a range belongs to ("" for the user's own ranges).
     instances["benchmark"] = instances["name"].where(pairs_in(instances, harness), "")
-    instances["library"] = library_mask(instances["domain"], instances["name"])
-    library = instances["library"].to_numpy()
+    instances["library"] = library  # range_instances keeps the report's ranges' order
     instances["family"] = family_names(
         instances, (instances["benchmark"] == "").to_numpy() & ~library, library)
     families = instances.groupby(["domain", "family"], sort=False)

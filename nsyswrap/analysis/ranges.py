@@ -126,12 +126,16 @@ def _text_categorical(values: pd.Series) -> pd.Categorical:
     return cat.set_categories(pd.Index(cat.categories.astype(str), dtype=object), rename=True)
 
 
-def attribute(report: Report, rule: str = "process", consume: bool = False) -> Attribution:
+def attribute(report: Report, rule: str = "process", consume: bool = False,
+              library: np.ndarray | None = None) -> Attribution:
     """Which range holds which GPU operation and blocking call, under `rule`. `consume`:
-    the report's kernel columns may be dropped as they are copied (see gpu_ops)."""
+    the report's kernel columns may be dropped as they are copied (see gpu_ops).
+    `library`: library_mask of the report's ranges, when the caller has it."""
     if rule not in ATTRIBUTION_RULES:
         raise ValueError(f"attribution rule {rule!r}: choose from {ATTRIBUTION_RULES}")
-    ranges = report.ranges.copy()
+    # Shallow: the columns added below are the copy's own (a deep copy of ten million
+    # ranges with their texts cost a second and 800 MB).
+    ranges = report.ranges.copy(deep=False)
     ranges["lane"] = assign_lanes(ranges)
     ranges["process"] = ranges["thread"].to_numpy(dtype="int64") >> 24
     ops = gpu_ops(report, consume)
@@ -144,7 +148,10 @@ def attribute(report: Report, rule: str = "process", consume: bool = False) -> A
     op_pairs["other_thread"] = False
     other_threads = None
     if rule == "process":
-        op_pairs, other_threads = _add_other_threads_work(ranges, launches, op_pairs)
+        if library is None:
+            library = library_mask(ranges["domain"], ranges["name"])
+        op_pairs, other_threads = _add_other_threads_work(ranges, ~library, launches,
+                                                          op_pairs)
     op_pairs = op_pairs.drop(columns="range_start_ns")  # served its purpose (innermost)
     # gpu_ops has a RangeIndex, so an event label is its row: take, don't merge.
     row = op_pairs["event"].to_numpy()
@@ -176,13 +183,12 @@ def _innermost_of(pairs: pd.DataFrame, events: np.ndarray) -> np.ndarray:
     return np.where(inner_events[i] == events, inner_ranges[i], -1).astype("int64")
 
 
-def _add_other_threads_work(ranges: pd.DataFrame, launches: pd.DataFrame,
+def _add_other_threads_work(ranges: pd.DataFrame, user: np.ndarray, launches: pd.DataFrame,
                             pairs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The process rule: launches whose thread had no range of the user's own open go to
-    the user's ranges of the same process that were open at that moment (on other threads:
-    on its own thread there was none). Returns all pairs, and per launching thread how many
-    GPU operations went to other threads' ranges."""
-    user = ~library_mask(ranges["domain"], ranges["name"])
+    """The process rule: launches whose thread had no range of the user's own (`user`, per
+    range) open go to the user's ranges of the same process that were open at that moment
+    (on other threads: on its own thread there was none). Returns all pairs, and per
+    launching thread how many GPU operations went to other threads' ranges."""
     user_ids = ranges["range_id"].to_numpy()[user]
     # Lookups by position (range ids and event rows are small integers), not np.isin and
     # np.unique: sorting tens of millions of pairs cost seconds.
@@ -211,7 +217,7 @@ def _add_other_threads_work(ranges: pd.DataFrame, launches: pd.DataFrame,
 
 INSTANCE_COLUMNS = [
     "range_id", "domain", "name", "pid", "tid", "style", "start_ns", "end_ns", "cpu_ns",
-    "index", "gpu_ops", "kernels", "gpu_busy_ns", "gpu_span_ns", "gpu_idle_ns",
+    "gpu_ops", "kernels", "gpu_busy_ns", "gpu_span_ns", "gpu_idle_ns",
     "gpu_first_start_ns", "gpu_last_end_ns", "gaps", "max_gap_ns", "launch_latency_ns",
     "first_launch_ns", "streams", "gpu_device_busy_ns", "gpu_device_busy_cpu_ns",
     "gpu_busy_other_threads_ns",
@@ -231,13 +237,13 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
     """One row per NVTX range instance with its CPU time and its GPU projection.
 
     GPU columns are NaN when the report has no CUDA trace (unknown), 0 when the range
-    launched nothing. `index` numbers the instances of each (domain, name) in time order.
-    syncs/copies count what happened anywhere inside the range, nested ranges included.
+    launched nothing. syncs/copies count what happened anywhere inside the range, nested
+    ranges included. Rows are the report's ranges, in their order. `index` (the instance's
+    number in its family) is analyze's, once families are known.
     """
     r = report.ranges
     out = r[["range_id", "domain", "name", "pid", "tid", "style", "start_ns", "end_ns"]].copy()
     out["cpu_ns"] = out["end_ns"] - out["start_ns"]
-    out["index"] = out.groupby(["domain", "name"], sort=False).cumcount()
     out = out.set_index("range_id", drop=False)
 
     ops = att.gpu_ops
@@ -442,14 +448,19 @@ def range_summary(instances: pd.DataFrame, att: Attribution,
         return pd.DataFrame(columns=columns)
     # Only the columns the summary reads (a copy of every instance column would double
     # the memory of a range-heavy report).
-    used = ["range_id", "domain", "name", "pid", "cpu_ns", "gpu_busy_ns",
+    used = ["range_id", "pid", "cpu_ns", "gpu_busy_ns",
             "gpu_busy_other_threads_ns", "gpu_span_ns", "gpu_idle_ns", "gpu_ops", "kernels",
             "syncs", "sync_ns", "copies", "copy_bytes", "pageable_copies"]
     inst = instances[used].copy(deep=False)
-    inst["family"] = instances["family"] if "family" in instances else instances["name"]
+    family = instances["family"] if "family" in instances else instances["name"]
+    # Grouped by integers, numbered in order of first appearance as groupby(keys,
+    # sort=False) numbers its groups: hashing text keys (and counting distinct names as
+    # text) of ten million instances cost seconds.
+    group = _group_codes(instances, family, by_process)
+    inst["name"] = pd.factorize(instances["name"])[0]
     span = inst["gpu_span_ns"]
     inst["idle_share"] = (inst["gpu_idle_ns"] / span).where(span > 0)
-    g = inst.groupby(keys, sort=False)
+    g = inst.groupby(group, sort=False)
     out = g.agg(
         names=("name", "nunique"),
         count=("range_id", "size"),
@@ -469,21 +480,38 @@ def range_summary(instances: pd.DataFrame, att: Attribution,
     )
     # Launch latency pooled over every kernel of every instance, not a median of medians.
     range_id, latency = _kernel_launch_latency(att)
-    group_of_range = _lookup_table(inst["range_id"].to_numpy(), g.ngroup().to_numpy())
-    group = group_of_range.take(range_id, mode="clip")
-    known = group >= 0  # pairs of ranges that are not among `instances` have no group
-    by_group = pd.Series(latency[known]).groupby(group[known]).median()
-    latency = pd.Series(by_group.reindex(np.arange(g.ngroups)).to_numpy(),
-                        index=pd.MultiIndex.from_frame(g.size().index.to_frame(index=False)))
-    out["launch_latency_median_ns"] = latency.reindex(out.index)
+    group_of_range = _lookup_table(inst["range_id"].to_numpy(), group)
+    pair_group = group_of_range.take(range_id, mode="clip")
+    known = pair_group >= 0  # pairs of ranges that are not among `instances` have no group
+    by_group = pd.Series(latency[known]).groupby(pair_group[known]).median()
+    out["launch_latency_median_ns"] = by_group.reindex(out.index)
     # Sums of unknowns are unknown (no CUDA trace), not zero.
     unknown = g["gpu_busy_ns"].count() == 0
     out.loc[unknown, ["gpu_busy_total_ns", "gpu_ops", "kernels", "syncs", "sync_ns", "copies",
                       "copy_bytes", "pageable_copies"]] = np.nan
-    out = out.reset_index().rename(columns={"family": "name"})
+    # Each group's keys, from its first instance.
+    first = pd.Series(np.arange(len(group))).groupby(group, sort=False).min()
+    rows = first.reindex(out.index).to_numpy()
+    for key in reversed(keys):
+        values = (family if key == "family" else instances[key]).to_numpy()[rows]
+        out.insert(0, "name" if key == "family" else key, values)
+    out = out.reset_index(drop=True)
     return out.sort_values("cpu_total_ns", ascending=False, kind="stable", ignore_index=True)[
         columns
     ]
+
+
+def _group_codes(instances: pd.DataFrame, family: pd.Series, by_process: bool) -> np.ndarray:
+    """A code per instance for its (domain, family), or (pid, domain, family), numbered in
+    order of first appearance; from the family_id that analyze gives, when there."""
+    if "family_id" in instances:
+        ids = instances["family_id"].to_numpy(dtype="int64")
+    else:
+        ids = pd.DataFrame({"domain": instances["domain"], "family": family}).groupby(
+            ["domain", "family"], sort=False).ngroup().to_numpy(dtype="int64")
+    if not by_process:
+        return ids
+    return pd.factorize((instances["pid"].to_numpy(dtype="int64") << 32) | ids)[0]
 
 
 def _lookup_table(keys: np.ndarray, values: np.ndarray) -> np.ndarray:
