@@ -12,6 +12,8 @@ import heapq
 import numpy as np
 import pandas as pd
 
+from .chunks import MIN_ROWS, cores, even_bounds, map_chunks
+
 
 def assign_lanes(ranges: pd.DataFrame) -> np.ndarray:
     """A lane per range such that ranges of one thread in one lane never overlap.
@@ -89,22 +91,24 @@ def events_in_ranges(ranges: pd.DataFrame, events: pd.DataFrame,
     r_order = np.lexsort((r_start, r_thread, r_lane))
     r_thread, r_key, r_lane, r_start, r_end, r_id = (
         a[r_order] for a in (r_thread, r_key, r_lane, r_start, r_end, r_id))
-    out_range, out_event, out_start = [], [], []
-    # Segments of (lane, thread) among the ranges, each with the events of its key.
-    seg = np.flatnonzero(np.r_[True, (np.diff(r_lane) != 0) | (np.diff(r_thread) != 0), True])
-    for lo, hi in zip(seg[:-1], seg[1:], strict=True):
+
+    def segment(lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """The pairs of one (lane, thread) segment of the ranges, with its key's events."""
         k = r_key[lo]
         e_lo, e_hi = np.searchsorted(ev_key, k, "left"), np.searchsorted(ev_key, k, "right")
         if e_lo == e_hi:
-            continue
+            return None
         times = ev_time[e_lo:e_hi]
         i = np.searchsorted(r_start[lo:hi], times, side="right") - 1 + lo
         inside = (i >= lo) & (times <= r_end[np.maximum(i, lo)])
-        out_range.append(r_id[i[inside]])
-        out_event.append(ev_label[e_lo:e_hi][inside])
-        out_start.append(r_start[i[inside]])
-    rng, ev, st = (np.concatenate(x) if x else np.array([], "int64")
-                   for x in (out_range, out_event, out_start))
+        return r_id[i[inside]], ev_label[e_lo:e_hi][inside], r_start[i[inside]]
+
+    # Segments of (lane, thread) among the ranges, on every core (chunks.py).
+    seg = np.flatnonzero(np.r_[True, (np.diff(r_lane) != 0) | (np.diff(r_thread) != 0), True])
+    found = [p for p in map_chunks(segment, list(zip(seg[:-1].tolist(), seg[1:].tolist(),
+                                                     strict=True))) if p is not None]
+    rng, ev, st = (np.concatenate([p[c] for p in found]) if found else np.array([], "int64")
+                   for c in range(3))
     if len(ev) == 0:
         return pd.DataFrame({c: pd.Series(dtype=t) for c, t in cols.items()})
     return with_innermost(pd.DataFrame({"range_id": rng, "event": ev, "range_start_ns": st},
@@ -205,10 +209,13 @@ def union_stats_sorted(g: np.ndarray, start: np.ndarray, end: np.ndarray) -> pd.
         return pd.DataFrame(columns=out_cols, index=pd.Index([]), dtype="int64")
     # Whole groups at a time, about UNION_CHUNK rows each: the temporaries of the sweep
     # stay bounded however many (range, operation) pairs a report has.
+    # Whole groups per chunk: each chunk starts at the group head at or before a multiple
+    # of the chunk size, enough chunks for every core (chunks.py).
     heads = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
-    cuts = np.unique(heads[np.searchsorted(heads, np.arange(0, len(g), UNION_CHUNK))])
-    parts = [_union_sorted(g[lo:hi], start[lo:hi], end[lo:hi])
-             for lo, hi in zip(cuts, np.r_[cuts[1:], len(g)], strict=True)]
+    size = min(UNION_CHUNK, max(MIN_ROWS, -(-len(g) // (2 * cores()))))
+    cuts = np.unique(heads[np.searchsorted(heads, np.arange(0, len(g), size), "right") - 1])
+    parts = map_chunks(lambda lo, hi: _union_sorted(g[lo:hi], start[lo:hi], end[lo:hi]),
+                       list(zip(cuts.tolist(), np.r_[cuts[1:], len(g)].tolist(), strict=True)))
     # One frame from the chunks' arrays (a frame per chunk and their concat cost seconds
     # at ten million ranges).
     index = np.concatenate([p.pop("group") for p in parts])
@@ -261,7 +268,15 @@ def merge_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.
 
 def covered_within(merged_start: np.ndarray, merged_end: np.ndarray, lo: np.ndarray,
                    hi: np.ndarray) -> np.ndarray:
-    """For each window [lo, hi): how much of it the merged intervals cover."""
+    """For each window [lo, hi): how much of it the merged intervals cover. In chunks of
+    windows on every core (chunks.py)."""
+    parts = map_chunks(lambda a, b: _covered_within(merged_start, merged_end, lo[a:b], hi[a:b]),
+                       even_bounds(len(lo)))
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def _covered_within(merged_start: np.ndarray, merged_end: np.ndarray, lo: np.ndarray,
+                    hi: np.ndarray) -> np.ndarray:
     if len(merged_start) == 0:
         return np.zeros(len(lo), dtype="int64")
     cum = np.r_[0, np.cumsum(merged_end - merged_start)]

@@ -24,6 +24,7 @@ import pandas as pd
 
 from . import cuda_api
 from ._memory import release_freed_memory
+from .chunks import cores
 from .errors import BadInputError
 from .progress import NO_PROGRESS, Progress
 from .report import (
@@ -184,7 +185,7 @@ class _Database:
         if not queries:
             return
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=min(_cores(), MAX_READERS))
+            self._pool = ThreadPoolExecutor(max_workers=min(cores(), MAX_READERS))
         for q in queries:
             self._prefetched[q] = [self._pool.submit(self._fetch, part, None)
                                    for part in self._slices(q)]
@@ -237,7 +238,7 @@ class _Database:
             lo = hi = None
         if lo is None or hi is None:  # empty, or a view (whose rowid SQLite reads as NULL)
             return [sql.replace(ROWS, "1")]
-        parts = max(1, min(_cores(), (hi - lo + 1) // SLICE_ROWS))
+        parts = max(1, min(cores(), (hi - lo + 1) // SLICE_ROWS))
         cuts = [lo - 1 + (hi - lo + 1) * i // parts for i in range(parts + 1)]
         return [sql.replace(ROWS, f"{rowid} > {a} AND {rowid} <= {b}")
                 for a, b in zip(cuts, cuts[1:], strict=False)]
@@ -280,13 +281,6 @@ MAX_READERS = 32
 # rows is one query per table (a slice costs a connection). Measured on 10 M kernels, 2
 # cores: two slices on two threads read in 2.96 s what one query reads in 5.81 s.
 SLICE_ROWS = 100_000
-
-
-def _cores() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def _read_report(db: _Database, source: Path, notes: list[str]) -> Report:

@@ -95,3 +95,42 @@ def test_add_pairs_equals_sorting_everything_again():
         got = add_pairs(pairs, extra)
         pd.testing.assert_frame_equal(got.reset_index(drop=True),
                                       expected.reset_index(drop=True))
+
+
+def test_chunks_on_threads_give_what_one_chunk_gives(monkeypatch):
+    """union_stats, covered_within and events_in_ranges split their work into chunks on
+    threads (chunks.py). With chunks of a few rows on four threads they must give exactly
+    the single-chunk answer, also when the last group is longer than several chunks (a
+    chunk then starts at the head at or before its cut, not past the end)."""
+    from nsyswrap import chunks, intervals
+    from nsyswrap.intervals import covered_within, merge_intervals
+
+    rng = np.random.default_rng(7)
+    sizes = [3, 1, 5, 2, 40]  # the last group spans many chunks of 4 rows
+    g = np.repeat(np.arange(len(sizes)), sizes)
+    start = rng.integers(0, 1000, len(g))
+    iv = pd.DataFrame({"g": g, "start_ns": start, "end_ns": start + rng.integers(1, 50, len(g))})
+    ranges = _ranges([(i, 1 + i % 3, s, s + d) for i, (s, d) in enumerate(
+        zip(rng.integers(0, 1000, 60).tolist(), rng.integers(0, 300, 60).tolist(), strict=True))])
+    events = pd.DataFrame({"thread": rng.integers(1, 4, 500),
+                           "time_ns": rng.integers(0, 1300, 500)})
+    ms, me = merge_intervals(iv["start_ns"].to_numpy(), iv["end_ns"].to_numpy())
+    lo = rng.integers(0, 1000, 300)
+    hi = lo + rng.integers(0, 200, 300)
+
+    def answers():
+        return (union_stats(iv, "g"), covered_within(ms, me, lo, hi),
+                events_in_ranges(ranges, events))
+
+    whole = answers()
+    monkeypatch.setattr(chunks, "cores", lambda: 4)
+    monkeypatch.setattr(intervals, "cores", lambda: 4)
+    monkeypatch.setattr(chunks, "MIN_ROWS", 4)
+    monkeypatch.setattr(intervals, "MIN_ROWS", 4)
+    monkeypatch.setattr(intervals, "UNION_CHUNK", 4)
+    monkeypatch.setattr(chunks.even_bounds, "__defaults__", (4,))
+    split = answers()
+    pd.testing.assert_frame_equal(split[0], whole[0])
+    assert split[1].tolist() == whole[1].tolist()
+    pd.testing.assert_frame_equal(split[2], whole[2])
+    assert len(chunks.even_bounds(300)) == 8  # two per core: the windows were split

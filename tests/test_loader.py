@@ -106,7 +106,7 @@ def test_reads_in_rowid_slices_give_the_same_rows_in_the_same_order(monkeypatch)
     monkeypatch.setattr(loader._Database, "_slices",
                         lambda self, q: slices.append(real(self, q)) or slices[-1])
     monkeypatch.setattr(loader, "SLICE_ROWS", 7)
-    monkeypatch.setattr(loader, "_cores", lambda: 5)
+    monkeypatch.setattr(loader, "cores", lambda: 5)
     sliced = nsyswrap.load(GPU_MIX)
     assert max(len(s) for s in slices) == 5  # the kernels, launches, ranges: five slices
     for name in ("kernels", "transfers", "api_calls", "ranges", "marks"):
@@ -132,7 +132,7 @@ def test_a_table_that_is_a_view_is_read_whole(tmp_path, monkeypatch):
     con.commit()
     con.close()
     monkeypatch.setattr(loader, "SLICE_ROWS", 7)
-    monkeypatch.setattr(loader, "_cores", lambda: 4)
+    monkeypatch.setattr(loader, "cores", lambda: 4)
     pd.testing.assert_frame_equal(nsyswrap.load(path).kernels, nsyswrap.load(GPU_MIX).kernels)
 
 
