@@ -7,7 +7,10 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from itertools import groupby
 from typing import TypeVar
+
+import numpy as np
 
 T = TypeVar("T")
 
@@ -34,9 +37,24 @@ def even_bounds(n: int, min_rows: int = MIN_ROWS) -> list[tuple[int, int]]:
     return list(zip(cuts[:-1], cuts[1:], strict=True))
 
 
-def map_chunks(fn: Callable[[int, int], T], bounds: list[tuple[int, int]]) -> list[T]:
-    """fn(lo, hi) for each bound, in order; on threads when there is more than one."""
-    if len(bounds) <= 1:
+def map_chunks(fn: Callable[[int, int], T], bounds: list[tuple[int, int]],
+               weights: np.ndarray | None = None) -> list[T]:
+    """fn(lo, hi) for each bound, in order; on threads when there is enough work. Bounds
+    of unequal work (`weights`, per bound: such as rows) go to the threads in runs of
+    consecutive bounds of about equal weight, at least MIN_ROWS each: a thread per tiny
+    task costs more in Python than it saves."""
+    if weights is None:
+        runs = [[b] for b in bounds]
+    else:
+        total = int(np.sum(weights))
+        share = max(MIN_ROWS, -(-total // (2 * cores())))
+        # Cut before a bound where the running weight crosses a multiple of the share.
+        before = np.cumsum(weights) - weights
+        group = (before // share).tolist()
+        runs = [[b for b, _ in run] for _, run in
+                groupby(zip(bounds, group, strict=True), key=lambda bg: bg[1])]
+    if len(runs) <= 1:
         return [fn(lo, hi) for lo, hi in bounds]
-    with ThreadPoolExecutor(max_workers=min(cores(), MAX_THREADS, len(bounds))) as pool:
-        return list(pool.map(lambda b: fn(*b), bounds))
+    with ThreadPoolExecutor(max_workers=min(cores(), MAX_THREADS, len(runs))) as pool:
+        done = pool.map(lambda run: [fn(lo, hi) for lo, hi in run], runs)
+        return [out for run in done for out in run]

@@ -134,3 +134,30 @@ def test_chunks_on_threads_give_what_one_chunk_gives(monkeypatch):
     assert split[1].tolist() == whole[1].tolist()
     pd.testing.assert_frame_equal(split[2], whole[2])
     assert len(chunks.even_bounds(300)) == 8  # two per core: the windows were split
+
+
+def test_events_in_ranges_matches_a_loop_over_lanes_with_touching_and_empty_ranges():
+    """Within a lane, an event goes to the last range (in start order, ties by input order
+    after the lane sort) starting at or before it, when it is not past that range's end:
+    so a range ending where the next starts leaves that instant to the next. Checked by a
+    plain loop on ranges that touch, are empty, and nest."""
+    rows = [(0, 1, 0, 10), (1, 1, 10, 20), (2, 1, 20, 20), (3, 1, 20, 30),  # touching, empty
+            (4, 1, 5, 15), (5, 1, 12, 12), (6, 2, 0, 100), (7, 2, 50, 60), (8, 1, 40, 50)]
+    r = _ranges(rows)
+    rng = np.random.default_rng(3)
+    times = np.r_[np.arange(0, 61), rng.integers(0, 110, 40)]
+    ev = pd.DataFrame({"thread": np.r_[np.full(61, 1), rng.integers(1, 3, 40)],
+                       "time_ns": times})
+    got = {(int(p.event), int(p.range_id)) for p in events_in_ranges(r, ev).itertuples()}
+    order = np.lexsort((r["start_ns"], r["thread"], r["lane"]))  # the lane sort
+    want = set()
+    for e, (thread, t) in enumerate(zip(ev["thread"], ev["time_ns"], strict=True)):
+        for lane in set(r["lane"]):
+            held = None
+            for i in order:
+                x = r.iloc[i]
+                if x.lane == lane and x.thread == thread and x.start_ns <= t:
+                    held = x  # the last one starting at or before t
+            if held is not None and t <= held.end_ns:
+                want.add((e, int(held.range_id)))
+    assert got == want
