@@ -287,23 +287,23 @@ def merge_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.
 def covered_within(merged_start: np.ndarray, merged_end: np.ndarray, lo: np.ndarray,
                    hi: np.ndarray) -> np.ndarray:
     """For each window [lo, hi): how much of it the merged intervals cover. In chunks of
-    windows on every core (chunks.py)."""
-    parts = map_chunks(lambda a, b: _covered_within(merged_start, merged_end, lo[a:b], hi[a:b]),
-                       even_bounds(len(lo)))
-    return parts[0] if len(parts) == 1 else np.concatenate(parts)
-
-
-def _covered_within(merged_start: np.ndarray, merged_end: np.ndarray, lo: np.ndarray,
-                    hi: np.ndarray) -> np.ndarray:
+    windows on every core (chunks.py), sharing one running total of the intervals (a copy
+    per chunk, ten million intervals on 16 threads, cost 2 GB)."""
     if len(merged_start) == 0:
         return np.zeros(len(lo), dtype="int64")
     cum = np.r_[0, np.cumsum(merged_end - merged_start)]
-    i = np.searchsorted(merged_end, lo, side="right")  # first interval ending after lo
-    j = np.searchsorted(merged_start, hi, side="left")  # intervals before j start before hi
-    total = cum[np.maximum(j, i)] - cum[i]
-    some = j > i
-    first = np.minimum(i, len(merged_start) - 1)
-    last = np.maximum(j - 1, 0)
-    head = np.clip(lo - merged_start[first], 0, None)
-    tail = np.clip(merged_end[last] - hi, 0, None)
-    return np.where(some, total - head - tail, 0)
+
+    def windows(a: int, b: int) -> np.ndarray:
+        w_lo, w_hi = lo[a:b], hi[a:b]
+        i = np.searchsorted(merged_end, w_lo, side="right")  # first interval ending after lo
+        j = np.searchsorted(merged_start, w_hi, side="left")  # those before j start before hi
+        total = cum[np.maximum(j, i)] - cum[i]
+        some = j > i
+        first = np.minimum(i, len(merged_start) - 1)
+        last = np.maximum(j - 1, 0)
+        head = np.clip(w_lo - merged_start[first], 0, None)
+        tail = np.clip(merged_end[last] - w_hi, 0, None)
+        return np.where(some, total - head - tail, 0)
+
+    parts = map_chunks(windows, even_bounds(len(lo)))
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
