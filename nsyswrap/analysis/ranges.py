@@ -274,13 +274,17 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
             "first_launch_ns": first_launch,
             "streams": streams.result(),
         }
+    del proj
     has_gpu = report.info.has_gpu_activity
-    for col, values in cols.items():
-        series = values.reindex(out.index).astype("float64")
+    # Each per-range result is dropped as soon as its column is made: with ten million
+    # ranges they are 80-160 MB each, and kept to the end they set the peak.
+    for col in list(cols):
+        series = cols.pop(col).reindex(out.index).astype("float64")
         if has_gpu and col in ("gpu_ops", "kernels", "gpu_busy_ns", "gpu_span_ns",
                                "gpu_idle_ns", "gaps", "max_gap_ns", "streams"):
             series = series.fillna(0.0)
         out[col] = series
+        del series
 
     out["gpu_device_busy_ns"], out["gpu_device_busy_cpu_ns"] = _device_busy_within(
         out, att, first_rows,
@@ -328,7 +332,9 @@ def _kernel_launch_latency(att: Attribution) -> tuple[np.ndarray, np.ndarray]:
     """(range id, launch latency: GPU start - launching call's start) of each pair whose
     operation is a kernel."""
     is_kernel = att.op_pairs["is_kernel"].to_numpy()
-    latency = (att.pair_values("start_ns") - att.pair_values("launch_start_ns"))[is_kernel]
+    rows = att.op_pairs["event"].to_numpy()[is_kernel]  # gather the kernels' rows only
+    ops = att.gpu_ops
+    latency = ops["start_ns"].to_numpy()[rows] - ops["launch_start_ns"].to_numpy()[rows]
     return att.op_pairs["range_id"].to_numpy()[is_kernel], latency
 
 
@@ -493,7 +499,8 @@ def range_summary(instances: pd.DataFrame, att: Attribution,
     first = pd.Series(np.arange(len(group))).groupby(group, sort=False).min()
     rows = first.reindex(out.index).to_numpy()
     for key in reversed(keys):
-        values = (family if key == "family" else instances[key]).to_numpy()[rows]
+        # Only the rows taken: a whole text column as an array is ten million Python strings.
+        values = (family if key == "family" else instances[key]).iloc[rows].to_numpy()
         out.insert(0, "name" if key == "family" else key, values)
     out = out.reset_index(drop=True)
     return out.sort_values("cpu_total_ns", ascending=False, kind="stable", ignore_index=True)[
