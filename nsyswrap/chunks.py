@@ -14,9 +14,11 @@ import numpy as np
 
 T = TypeVar("T")
 
-# Rows per chunk, at least: below this a chunk's Python overhead outweighs its share of
-# the cores (and a small report stays on one thread).
-MIN_ROWS = 1 << 16
+# Rows per chunk, at least: below this a chunk's Python overhead, and sixteen threads
+# taking turns at the GIL between numpy calls, outweigh its share of the cores. Measured on
+# the 16-core host at 1 M kernels: 64 k rows made `compare` 4-8% slower than one thread,
+# 256 k rows 6% faster (docs/performance.md, stop 15).
+MIN_ROWS = 1 << 18
 # Threads at most: a 128-core host gains nothing from 128 of them on one array.
 MAX_THREADS = 32
 
