@@ -123,12 +123,12 @@ def events_in_ranges(ranges: pd.DataFrame, events: pd.DataFrame,
     weight = np.searchsorted(ev_key, keys, "right") - np.searchsorted(ev_key, keys, "left")
     found = [p for p in map_chunks(segment, list(zip(seg[:-1].tolist(), seg[1:].tolist(),
                                                      strict=True)), weight) if p is not None]
-    rng, ev, st = (np.concatenate([p[c] for p in found]) if found else np.array([], "int64")
-                   for c in range(3))
-    if len(ev) == 0:
+    if not found:
         return pd.DataFrame({c: pd.Series(dtype=t) for c, t in cols.items()})
-    return with_innermost(pd.DataFrame({"range_id": rng, "event": ev, "range_start_ns": st},
-                                       copy=False))
+    columns = {c: np.concatenate([p[i] for p in found])
+               for i, c in enumerate(("range_id", "event", "range_start_ns"))}
+    del found  # the segments' arrays: one copy of the pairs fewer while they are sorted
+    return _sorted_by_event(columns)
 
 
 def with_innermost(pairs: pd.DataFrame, *more: pd.DataFrame) -> pd.DataFrame:
@@ -142,10 +142,17 @@ def with_innermost(pairs: pd.DataFrame, *more: pd.DataFrame) -> pd.DataFrame:
         parts = [f[name].to_numpy() for f in frames]
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
-    ev = column("event")
-    order = order_by_event(ev, column("range_start_ns"))
-    ev = ev[order]
-    out = {c: (ev if c == "event" else column(c)[order]) for c in frames[0].columns}
+    return _sorted_by_event({c: column(c) for c in frames[0].columns})
+
+
+def _sorted_by_event(columns: dict[str, np.ndarray]) -> pd.DataFrame:
+    """The pairs' columns (event, range_start_ns and any others) sorted by (event, range
+    start), with `innermost`. `columns` is emptied as each column is sorted, so an array
+    nothing else holds is freed as its sorted copy is made: the peak is the pairs and one
+    column more, not the pairs twice."""
+    order = order_by_event(columns["event"], columns["range_start_ns"])
+    out = {c: columns.pop(c)[order] for c in list(columns)}
+    ev = out["event"]
     out["innermost"] = np.r_[ev[1:] != ev[:-1], True] if len(ev) else np.array([], bool)
     return pd.DataFrame(out, copy=False)
 

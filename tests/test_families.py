@@ -106,3 +106,19 @@ def test_cli_all_domains_and_json_fields():
         return {r for f in doc["findings"] for r in f["ranges"]}
     assert "NCCL:ncclAllReduce" not in judged(plain)
     assert "NCCL:ncclAllReduce" in judged(every)
+
+
+@pytest.mark.parametrize("report", [FAMILIES, DATA / "h100_torch_emit_nvtx.sqlite"])
+def test_by_family_groups_as_groupby_does(report):
+    """Findings walk families with Analysis.by_family (grouped by the integer family_id):
+    the same groups, keys, rows and order as groupby(["domain", "family"], sort=False), also
+    on a subset of rows re-sorted by another column (as the host-bound check walks them)."""
+    a = analyze(nsyswrap.load(report))
+    inst = a.instances
+    assert inst["family_id"].nunique() == inst.groupby(["domain", "family"]).ngroups > 3
+    subsets = [inst, inst[inst["cpu_ns"] > inst["cpu_ns"].median()].sort_values("end_ns")]
+    for frame in subsets:
+        want = [(key, g.index.tolist())
+                for key, g in frame.groupby(["domain", "family"], sort=False)]
+        got = [(key, g.index.tolist()) for key, g in a.by_family(frame)]
+        assert got == want
