@@ -12,7 +12,7 @@ import heapq
 import numpy as np
 import pandas as pd
 
-from .chunks import MIN_ROWS, cores, even_bounds, map_chunks
+from .chunks import even_bounds, map_chunks
 
 
 def assign_lanes(ranges: pd.DataFrame) -> np.ndarray:
@@ -230,13 +230,12 @@ def union_stats_sorted(g: np.ndarray, start: np.ndarray, end: np.ndarray) -> pd.
                 "max_gap_ns", "count"]
     if len(g) == 0:
         return pd.DataFrame(columns=out_cols, index=pd.Index([]), dtype="int64")
-    # Whole groups at a time, about UNION_CHUNK rows each: the temporaries of the sweep
-    # stay bounded however many (range, operation) pairs a report has.
-    # Whole groups per chunk: each chunk starts at the group head at or before a multiple
-    # of the chunk size, enough chunks for every core (chunks.py).
+    # Whole groups at a time, about UNION_CHUNK rows each, on every core (chunks.py): the
+    # temporaries of the sweep stay bounded however many (range, operation) pairs a report
+    # has. Each chunk starts at the group head at or before a multiple of the chunk size.
     heads = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
-    size = min(UNION_CHUNK, max(MIN_ROWS, -(-len(g) // (2 * cores()))))
-    cuts = np.unique(heads[np.searchsorted(heads, np.arange(0, len(g), size), "right") - 1])
+    cuts = np.unique(heads[np.searchsorted(heads, np.arange(0, len(g), UNION_CHUNK),
+                                           "right") - 1])
     parts = map_chunks(lambda lo, hi: _union_sorted(g[lo:hi], start[lo:hi], end[lo:hi]),
                        list(zip(cuts.tolist(), np.r_[cuts[1:], len(g)].tolist(), strict=True)))
     # One frame from the chunks' arrays (a frame per chunk and their concat cost seconds
@@ -246,8 +245,8 @@ def union_stats_sorted(g: np.ndarray, start: np.ndarray, end: np.ndarray) -> pd.
                          for c in out_cols}, index=pd.Index(index), copy=False)
 
 
-# Rows per union chunk, at most: chunks run on every core at once, each with a dozen
-# temporaries of its size (16 cores x 128 k rows x 12 x 8 B: 200 MB).
+# Rows per union chunk: chunks run on every core at once, each with a dozen temporaries
+# of its size (16 cores x 128 k rows x 12 x 8 B: 200 MB); a million pairs make 8 chunks.
 UNION_CHUNK = 1 << 17
 
 

@@ -124,9 +124,7 @@ def test_chunks_on_threads_give_what_one_chunk_gives(monkeypatch):
 
     whole = answers()
     monkeypatch.setattr(chunks, "cores", lambda: 4)
-    monkeypatch.setattr(intervals, "cores", lambda: 4)
     monkeypatch.setattr(chunks, "MIN_ROWS", 4)
-    monkeypatch.setattr(intervals, "MIN_ROWS", 4)
     monkeypatch.setattr(intervals, "UNION_CHUNK", 4)
     monkeypatch.setattr(chunks.even_bounds, "__defaults__", (4,))
     split = answers()
