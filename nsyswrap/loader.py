@@ -551,18 +551,22 @@ def _runtime_sql(db: _Database) -> _RuntimeQuery:
     launch_ids = {i for i, v in names.items() if cuda_api.LAUNCH_API.match(v)}
     blocking = {i: cuda_api.base_name(v) for i, v in names.items()
                 if cuda_api.base_name(v) in cuda_api.BLOCKING_APIS}
-    ids = ','.join(map(str, sorted(launch_ids | set(blocking)))) or 'NULL'
     # Two reads, not one of five columns: the launches (one per kernel) need only three,
     # packed as the kernels' are; the few blocking calls need their end and name as well.
     return _RuntimeQuery(
         f"""SELECT {_launch_key_sql("globalTid", "correlationId")} AS launch_key,
                    start AS start_ns, globalTid AS thread
-            FROM {RUNTIME_TABLE} WHERE nameId IN ({ids}) AND {ROWS}""",
+            FROM {RUNTIME_TABLE}
+            WHERE nameId IN ({_sql_list(launch_ids | set(blocking))}) AND {ROWS}""",
         f"""SELECT correlationId AS correlation_id, start AS start_ns, "end" AS end_ns,
                    globalTid AS thread, nameId AS name_id
-            FROM {RUNTIME_TABLE}
-            WHERE nameId IN ({','.join(map(str, sorted(blocking))) or 'NULL'}) AND {ROWS}""",
+            FROM {RUNTIME_TABLE} WHERE nameId IN ({_sql_list(blocking)}) AND {ROWS}""",
         blocking)
+
+
+def _sql_list(ids: Iterable[int]) -> str:
+    """Integer ids as the inside of an SQL IN (...), NULL (matching nothing) for none."""
+    return ",".join(map(str, sorted(ids))) or "NULL"
 
 
 def _launch_calls(db: _Database, query: _RuntimeQuery) -> _Launches:
@@ -606,7 +610,7 @@ def _attach_launches(db: _Database, launches: _Launches,
         extra = [db.frame(f"""SELECT {_launch_key_sql("globalTid", "correlationId")}
                                        AS launch_key, start AS start_ns, globalTid AS thread
                               FROM {RUNTIME_TABLE}
-                              WHERE correlationId IN ({','.join(map(str, ids[i:i + 5000]))})""")
+                              WHERE correlationId IN ({_sql_list(ids[i:i + 5000])})""")
                  for i in range(0, len(ids), 5000)]
         launches = _sorted_launches(pd.concat([launches.frame(), *extra], ignore_index=True))
         found = [launches.lookup(k) for k in keys]

@@ -448,8 +448,8 @@ def range_summary(instances: pd.DataFrame, att: Attribution,
     """Instances grouped by (domain, family), or by (pid, domain, family) when
     `by_process`, heaviest CPU total first; `name` is the family's (analysis/families.py:
     `step {n}` for `step 0`, `step 1`, ...), `names` how many distinct names it holds.
-    `processes` counts the processes a group's instances ran in. Without a `family` column,
-    each name is its own family."""
+    `processes` counts the processes a group's instances ran in. Reads the `family` and
+    `family_id` columns that analyze gives the instances."""
     keys = ["pid", "domain", "family"] if by_process else ["domain", "family"]
     columns = (["pid"] if by_process else []) + SUMMARY_COLUMNS
     if instances.empty:
@@ -460,11 +460,13 @@ def range_summary(instances: pd.DataFrame, att: Attribution,
             "gpu_busy_other_threads_ns", "gpu_span_ns", "gpu_idle_ns", "gpu_ops", "kernels",
             "syncs", "sync_ns", "copies", "copy_bytes", "pageable_copies"]
     inst = instances[used].copy(deep=False)
-    family = instances["family"] if "family" in instances else instances["name"]
+    family = instances["family"]
     # Grouped by integers, numbered in order of first appearance as groupby(keys,
     # sort=False) numbers its groups: hashing text keys (and counting distinct names as
     # text) of ten million instances cost seconds.
-    group = _group_codes(instances, family, by_process)
+    group = instances["family_id"].to_numpy(dtype="int64")
+    if by_process:
+        group = pd.factorize((instances["pid"].to_numpy(dtype="int64") << 32) | group)[0]
     inst["name"] = pd.factorize(instances["name"])[0]
     span = inst["gpu_span_ns"]
     inst["idle_share"] = (inst["gpu_idle_ns"] / span).where(span > 0)
@@ -513,19 +515,6 @@ def range_summary(instances: pd.DataFrame, att: Attribution,
     return out.sort_values("cpu_total_ns", ascending=False, kind="stable", ignore_index=True)[
         columns
     ]
-
-
-def _group_codes(instances: pd.DataFrame, family: pd.Series, by_process: bool) -> np.ndarray:
-    """A code per instance for its (domain, family), or (pid, domain, family), numbered in
-    order of first appearance; from the family_id that analyze gives, when there."""
-    if "family_id" in instances:
-        ids = instances["family_id"].to_numpy(dtype="int64")
-    else:
-        ids = pd.DataFrame({"domain": instances["domain"], "family": family}).groupby(
-            ["domain", "family"], sort=False).ngroup().to_numpy(dtype="int64")
-    if not by_process:
-        return ids
-    return pd.factorize((instances["pid"].to_numpy(dtype="int64") << 32) | ids)[0]
 
 
 def _lookup_table(keys: np.ndarray, values: np.ndarray) -> np.ndarray:
