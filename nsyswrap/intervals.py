@@ -26,11 +26,15 @@ def assign_lanes(ranges: pd.DataFrame) -> np.ndarray:
     lanes = np.zeros(len(ranges), dtype="int64")
     if ranges.empty:
         return lanes
-    order = np.lexsort((-ranges["end_ns"].to_numpy(), ranges["start_ns"].to_numpy(),
-                        ranges["thread"].to_numpy()))
-    thread = ranges["thread"].to_numpy()[order]
-    start = ranges["start_ns"].to_numpy()[order]
-    end = ranges["end_ns"].to_numpy()[order]
+    thread = ranges["thread"].to_numpy()
+    start = ranges["start_ns"].to_numpy()
+    end = ranges["end_ns"].to_numpy()
+    # Ranges come from the loader in start order: then (thread, start, -end) is a stable
+    # sort by thread alone (see small_key_order), a fraction of the three-key lexsort.
+    order = small_key_order(thread) if _in_start_order(start, end) else None
+    if order is None:
+        order = np.lexsort((-end, start, thread))
+    thread, start, end = thread[order], start[order], end[order]
     bounds = np.flatnonzero(np.diff(thread)) + 1
     for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(order)], strict=True):
         s, e = start[lo:hi], end[lo:hi]
@@ -41,10 +45,41 @@ def assign_lanes(ranges: pd.DataFrame) -> np.ndarray:
     return lanes
 
 
+def _in_start_order(start: np.ndarray, end: np.ndarray) -> bool:
+    """Sorted by start, and by end descending where starts tie (outer ranges first)."""
+    later, tied = start[1:] > start[:-1], start[1:] == start[:-1]
+    return bool(np.all(later | (tied & (end[1:] <= end[:-1]))))
+
+
 def _lanes_disjoint(start: np.ndarray, end: np.ndarray, lane: np.ndarray) -> bool:
-    by_lane = np.lexsort((start, lane))
+    """Whether no two ranges of one lane overlap; `start` is sorted (so a stable sort by
+    lane is np.lexsort((start, lane)))."""
+    by_lane = small_key_order(lane)
+    if by_lane is None:
+        by_lane = np.lexsort((start, lane))
     same_lane = lane[by_lane][1:] == lane[by_lane][:-1]
     return bool(np.all(start[by_lane][1:][same_lane] >= end[by_lane][:-1][same_lane]))
+
+
+# Distinct values of the keys together, at most, for small_key_order's radix sort.
+SMALL_KEYS = 1 << 16
+
+
+def small_key_order(*keys: np.ndarray) -> np.ndarray | None:
+    """The stable sort by `keys` (the last one primary, as in np.lexsort), when together
+    they take at most SMALL_KEYS values (threads, lanes): a radix sort of one 16-bit code
+    (numpy's kind="stable" sorts 16-bit integers by radix, in linear time). None when they
+    take more. A caller whose data are already in order of a minor key (ranges by start)
+    gets the full lexsort's permutation with that key left out."""
+    code = np.zeros(len(keys[0]), dtype="int64")
+    width = 1
+    for key in keys:  # least significant first
+        values = np.unique(pd.unique(key))  # the few distinct values, sorted
+        width_before, width = width, width * max(len(values), 1)
+        if width > SMALL_KEYS:
+            return None
+        code += np.searchsorted(values, key) * width_before
+    return np.argsort(code.astype(np.uint16), kind="stable")
 
 
 def _greedy_lanes(start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -88,7 +123,11 @@ def events_in_ranges(ranges: pd.DataFrame, events: pd.DataFrame,
     r_start = ranges["start_ns"].to_numpy(dtype="int64")
     r_end = ranges["end_ns"].to_numpy(dtype="int64")
     r_id = ranges["range_id"].to_numpy(dtype="int64")
-    r_order = np.lexsort((r_start, r_thread, r_lane))
+    # By (lane, thread, start); ranges come in start order, so a stable sort by the other
+    # two alone (small_key_order) usually does it.
+    r_order = small_key_order(r_thread, r_lane) if np.all(r_start[1:] >= r_start[:-1]) else None
+    if r_order is None:
+        r_order = np.lexsort((r_start, r_thread, r_lane))
     r_thread, r_key, r_lane, r_start, r_end, r_id = (
         a[r_order] for a in (r_thread, r_key, r_lane, r_start, r_end, r_id))
 

@@ -9,6 +9,7 @@ from nsyswrap.intervals import (
     add_pairs,
     assign_lanes,
     events_in_ranges,
+    small_key_order,
     union_stats,
     with_innermost,
 )
@@ -159,3 +160,43 @@ def test_events_in_ranges_matches_a_loop_over_lanes_with_touching_and_empty_rang
             if held is not None and t <= held.end_ns:
                 want.add((e, int(held.range_id)))
     assert got == want
+
+
+def test_small_key_order_is_lexsorts_permutation_or_declines():
+    rng = np.random.default_rng(7)
+    thread = rng.choice([5 << 24 | 9, 5 << 24 | 3, 7 << 24 | 1], 5000)
+    lane = rng.integers(0, 6, 5000)
+    # Ties everywhere: the sort must be stable, as lexsort's is.
+    assert np.array_equal(small_key_order(thread, lane), np.lexsort((thread, lane)))
+    assert np.array_equal(small_key_order(lane), np.argsort(lane, kind="stable"))
+    assert small_key_order(np.arange(70_000)) is None  # too many values for 16 bits
+    assert len(small_key_order(np.array([], "int64"))) == 0
+
+
+def test_lanes_and_pairs_do_not_depend_on_the_ranges_order():
+    """Ranges in start order take the quick sorts; shuffled ones take the lexsorts. Nested
+    ranges on three threads, with ties of start (outer first) and touching edges."""
+    rng = np.random.default_rng(3)
+    rows = []
+    for thread in (1, 2, 1 << 24 | 4):
+        t = 0
+        for _ in range(300):
+            outer = (t, t + int(rng.integers(20, 60)))
+            rows.append((thread, *outer))
+            inner_start = outer[0] + int(rng.integers(0, 2)) * 5  # sometimes tied
+            rows.append((thread, inner_start, inner_start + int(rng.integers(1, 10))))
+            t = outer[1] + int(rng.integers(0, 3))  # sometimes touching
+    df = pd.DataFrame(rows, columns=["thread", "start_ns", "end_ns"])
+    df = df.sort_values(["start_ns", "end_ns"], ascending=[True, False], kind="stable",
+                        ignore_index=True)
+    df.insert(0, "range_id", np.arange(len(df)))
+    shuffled = df.sample(frac=1, random_state=1)
+    lanes = pd.Series(assign_lanes(df), index=df.index)
+    assert lanes.max() == 1
+    assert lanes.equals(pd.Series(assign_lanes(shuffled), index=shuffled.index).sort_index())
+    events = pd.DataFrame({"thread": rng.choice(df["thread"].unique(), 4000),
+                           "time_ns": rng.integers(0, df["end_ns"].max(), 4000)})
+    ordered = events_in_ranges(df.assign(lane=lanes), events)
+    assert len(ordered) > 1000
+    pd.testing.assert_frame_equal(
+        ordered, events_in_ranges(shuffled.assign(lane=lanes[shuffled.index]), events))

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 import numpy as np
 import pandas as pd
 
+from ..intervals import small_key_order
 from .domains import EMIT_NVTX_COUNTER
 
 COUNTER = re.compile(r"^(?P<stem>.*\D)(?P<number>\d+)$")
@@ -93,7 +94,9 @@ def by_family(frame: pd.DataFrame, instances: pd.DataFrame
     ids = frame["family_id"].to_numpy()
     if len(ids) == 0:
         return
-    order = np.argsort(ids, kind="stable")
+    order = small_key_order(ids)  # a radix sort where there are few families
+    if order is None:
+        order = np.argsort(ids, kind="stable")
     ordered = ids[order]
     heads = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
     ends = np.r_[heads[1:], len(order)]
