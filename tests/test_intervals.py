@@ -96,6 +96,11 @@ def test_add_pairs_equals_sorting_everything_again():
         got = add_pairs(pairs, extra)
         pd.testing.assert_frame_equal(got.reset_index(drop=True),
                                       expected.reset_index(drop=True))
+        consumed = pairs.copy()
+        got = add_pairs(consumed, extra, consume=True)
+        pd.testing.assert_frame_equal(got.reset_index(drop=True),
+                                      expected.reset_index(drop=True))
+        assert consumed.columns.empty or extra.empty  # its columns moved into the result
 
 
 def test_chunks_on_threads_give_what_one_chunk_gives(monkeypatch):

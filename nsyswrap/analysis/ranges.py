@@ -188,7 +188,8 @@ def _add_other_threads_work(ranges: pd.DataFrame, user: np.ndarray, launches: pd
     """The process rule: launches whose thread had no range of the user's own (`user`, per
     range) open go to the user's ranges of the same process that were open at that moment
     (on other threads: on its own thread there was none). Returns all pairs, and per
-    launching thread how many GPU operations went to other threads' ranges."""
+    launching thread how many GPU operations went to other threads' ranges. `pairs` is
+    emptied: its columns move into the returned pairs (add_pairs, consume)."""
     user_ids = ranges["range_id"].to_numpy()[user]
     # Lookups by position (range ids and event rows are small integers), not np.isin and
     # np.unique: sorting tens of millions of pairs cost seconds.
@@ -204,7 +205,7 @@ def _add_other_threads_work(ranges: pd.DataFrame, user: np.ndarray, launches: pd
     if extra.empty:
         return pairs, counts
     extra["other_thread"] = True
-    combined = add_pairs(pairs, extra)
+    combined = add_pairs(pairs, extra, consume=True)
     taken = np.zeros(n_events, dtype=bool)
     taken[extra["event"].to_numpy()] = True
     # In event order, as np.unique would list them (value_counts breaks ties by order).
@@ -367,10 +368,15 @@ class _RangeOrder:
     @classmethod
     def of(cls, att: Attribution) -> _RangeOrder:
         rid = att.op_pairs["range_id"].to_numpy(dtype="int64")
-        start = att.pair_values("start_ns").astype("int64", copy=False)
-        order = np.lexsort((start, rid))
-        return cls(order, rid[order], start[order],
-                   att.pair_values("end_ns").astype("int64", copy=False)[order])
+        order = np.lexsort((att.pair_values("start_ns"), rid))
+        # Each operation's times gathered once, in the new order: a pair-sized array fewer
+        # at a time than gathering them in pair order and then sorting.
+        rows = att.op_pairs["event"].to_numpy()[order]
+        ops = att.gpu_ops
+        start = ops["start_ns"].to_numpy(dtype="int64")[rows]
+        end = ops["end_ns"].to_numpy(dtype="int64")[rows]
+        del rows
+        return cls(order, rid[order], start, end)
 
     def union(self, keep: np.ndarray | None = None) -> pd.DataFrame:
         """union_stats per range of all pairs, or of those where `keep` (per op_pairs row)."""
@@ -399,11 +405,17 @@ def _distinct_streams(att: Attribution) -> pd.Series:
     stream = ((att.pair_values("device_id").astype("int64") << 32)
               | att.pair_values("stream_id").astype("int64"))
     codes, uniques = pd.factorize(stream)
+    del stream
     width = max(len(uniques), 1)
-    key = np.sort(pairs["range_id"].to_numpy(dtype="int64") * width + codes)
+    # One pair-sized array, sorted in place: (range, stream) as one integer.
+    key = pairs["range_id"].to_numpy(dtype="int64") * width
+    key += codes
+    del codes
+    key.sort()
     key = key[np.r_[True, key[1:] != key[:-1]]] if len(key) else key  # distinct pairs
-    ids, counts = np.unique(key // width, return_counts=True)
-    return pd.Series(counts, index=ids)
+    key //= width  # the range of each distinct (range, stream), in order
+    heads = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if len(key) else key
+    return pd.Series(np.diff(np.r_[heads, len(key)]), index=key[heads])
 
 
 def _device_busy_within(inst: pd.DataFrame, att: Attribution, first: np.ndarray,
