@@ -251,32 +251,36 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
 
     ops = att.gpu_ops
     pairs = att.op_pairs
-    # Two per-range numbers that need their own sorts run on other cores meanwhile (numpy's
-    # sorts and gathers, and most of pandas' grouped median, run without the GIL).
+    # Two per-range numbers that need their own sorts, side by side on two cores (numpy's
+    # sorts and gathers, and most of pandas' grouped median, run without the GIL), and
+    # done before the sort below: each holds pair-sized arrays, and the three at once made
+    # the 10 M-kernel peak swing by 600 MB with the threads' timing.
     with ThreadPoolExecutor(max_workers=2) as pool:
         streams = pool.submit(_distinct_streams, att)
         latency = pool.submit(_launch_latency_by_range, att)
-        # One sort of the pairs by (range, GPU start) serves every union below and each
-        # range's first operation (tens of millions of pairs: each sort costs seconds).
-        by_range = _RangeOrder.of(att)
-        proj = by_range.union()
-        other = pairs["other_thread"].to_numpy()
-        # What the other threads' work added to each range's busy time (process rule).
-        own_busy = by_range.union(~other)["busy_ns"] if other.any() else None
-        first_rows = by_range.first_rows()
-        first_launch = by_range.min_per_range(att.pair_values("launch_start_ns"))
-        del by_range
-        is_kernel = pairs["is_kernel"].to_numpy()
-        cols = {
-            "gpu_ops": proj["count"],
-            "kernels": _count_by_range(pairs["range_id"].to_numpy()[is_kernel]),
-            "gpu_busy_ns": proj["busy_ns"], "gpu_span_ns": proj["span_ns"],
-            "gpu_idle_ns": proj["idle_ns"], "gpu_first_start_ns": proj["first_start_ns"],
-            "gpu_last_end_ns": proj["last_end_ns"], "gaps": proj["gaps"],
-            "max_gap_ns": proj["max_gap_ns"], "launch_latency_ns": latency.result(),
-            "first_launch_ns": first_launch,
-            "streams": streams.result(),
-        }
+        streams, latency = streams.result(), latency.result()
+    # One sort of the pairs by (range, GPU start) serves every union below and each
+    # range's first operation (tens of millions of pairs: each sort costs seconds).
+    by_range = _RangeOrder.of(att)
+    proj = by_range.union()
+    other = pairs["other_thread"].to_numpy()
+    # What the other threads' work added to each range's busy time (process rule).
+    own_busy = by_range.union(~other)["busy_ns"] if other.any() else None
+    first_rows = by_range.first_rows()
+    first_launch = by_range.min_per_range(att.pair_values("launch_start_ns"))
+    del by_range
+    is_kernel = pairs["is_kernel"].to_numpy()
+    cols = {
+        "gpu_ops": proj["count"],
+        "kernels": _count_by_range(pairs["range_id"].to_numpy()[is_kernel]),
+        "gpu_busy_ns": proj["busy_ns"], "gpu_span_ns": proj["span_ns"],
+        "gpu_idle_ns": proj["idle_ns"], "gpu_first_start_ns": proj["first_start_ns"],
+        "gpu_last_end_ns": proj["last_end_ns"], "gaps": proj["gaps"],
+        "max_gap_ns": proj["max_gap_ns"], "launch_latency_ns": latency,
+        "first_launch_ns": first_launch,
+        "streams": streams,
+    }
+    del streams, latency
     del proj
     has_gpu = report.info.has_gpu_activity
     # Each per-range result is dropped as soon as its column is made: with ten million
