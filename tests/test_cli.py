@@ -121,6 +121,30 @@ def test_subprocess_demo_default():
     assert json.loads(proc.stdout)["findings"]
 
 
+def test_subprocess_quick_exit_keeps_codes_output_handlers_and_threads(tmp_path):
+    """`entry` ends the process without the interpreter's teardown: the exit status, the
+    whole output (through a pipe), exit handlers and a still-running thread's work must
+    come out as with the usual exit."""
+    proc = _cli("compare", "--format", "json", "--fail-on", "any")
+    assert proc.returncode == 3, proc.stderr
+    assert json.loads(proc.stdout)["findings"]  # complete: flushed before the exit
+    script = tmp_path / "entry.py"
+    script.write_text(
+        "import atexit, sys, threading, time\n"
+        "from nsyswrap import cli\n"
+        "atexit.register(lambda: print('handler ran', flush=True))\n"
+        "if sys.argv[1] == 'thread':\n"
+        "    threading.Thread(target=lambda: (time.sleep(0.5), print('thread done'))).start()\n"
+        "sys.argv = ['nsyswrap', '--version']\n"
+        "cli.entry()\n")
+    for case in ("plain", "thread"):
+        proc = subprocess.run([sys.executable, str(script), case], capture_output=True,
+                              text=True)
+        assert proc.returncode == 0, proc.stderr
+        assert "nsyswrap" in proc.stdout and "handler ran" in proc.stdout
+        assert ("thread done" in proc.stdout) == (case == "thread")
+
+
 @pytest.mark.parametrize("kind", ["missing", "not_sqlite", "not_nsys", "truncated", "folder"])
 def test_subprocess_bad_input(tmp_path, kind):
     import sqlite3
