@@ -68,8 +68,8 @@ def main() -> None:
 def entry() -> None:
     """The `nsyswrap` console script (and `python -m nsyswrap`): `main`, then an exit that
     skips the interpreter's teardown when nothing is left to finish. Unloading pandas and
-    its modules takes 0.16-0.2 s at every exit (measured on the 2-core machine: docs/
-    performance.md, stop 16), a sixth of the demo report's `compare`. Only when no thread
+    its modules takes 0.16-0.25 s at every exit: without it the demo report's `compare`
+    went from 1.54 to 1.39 s (2 cores, docs/performance.md, stop 16). Only when no thread
     but this one and no child process is still running; exit handlers still run, and the
     output is flushed first. Otherwise, the usual exit."""
     try:
