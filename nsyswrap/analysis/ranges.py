@@ -483,6 +483,20 @@ def range_summary(instances: pd.DataFrame, att: Attribution,
     group = instances["family_id"].to_numpy(dtype="int64")
     if by_process:
         group = pd.factorize((instances["pid"].to_numpy(dtype="int64") << 32) | group)[0]
+    # Launch latency pooled over every kernel of every instance, not a median of medians.
+    # First, before the grouped columns below exist: its pair-sized arrays (one element per
+    # (range, kernel) pair, each dropped once used) on top of them set a 10 M-range report's
+    # peak.
+    range_id, latency = _kernel_launch_latency(att)
+    pair_group = _lookup_table(instances["range_id"].to_numpy(), group).take(range_id,
+                                                                            mode="clip")
+    del range_id
+    known = pair_group >= 0  # pairs of ranges that are not among `instances` have no group
+    if not known.all():
+        latency, pair_group = latency[known], pair_group[known]
+    del known
+    latency_by_group = pd.Series(latency).groupby(pair_group).median()
+    del latency, pair_group
     inst["name"] = pd.factorize(instances["name"])[0]
     span = inst["gpu_span_ns"]
     inst["idle_share"] = (inst["gpu_idle_ns"] / span).where(span > 0)
@@ -504,18 +518,7 @@ def range_summary(instances: pd.DataFrame, att: Attribution,
         syncs=("syncs", "sum"), sync_ns=("sync_ns", "sum"), copies=("copies", "sum"),
         copy_bytes=("copy_bytes", "sum"), pageable_copies=("pageable_copies", "sum"),
     )
-    # Launch latency pooled over every kernel of every instance, not a median of medians.
-    # Each pair-sized array is dropped once used: there is one per (range, kernel) pair.
-    range_id, latency = _kernel_launch_latency(att)
-    pair_group = _lookup_table(inst["range_id"].to_numpy(), group).take(range_id, mode="clip")
-    del range_id
-    known = pair_group >= 0  # pairs of ranges that are not among `instances` have no group
-    if not known.all():
-        latency, pair_group = latency[known], pair_group[known]
-    del known
-    by_group = pd.Series(latency).groupby(pair_group).median()
-    del latency, pair_group
-    out["launch_latency_median_ns"] = by_group.reindex(out.index)
+    out["launch_latency_median_ns"] = latency_by_group.reindex(out.index)
     # Sums of unknowns are unknown (no CUDA trace), not zero.
     unknown = g["gpu_busy_ns"].count() == 0
     out.loc[unknown, ["gpu_busy_total_ns", "gpu_ops", "kernels", "syncs", "sync_ns", "copies",
