@@ -80,7 +80,7 @@ def analyze(report: Report, by_process: bool = False, attribution: str = "proces
     # meanwhile, and the copy keeps them until the table is done.
     with ThreadPoolExecutor(max_workers=1) as pool:
         kernels_done = pool.submit(kernel_summary, report.kernels.copy(deep=False))
-        att = attribute(report, attribution, consume, library)
+        att = attribute(report, library, attribution, consume)
         kernels = kernels_done.result()
     size = len(att.gpu_ops) + len(att.op_pairs) + len(report.ranges)
     if consume:

@@ -32,7 +32,6 @@ from ..intervals import (
     union_stats_sorted,
 )
 from ..report import Report
-from .domains import library_mask
 
 # Copies between host and device (what a timed window should rarely contain).
 HOST_COPY_KINDS = frozenset({"HtoD", "DtoH", "HtoA", "AtoH", "HtoH", "UVM HtoD", "UVM DtoH"})
@@ -126,11 +125,12 @@ def _text_categorical(values: pd.Series) -> pd.Categorical:
     return cat.set_categories(pd.Index(cat.categories.astype(str), dtype=object), rename=True)
 
 
-def attribute(report: Report, rule: str = "process", consume: bool = False,
-              library: np.ndarray | None = None) -> Attribution:
-    """Which range holds which GPU operation and blocking call, under `rule`. `consume`:
-    the report's kernel columns may be dropped as they are copied (see gpu_ops).
-    `library`: library_mask of the report's ranges, when the caller has it."""
+def attribute(report: Report, library: np.ndarray, rule: str = "process",
+              consume: bool = False) -> Attribution:
+    """Which range holds which GPU operation and blocking call, under `rule`. `library`:
+    domains.library_mask of the report's ranges (the process rule gives library ranges no
+    ownership; analyze computes it once for this and for the findings). `consume`: the
+    report's kernel columns may be dropped as they are copied (see gpu_ops)."""
     if rule not in ATTRIBUTION_RULES:
         raise ValueError(f"attribution rule {rule!r}: choose from {ATTRIBUTION_RULES}")
     # Shallow: the columns added below are the copy's own (a deep copy of ten million
@@ -148,8 +148,6 @@ def attribute(report: Report, rule: str = "process", consume: bool = False,
     op_pairs["other_thread"] = False
     other_threads = None
     if rule == "process":
-        if library is None:
-            library = library_mask(ranges["domain"], ranges["name"])
         op_pairs, other_threads = _add_other_threads_work(ranges, ~library, launches,
                                                           op_pairs)
     op_pairs = op_pairs.drop(columns="range_start_ns")  # served its purpose (innermost)
