@@ -12,16 +12,15 @@ import sys
 import types
 
 from ._version import __version__
-from .compare import Comparison, compare
 from .diagnose import Finding, Thresholds
 from .errors import BadInputError, NsysWrapError
-from .loader import load
-from .report import Report
 
-# The workload side (nvtx, the timing harness) loads on first use: `nsyswrap compare` and
-# analysis scripts never pay for the nvtx import (~0.15 s of the demo's start-up).
+# Loaded on first use. The workload side (nvtx, the timing harness): `nsyswrap compare`
+# and analysis scripts never pay for the nvtx import (~0.15 s of the demo's start-up). The
+# analysis side (pandas, ~0.5 s): the CLI starts a report's reads before importing it.
 _LAZY = {"annotate": "annotate", "mark": "annotate", "benchmark": "harness",
-         "BenchmarkResult": "harness"}
+         "BenchmarkResult": "harness", "compare": "compare", "Comparison": "compare",
+         "load": "loader", "Report": "report"}
 
 
 def __getattr__(name: str):

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from .analysis import Analysis, analyze
+from .database import OpenReport
 from .diagnose import Finding, Thresholds, diagnose
 from .diagnose.verdict import codes_by_range, verdict
 from .loader import load
@@ -38,10 +39,12 @@ class Comparison:
         return notebook_html(self)
 
 
-def compare(report: Report | str | os.PathLike, thresholds: Thresholds | None = None, *,
+def compare(report: Report | OpenReport | str | os.PathLike,
+            thresholds: Thresholds | None = None, *,
             by_process: bool = False, attribution: str = "process", all_domains: bool = False,
             progress: Progress = NO_PROGRESS, **load_options) -> Comparison:
-    """Analyse a report (a loaded Report or a path) and diagnose what distorts its timings.
+    """Analyse a report (a loaded Report, a path, or a report database.open_report opened)
+    and diagnose what distorts its timings.
 
     by_process: summarise NVTX ranges per process (workers, torchrun ranks).
     attribution: "process" (default: a range also owns the GPU work that other threads of

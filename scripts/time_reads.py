@@ -7,7 +7,7 @@ packed ones the loader reads; the runtime table's launching and blocking calls a
 five-column read against the loader's two reads (three packed columns, then the blocking
 calls alone); SQLite's own decoding of the eight kernel columns (`total()` of each, no
 conversion); and the packed kernel read in N rowid slices on N threads. The SQL is the
-loader's own where it can be (`loader._kernels_sql`, `loader._runtime_sql`). One query at
+loader's own where it can be (`queries.kernels_sql`, `queries.runtime_sql`). One query at
 a time, so compare the lines of one run.
 """
 
@@ -21,9 +21,9 @@ from pathlib import Path
 
 import adbc_driver_sqlite.dbapi as adbc
 
-from nsyswrap import loader
+from nsyswrap import database, queries
 
-K = loader.KERNEL_TABLE
+K = queries.KERNEL_TABLE
 
 
 def fetch(uri: str, sql: str) -> int:
@@ -49,15 +49,15 @@ def main() -> None:
     p.add_argument("report", type=Path)
     p.add_argument("--slices", type=int, nargs="*", default=[1, 2])
     a = p.parse_args()
-    db = loader._Database(a.report)
+    db = database.Database(a.report)
     uri = db.uri
-    kernels = loader._kernels_sql(db)
-    runtime = loader._runtime_sql(db)
+    kernels = queries.kernels_sql(db)
+    runtime = queries.runtime_sql(db)
     plain = (f'SELECT start, "end", deviceId, streamId, globalPid, correlationId, shortName, '
              f"demangledName FROM {K}")
     timed("kernels, 8 plain columns", lambda: fetch(uri, plain))
     timed("kernels, 5 packed columns (the loader's)",
-          lambda: fetch(uri, kernels.replace(loader.ROWS, "1")))
+          lambda: fetch(uri, kernels.replace(queries.BulkQueries.ROWS, "1")))
     total = ", ".join(f"total({c})" for c in ("start", '"end"', "deviceId", "streamId",
                                                 "globalPid", "correlationId", "shortName",
                                                 "demangledName"))
@@ -67,16 +67,16 @@ def main() -> None:
     ids = runtime.launches_sql.split("nameId IN (")[1].split(")")[0]
     timed("runtime calls, 5 plain columns (one read)", lambda: fetch(
         uri, f'SELECT correlationId, start, "end", globalTid, nameId FROM '
-             f"{loader.RUNTIME_TABLE} WHERE nameId IN ({ids})"))
+             f"{queries.RUNTIME_TABLE} WHERE nameId IN ({ids})"))
     timed("launches, 3 packed columns (the loader's)",
-          lambda: fetch(uri, runtime.launches_sql.replace(loader.ROWS, "1")))
+          lambda: fetch(uri, runtime.launches_sql.replace(queries.BulkQueries.ROWS, "1")))
     timed("blocking calls (the loader's)",
-          lambda: fetch(uri, runtime.blocking_sql.replace(loader.ROWS, "1")))
+          lambda: fetch(uri, runtime.blocking_sql.replace(queries.BulkQueries.ROWS, "1")))
     for n in a.slices:
         (lo,), = db.con.execute(f"SELECT min(rowid) FROM {K}").fetchall()
         (hi,), = db.con.execute(f"SELECT max(rowid) FROM {K}").fetchall()
         cuts = [lo - 1 + (hi - lo + 1) * i // n for i in range(n + 1)]
-        parts = [kernels.replace(loader.ROWS, f"k.rowid > {x} AND k.rowid <= {y}")
+        parts = [kernels.replace(queries.BulkQueries.ROWS, f"k.rowid > {x} AND k.rowid <= {y}")
                  for x, y in zip(cuts, cuts[1:], strict=False)]
 
         def read(parts=parts, n=n) -> int:

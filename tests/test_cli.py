@@ -145,6 +145,38 @@ def test_subprocess_quick_exit_keeps_codes_output_handlers_and_threads(tmp_path)
         assert ("thread done" in proc.stdout) == (case == "thread")
 
 
+def test_compare_starts_the_reads_before_pandas_loads(tmp_path):
+    """`compare` on one report opens it and starts its bulk reads before pandas and the
+    analysis are imported, so that the reads run during that half second: neither what
+    the CLI imports at start-up nor open_report may import pandas. Bad input found while
+    the reads run is still one line."""
+    script = tmp_path / "order.py"
+    script.write_text(
+        "import sys\n"
+        "from nsyswrap import cli, database\n"
+        "seen = []\n"
+        "real = database.open_report\n"
+        "def spy(*args, **kwargs):\n"
+        "    opened = real(*args, **kwargs)\n"
+        "    seen.append(('pandas' in sys.modules, len(opened.db._prefetched)))\n"
+        "    return opened\n"
+        "database.open_report = spy\n"
+        "try:\n"
+        "    cli.main(sys.argv[1:], standalone_mode=False)\n"
+        "finally:\n"
+        "    print(seen)\n")
+    out = tmp_path / "r.json"
+    proc = subprocess.run([sys.executable, str(script), "compare", str(GPU_MIX), "--format",
+                           "json", "-o", str(out)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    (pandas_loaded, reads), = eval(proc.stdout.strip().splitlines()[-1])
+    assert not pandas_loaded and reads >= 3  # kernels, launches, NVTX ranges at least
+    assert json.loads(out.read_text())["kernels"]
+    proc = _cli("compare", GPU_MIX, "--fail-on", "NOPE")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "unknown code" in proc.stderr
+
+
 @pytest.mark.parametrize("kind", ["missing", "not_sqlite", "not_nsys", "truncated", "folder"])
 def test_subprocess_bad_input(tmp_path, kind):
     import sqlite3

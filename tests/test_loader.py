@@ -98,15 +98,15 @@ def test_reads_in_rowid_slices_give_the_same_rows_in_the_same_order(monkeypatch)
     on how many slices."""
     import pandas as pd
 
-    from nsyswrap import loader
+    from nsyswrap import database
 
     whole = nsyswrap.load(GPU_MIX)
     slices = []
-    real = loader._Database._slices
-    monkeypatch.setattr(loader._Database, "_slices",
+    real = database.Database._slices
+    monkeypatch.setattr(database.Database, "_slices",
                         lambda self, q: slices.append(real(self, q)) or slices[-1])
-    monkeypatch.setattr(loader, "SLICE_ROWS", 7)
-    monkeypatch.setattr(loader, "cores", lambda: 5)
+    monkeypatch.setattr(database, "SLICE_ROWS", 7)
+    monkeypatch.setattr(database, "cores", lambda: 5)
     sliced = nsyswrap.load(GPU_MIX)
     assert max(len(s) for s in slices) == 5  # the kernels, launches, ranges: five slices
     for name in ("kernels", "transfers", "api_calls", "ranges", "marks"):
@@ -121,7 +121,7 @@ def test_a_table_that_is_a_view_is_read_whole(tmp_path, monkeypatch):
 
     import pandas as pd
 
-    from nsyswrap import loader
+    from nsyswrap import database
 
     path = tmp_path / "view.sqlite"
     shutil.copyfile(GPU_MIX, path)
@@ -131,8 +131,8 @@ def test_a_table_that_is_a_view_is_read_whole(tmp_path, monkeypatch):
                 "UNION ALL SELECT * FROM kernels_kept WHERE 0")  # a compound view: no rowid
     con.commit()
     con.close()
-    monkeypatch.setattr(loader, "SLICE_ROWS", 7)
-    monkeypatch.setattr(loader, "cores", lambda: 4)
+    monkeypatch.setattr(database, "SLICE_ROWS", 7)
+    monkeypatch.setattr(database, "cores", lambda: 4)
     pd.testing.assert_frame_equal(nsyswrap.load(path).kernels, nsyswrap.load(GPU_MIX).kernels)
 
 

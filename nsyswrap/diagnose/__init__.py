@@ -1,64 +1,24 @@
 """Checks that turn an Analysis into Findings. One module per finding family; each has a
-CODE and a `check(analysis, thresholds) -> list[Finding]`."""
+CODE and a `check(analysis, thresholds) -> list[Finding]`; checks.py runs them all.
+
+`diagnose`, CHECKS and CODES load on first use (the check modules import pandas): the CLI
+reads Thresholds while a report's reads start, before pandas is imported."""
 
 from __future__ import annotations
 
-from ..analysis import Analysis
-from . import cache, clock, cold_start, fp32_gemm, host_bound, idle, sync, transfers, window
 from .finding import INFO, WARNING, Finding, Thresholds, range_label
 
-CHECKS = (sync, transfers, idle, host_bound, cold_start, fp32_gemm, window, cache, clock)
-CODES = tuple(code for c in CHECKS for code in (c.CODES if hasattr(c, "CODES") else (c.CODE,)))
-_SEVERITY_ORDER = {WARNING: 0, INFO: 1}
+_FROM_CHECKS = frozenset({"CHECKS", "CODES", "MERGED_RANGE_CODES", "diagnose", "merge_alike"})
 
 
-# Codes that, found on several of the user's ranges, are one finding: nested ranges share a
-# cold start (the first step is slow, so is the forward inside it).
-MERGED_RANGE_CODES = frozenset({cold_start.CODE})
+def __getattr__(name: str):
+    if name not in _FROM_CHECKS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from . import checks
 
-
-def diagnose(a: Analysis, thresholds: Thresholds | None = None) -> list[Finding]:
-    thresholds = thresholds or Thresholds()
-    findings = [f for c in CHECKS for f in c.check(a, thresholds)]
-    benchmarks = {f"nsyswrap:{name}" for name in a.benchmarks["benchmark"]}
-    findings = merge_alike(findings, benchmarks)
-    return sorted(findings, key=lambda f: (_SEVERITY_ORDER.get(f.severity, 9), f.code,
-                                           f.range or ""))
-
-
-def merge_alike(findings: list[Finding], benchmarks: set[str]) -> list[Finding]:
-    """One finding per code for all the harness benchmarks it concerns (CLOCK_VARIATION in 4
-    of 7 benchmarks reads once), and for all the user's ranges with a MERGED_RANGE_CODES
-    code. The merged finding names them all (`ranges`); the numbers of each stay in
-    evidence["by_range"]."""
-    groups: dict[tuple[str, bool], list[Finding]] = {}
-    out = []
-    for f in findings:
-        is_benchmark = f.range in benchmarks
-        if f.range and (is_benchmark or f.code in MERGED_RANGE_CODES):
-            groups.setdefault((f.code, is_benchmark), []).append(f)
-        else:
-            out.append(f)
-    for (code, is_benchmark), alike in groups.items():
-        if len(alike) == 1:
-            out.extend(alike)
-            continue
-        what = "benchmarks" if is_benchmark else "ranges"
-        labels = [f.range for f in alike]
-        first = alike[0]
-        detail = first.message[len(first.range) + 2:] if first.message.startswith(
-            f"{first.range}: ") else first.message
-        out.append(Finding(
-            code=code,
-            severity=WARNING if any(f.severity == WARNING for f in alike) else INFO,
-            range=None,
-            message=(f"{', '.join(labels)}: in {len(alike)} {what} alike; {first.range}: "
-                     f"{detail} (each one's numbers in the evidence)"),
-            evidence={"by_range": {f.range: f.evidence for f in alike}},
-            suggestion=first.suggestion,
-            ranges=labels,
-        ))
-    return out
+    value = getattr(checks, name)
+    globals()[name] = value
+    return value
 
 
 __all__ = ["CHECKS", "CODES", "INFO", "WARNING", "Finding", "Thresholds", "diagnose",

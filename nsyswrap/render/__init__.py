@@ -20,6 +20,10 @@ RENDERERS = {
     "trace": (".trace", "TraceRenderer"),
 }
 
+# The single-report document's sections (render/document.py), in order; csv writes one.
+SECTIONS = ("kernels", "ranges", "benchmarks", "iterations", "instances", "processes",
+            "findings")
+
 
 def renderer(fmt: str):
     module, name = RENDERERS[fmt]

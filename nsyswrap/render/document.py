@@ -37,8 +37,6 @@ ITERATION_FIELDS = ["benchmark", "run", "iteration", "cache", "calls", "range_id
                     "gaps", "max_gap_ns", "host_lead_ns", "gpu_ops", "kernels", "streams",
                     "syncs", "copies"]
 PROCESS_FIELDS = ["pid", "name", "devices", "kernels", "kernel_ns", "gpu_ops", "nvtx_ranges"]
-SECTIONS = ("kernels", "ranges", "benchmarks", "iterations", "instances", "processes",
-            "findings")
 
 
 def plain(value: Any) -> Any:

@@ -1,0 +1,262 @@
+"""An export opened read-only, its bulk reads started on threads: everything `load` does
+before it needs pandas.
+
+`compare` on one report opens it here first (`open_report`) and only then imports pandas
+and the analysis (~0.5 s of imports): the SQLite scans run in C on their own threads
+meanwhile. Nothing in this module may import pandas (tests/test_cli.py checks it); the
+bulk reads travel as Arrow tables through the ADBC SQLite driver's low-level API, whose
+DB-API wrapper imports pyarrow.dataset and with it pandas.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+import time
+import urllib.parse
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .chunks import cores
+from .errors import BadInputError
+from .progress import NO_PROGRESS, Progress
+from .queries import BulkQueries
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+# A report locked by a writer (an export still running, a tool holding a transaction) is
+# waited for briefly: sqlite3 waits 5 s by itself, the ADBC reads retry for as long.
+LOCKED_RETRIES, LOCKED_WAIT_S = 10, 0.5
+
+# Where a bulk query takes its rowid slice (Database._slices): of the first table after
+# FROM (by its alias, when it has one). queries.py writes it into the bulk queries.
+ROWS = BulkQueries.ROWS
+# Reader threads at most, each with a connection of its own: a 128-core host need not open
+# 128 of them.
+MAX_READERS = 32
+# Rows per slice, at least: a 1 M-row table spreads over 10 cores, a report under 200 k
+# rows is one query per table (a slice costs a connection). Measured on 10 M kernels, 2
+# cores: two slices on two threads read in 2.96 s what one query reads in 5.81 s.
+SLICE_ROWS = 100_000
+
+
+@dataclass
+class OpenReport:
+    """A report whose export is open and whose bulk reads are under way (`open_report`);
+    `loader.load` turns it into a Report. Close it (or use `with`) when not loading it."""
+
+    source: Path  # what the user named: the .sqlite, or the .nsys-rep it was exported from
+    db: Database
+    queries: BulkQueries
+    notes: list[str] = field(default_factory=list)  # said about the file before loading
+
+    def __enter__(self) -> OpenReport:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.db.close()
+
+
+def open_report(path: str | os.PathLike, *, cache_dir: str | os.PathLike | None = None,
+                nsys: str | None = None, progress: Progress = NO_PROGRESS) -> OpenReport:
+    """Open an nsys report (`.sqlite` export, or `.nsys-rep`, exported on the fly) and start
+    its bulk reads. A `.nsys-rep` is exported with `nsys export --type sqlite` into the
+    cache folder (`cache_dir`, else $NSYSWRAP_CACHE, else ~/.cache/nsyswrap), never beside
+    the original. Raises BadInputError with a one-line message for anything that is not a
+    usable report."""
+    source = Path(path)
+    if not source.exists():
+        raise BadInputError(f"{source}: no such file")
+    if source.is_dir():
+        raise BadInputError(f"{source} is a folder: give a .sqlite or .nsys-rep report")
+    notes: list[str] = []
+    sqlite_path = source
+    if source.suffix in (".nsys-rep", ".qdrep"):
+        from .nsys import export_report  # the export layer; imported only when needed
+
+        with progress.step(f"exporting {source.name} to SQLite (once)"):
+            sqlite_path, note = export_report(source, cache_dir=cache_dir, nsys=nsys)
+        notes.append(note)
+    elif source.suffix == ".qdstrm":
+        raise BadInputError(
+            f"{source} is a raw capture that was never imported: make a report with "
+            f"`nsyswrap import {source}` (or QdstrmImporter -i {source}), then compare that"
+        )
+    check_sqlite_file(sqlite_path)
+    db = Database(sqlite_path)
+    try:
+        if not ({"StringIds"} & db.tables
+                or {"META_DATA_EXPORT", "EXPORT_META_DATA"} & db.tables):
+            raise BadInputError(
+                f"{db.path} is SQLite but not an Nsight Systems export "
+                "(no StringIds or export metadata table)"
+            )
+        queries = BulkQueries.of(db)
+        db.prefetch(*queries.in_order())
+    except BaseException:
+        db.close()
+        raise
+    return OpenReport(source, db, queries, notes)
+
+
+def check_sqlite_file(path: Path) -> None:
+    """Refuse files that are not SQLite, or are shorter than their header says (truncated)."""
+    size = path.stat().st_size
+    if size == 0:
+        raise BadInputError(f"{path} is empty: not an Nsight Systems export")
+    with open(path, "rb") as f:
+        head = f.read(100)
+    if len(head) < 100 or not head.startswith(SQLITE_MAGIC):
+        raise BadInputError(
+            f"{path} is not a SQLite file: give an export made with "
+            "`nsys export --type sqlite` (or the .nsys-rep itself)"
+        )
+    page_size = int.from_bytes(head[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    page_count = int.from_bytes(head[28:32], "big")
+    # The in-header page count is valid when the change counter matches "version-valid-for".
+    if page_count and head[24:28] == head[92:96] and size < page_size * page_count:
+        raise BadInputError(
+            f"{path} is truncated ({size} of {page_size * page_count} bytes): "
+            "copy it again or re-export it from the .nsys-rep"
+        )
+
+
+def _is_locked(e: Exception) -> bool:
+    text = str(e).lower()
+    return "locked" in text or "busy" in text
+
+
+def _unreadable(path: Path, e: Exception) -> BadInputError:
+    """The one-line error for a report SQLite refuses: locked, or damaged."""
+    if _is_locked(e):
+        return BadInputError(f"{path} is locked by another process (an export or a writer "
+                             "still running?): wait for it to finish and try again")
+    return BadInputError(f"{path} cannot be read as SQLite ({e}): is it damaged?")
+
+
+class Database:
+    """A read-only connection: sqlite3 for small lookups, ADBC for bulk Arrow tables."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.uri = "file:" + urllib.parse.quote(str(path.resolve())) + "?mode=ro"
+        try:
+            self.con = sqlite3.connect(self.uri, uri=True, timeout=LOCKED_RETRIES * LOCKED_WAIT_S)
+            self.tables = {
+                name
+                for (name,) in self.con.execute(
+                    "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"
+                )
+            }
+        except sqlite3.DatabaseError as e:
+            raise _unreadable(path, e) from e
+        self._columns: dict[str, set[str]] = {}
+        self._pool = None
+        self._prefetched: dict[str, list] = {}
+
+    def __enter__(self) -> Database:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.con.close()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+    def prefetch(self, *queries: str | None) -> None:
+        """Start the big reads at once, each rowid slice on its own connection and thread:
+        SQLite's scan and the driver's conversion run in C without the GIL, so the slices
+        of all the reads share every core (see _slices)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        queries = [q for q in queries if q and q not in self._prefetched]
+        if not queries:
+            return
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=min(cores(), MAX_READERS))
+        for q in queries:
+            self._prefetched[q] = [self._pool.submit(self._fetch, part)
+                                   for part in self._slices(q)]
+
+    def columns(self, table: str) -> set[str]:
+        if table not in self._columns:
+            self._columns[table] = {r[1] for r in self.con.execute(f'PRAGMA table_info("{table}")')}
+        return self._columns[table]
+
+    def rows(self, sql: str, params: Iterable = ()) -> list[tuple]:
+        try:
+            return self.con.execute(sql, tuple(params)).fetchall()
+        except sqlite3.DatabaseError as e:
+            raise _unreadable(self.path, e) from e
+
+    def arrow(self, sql: str):
+        """Run a query whose columns are never NULL and return it as one Arrow table, its
+        rows in the table's order: its prefetched slices, or read now.
+
+        The ADBC driver infers column types from the first rows, so queries coalesce
+        nullable columns: a NULL-only first batch followed by text would fail.
+        """
+        import pyarrow as pa
+
+        futures = self._prefetched.pop(sql, None)
+        if futures is not None:
+            tables = [f.result() for f in futures]
+        else:
+            tables = [self._fetch(part) for part in self._slices(sql)]
+        if len(tables) == 1:
+            return tables[0]
+        return pa.concat_tables([t for t in tables if t.num_rows] or tables[:1])
+
+    def _slices(self, sql: str) -> list[str]:
+        """A bulk query written with ROWS (a scan of one table) as queries over disjoint
+        rowid slices, in rowid order: one per SLICE_ROWS rows, at most one per core."""
+        if ROWS not in sql:
+            return [sql]
+        table, alias = re.search(r"\bFROM\s+(\w+)(?:\s+AS\s+(\w+))?", sql).groups()
+        rowid = f"{alias}.rowid" if alias else "rowid"
+        try:
+            # Apart: SQLite reads min() or max() of the rowid off the b-tree's edge, but
+            # scans the whole table for the two in one query.
+            (lo,), = self.con.execute(f"SELECT min(rowid) FROM {table}").fetchall()
+            (hi,), = self.con.execute(f"SELECT max(rowid) FROM {table}").fetchall()
+        except sqlite3.DatabaseError:  # damage: the read itself reports it, in one line
+            lo = hi = None
+        if lo is None or hi is None:  # empty, or a view (whose rowid SQLite reads as NULL)
+            return [sql.replace(ROWS, "1")]
+        parts = max(1, min(cores(), (hi - lo + 1) // SLICE_ROWS))
+        cuts = [lo - 1 + (hi - lo + 1) * i // parts for i in range(parts + 1)]
+        return [sql.replace(ROWS, f"{rowid} > {a} AND {rowid} <= {b}")
+                for a, b in zip(cuts, cuts[1:], strict=False)]
+
+    def _fetch(self, sql: str, attempt: int = 0):
+        """The query's result as an Arrow table, on a connection of its own (each reader
+        thread needs one; opening it costs well under a millisecond)."""
+        import adbc_driver_manager as adbc
+        import adbc_driver_sqlite
+        import pyarrow as pa
+
+        handles = []
+        try:
+            handles.append(adbc_driver_sqlite.connect(self.uri))
+            handles.append(adbc.AdbcConnection(handles[-1]))
+            handles.append(adbc.AdbcStatement(handles[-1]))
+            handles[-1].set_sql_query(sql)
+            stream, _ = handles[-1].execute_query()
+            return pa.RecordBatchReader._import_from_c(stream.address).read_all()
+        except adbc.Error as e:
+            if _is_locked(e) and attempt < LOCKED_RETRIES:
+                time.sleep(LOCKED_WAIT_S)  # sqlite3's own busy timeout does this for it
+                return self._fetch(sql, attempt + 1)
+            raise _unreadable(self.path, e) from e
+        finally:
+            for handle in reversed(handles):
+                handle.close()

@@ -1,0 +1,219 @@
+"""The SQL of the bulk reads: which columns of which export tables `load` reads, written for
+the tables and columns this export has (docs/nsys-schema.md: they differ between nsys
+versions and with what was traced).
+
+Built before pandas is imported (database.open_report starts these reads first), so this
+module needs nothing but a connection's table and column lists. Small lookups (strings,
+metadata, thread names) stay with the loader.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Protocol
+
+from . import cuda_api
+
+KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
+RUNTIME_TABLE = "CUPTI_ACTIVITY_KIND_RUNTIME"
+MEMCPY_TABLE = "CUPTI_ACTIVITY_KIND_MEMCPY"
+MEMSET_TABLE = "CUPTI_ACTIVITY_KIND_MEMSET"
+GRAPH_TABLE = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
+NVTX_TABLE = "NVTX_EVENTS"
+
+# ENUM_NSYS_EVENT_TYPE ids; the same in 2022.4 and 2025.3, read from the enum table when present.
+NVTX_EVENT_TYPES = {
+    "NvtxMark": 34,
+    "NvtxPushPopRange": 59,
+    "NvtxStartEndRange": 60,
+    "NvtxDomainCreate": 75,
+}
+
+# globalTid = marker | pid << 24 | tid; globalPid is the same with tid 0.
+TID_BITS = 24
+LOW32 = 0xFFFFFFFF
+
+
+class Schema(Protocol):
+    """What the queries need of a connection (database.Database)."""
+
+    tables: set[str]
+
+    def columns(self, table: str) -> set[str]: ...
+
+    def rows(self, sql: str, params: Iterable = ()) -> list[tuple]: ...
+
+
+@dataclass
+class RuntimeQuery:
+    """The runtime-table queries of the launches and the blocking calls, and what their
+    name ids mean."""
+
+    launches_sql: str | None  # every call that may launch GPU work (blocking ones too)
+    blocking_sql: str | None  # the calls that block the host, with their end and name
+    blocking: dict[int, str]  # name id -> blocking API
+
+
+@dataclass
+class BulkQueries:
+    """Every bulk read of one export (None where its table is absent)."""
+
+    # Where a bulk query takes its rowid slice (database.Database._slices).
+    ROWS = "{rows}"
+
+    event_types: dict[str, int]  # NVTX event type ids
+    kernels: str | None
+    transfers: dict[str, str]  # op ("memcpy", "memset", "graph") -> its table's query
+    runtime: RuntimeQuery
+    nvtx_domains: str | None
+    nvtx_ranges: str | None
+    unterminated: str | None  # how many ranges never ended
+    nvtx_marks: str | None
+
+    @classmethod
+    def of(cls, db: Schema) -> BulkQueries:
+        types = nvtx_event_types(db)
+        return cls(types, kernels_sql(db), transfers_sql(db), runtime_sql(db),
+                   nvtx_domains_sql(db, types), nvtx_ranges_sql(db, types),
+                   unterminated_sql(db, types), nvtx_marks_sql(db, types))
+
+    def in_order(self) -> list[str | None]:
+        """The queries in the order the loader uses them; the blocking calls' scan (a few
+        rows) last. The NVTX table's small reads (domains, unended ranges, marks) are full
+        scans too."""
+        return [self.kernels, *self.transfers.values(), self.runtime.launches_sql,
+                self.nvtx_domains, self.nvtx_ranges, self.unterminated, self.nvtx_marks,
+                self.runtime.blocking_sql]
+
+
+def nvtx_event_types(db: Schema) -> dict[str, int]:
+    types = dict(NVTX_EVENT_TYPES)
+    if "ENUM_NSYS_EVENT_TYPE" in db.tables:
+        placeholders = ",".join("?" * len(types))
+        for name, id_ in db.rows(
+            f"SELECT name, id FROM ENUM_NSYS_EVENT_TYPE WHERE name IN ({placeholders})", types
+        ):
+            types[name] = int(id_)
+    return types
+
+
+def kernels_sql(db: Schema) -> str | None:
+    """Five columns, not eight: the ADBC driver spends ~100 ns on every value it converts,
+    several times SQLite's own cost per row, so ids that fit together travel packed (each
+    in 32 bits, as CUDA and StringIds number them) and are unpacked in numpy."""
+    if KERNEL_TABLE not in db.tables:
+        return None
+    cols = db.columns(KERNEL_TABLE)
+    short = "k.shortName" if "shortName" in cols else "k.demangledName"
+    full = "k.demangledName" if "demangledName" in cols else short
+    return f"""SELECT k.start AS start_ns, k."end" AS end_ns,
+                      (k.deviceId << 32) | (k.streamId & {LOW32}) AS device_stream,
+                      {launch_key_sql("k.globalPid", "k.correlationId")} AS launch_key,
+                      ((coalesce({short}, -1) & {LOW32}) << 32)
+                        | (coalesce({full}, {short}, -1) & {LOW32}) AS name_ids
+               FROM {KERNEL_TABLE} AS k WHERE {BulkQueries.ROWS}"""
+
+
+def launch_key_sql(global_id: str, correlation_id: str) -> str:
+    """The key that joins GPU work to the runtime call that launched it: the process
+    (global id >> 24) and the correlation id, unique per process (CUPTI counts per process)
+    and 32 bits wide. Computed by SQLite: one definition for every table that carries it."""
+    return f"((({global_id}) >> {TID_BITS}) << 32) | ({correlation_id})"
+
+
+def transfers_sql(db: Schema) -> dict[str, str]:
+    """op ("memcpy", "memset", "graph") -> the query of its table, for those present."""
+    out = {}
+    common = f"""start AS start_ns, "end" AS end_ns, deviceId AS device_id,
+                 streamId AS stream_id,
+                 {launch_key_sql("globalPid", "correlationId")} AS launch_key"""
+    rows = BulkQueries.ROWS
+    if MEMCPY_TABLE in db.tables:
+        cols = db.columns(MEMCPY_TABLE)
+        src = "coalesce(srcKind, 7)" if "srcKind" in cols else "7"
+        dst = "coalesce(dstKind, 7)" if "dstKind" in cols else "7"
+        out["memcpy"] = f"""SELECT {common}, coalesce(bytes, 0) AS bytes,
+                                   coalesce(copyKind, 0) AS copy_kind_id, {src} AS src_id,
+                                   {dst} AS dst_id
+                            FROM {MEMCPY_TABLE} WHERE {rows}"""
+    if MEMSET_TABLE in db.tables:
+        out["memset"] = f"""SELECT {common}, coalesce(bytes, 0) AS bytes
+                            FROM {MEMSET_TABLE} WHERE {rows}"""
+    if GRAPH_TABLE in db.tables:
+        # Graphs traced as a whole (--cuda-graph-trace=graph, the default): one row per launch.
+        out["graph"] = f"""SELECT {common}, 0 AS bytes FROM {GRAPH_TABLE} WHERE {rows}"""
+    return out
+
+
+def runtime_sql(db: Schema) -> RuntimeQuery:
+    if RUNTIME_TABLE not in db.tables:
+        return RuntimeQuery(None, None, {})
+    names = dict(db.rows("SELECT id, value FROM StringIds WHERE value LIKE 'cu%'"))
+    launch_ids = {i for i, v in names.items() if cuda_api.LAUNCH_API.match(v)}
+    blocking = {i: cuda_api.base_name(v) for i, v in names.items()
+                if cuda_api.base_name(v) in cuda_api.BLOCKING_APIS}
+    # Two reads, not one of five columns: the launches (one per kernel) need only three,
+    # packed as the kernels' are; the few blocking calls need their end and name as well.
+    return RuntimeQuery(
+        f"""SELECT {launch_key_sql("globalTid", "correlationId")} AS launch_key,
+                   start AS start_ns, globalTid AS thread
+            FROM {RUNTIME_TABLE}
+            WHERE nameId IN ({sql_list(launch_ids | set(blocking))}) AND {BulkQueries.ROWS}""",
+        f"""SELECT correlationId AS correlation_id, start AS start_ns, "end" AS end_ns,
+                   globalTid AS thread, nameId AS name_id
+            FROM {RUNTIME_TABLE}
+            WHERE nameId IN ({sql_list(blocking)}) AND {BulkQueries.ROWS}""",
+        blocking)
+
+
+def sql_list(ids: Iterable[int]) -> str:
+    """Integer ids as the inside of an SQL IN (...), NULL (matching nothing) for none."""
+    return ",".join(map(str, sorted(ids))) or "NULL"
+
+
+def nvtx_text_sql(db: Schema) -> tuple[str, str]:
+    """SQL for an NVTX event's text: `text` (ASCII) or `textId` -> StringIds (registered)."""
+    if "textId" in db.columns(NVTX_TABLE):
+        return "coalesce(e.text, s.value, '')", "LEFT JOIN StringIds AS s ON s.id = e.textId"
+    return "coalesce(e.text, '')", ""
+
+
+def nvtx_domains_sql(db: Schema, types: dict[str, int]) -> str | None:
+    if NVTX_TABLE not in db.tables:
+        return None
+    text, join = nvtx_text_sql(db)
+    return f"""SELECT e.globalTid AS thread, e.domainId AS domain_id, {text} AS name
+               FROM {NVTX_TABLE} AS e {join}
+               WHERE e.eventType = {types["NvtxDomainCreate"]} AND e.domainId IS NOT NULL"""
+
+
+def unterminated_sql(db: Schema, types: dict[str, int]) -> str | None:
+    """How many ranges never ended (the program exited inside them)."""
+    if NVTX_TABLE not in db.tables:
+        return None
+    return f"""SELECT count(*) AS n FROM {NVTX_TABLE}
+               WHERE eventType IN ({types["NvtxPushPopRange"]}, {types["NvtxStartEndRange"]})
+                 AND "end" IS NULL"""
+
+
+def nvtx_ranges_sql(db: Schema, types: dict[str, int]) -> str | None:
+    if NVTX_TABLE not in db.tables:
+        return None
+    text, join = nvtx_text_sql(db)
+    return f"""SELECT e.start AS start_ns, e."end" AS end_ns, e.globalTid AS thread,
+                      coalesce(e.domainId, 0) AS domain_id, {text} AS name,
+                      e.eventType AS event_type
+               FROM {NVTX_TABLE} AS e {join}
+               WHERE e.eventType IN ({types["NvtxPushPopRange"]}, {types["NvtxStartEndRange"]})
+                 AND e."end" IS NOT NULL AND {BulkQueries.ROWS}"""
+
+
+def nvtx_marks_sql(db: Schema, types: dict[str, int]) -> str | None:
+    if NVTX_TABLE not in db.tables:
+        return None
+    text, join = nvtx_text_sql(db)
+    return f"""SELECT e.start AS time_ns, e.globalTid AS thread,
+                      coalesce(e.domainId, 0) AS domain_id, {text} AS text
+               FROM {NVTX_TABLE} AS e {join}
+               WHERE e.eventType = {types["NvtxMark"]} ORDER BY e.start"""
