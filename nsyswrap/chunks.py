@@ -8,9 +8,10 @@ import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from itertools import groupby
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 T = TypeVar("T")
 
@@ -45,6 +46,8 @@ def map_chunks(fn: Callable[[int, int], T], bounds: list[tuple[int, int]],
     of unequal work (`weights`, per bound: such as rows) go to the threads in runs of
     consecutive bounds of about equal weight, at least MIN_ROWS each: a thread per tiny
     task costs more in Python than it saves."""
+    import numpy as np  # here: database.py reads `cores` before numpy is needed
+
     if weights is None:
         runs = [[b] for b in bounds]
     else:
