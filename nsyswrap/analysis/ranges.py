@@ -247,19 +247,22 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
     out["cpu_ns"] = out["end_ns"] - out["start_ns"]
     out = out.set_index("range_id", drop=False)
 
-    ops = att.gpu_ops
     pairs = att.op_pairs
     # Two per-range numbers that need their own sorts, side by side on two cores (numpy's
-    # sorts and gathers, and most of pandas' grouped median, run without the GIL), and
-    # done before the sort below: each holds pair-sized arrays, and the three at once made
-    # the 10 M-kernel peak swing by 600 MB with the threads' timing.
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    # sorts and gathers, and most of pandas' grouped median, run without the GIL). One
+    # sort of the pairs by (range, GPU start) serves every union below and each range's
+    # first operation. Each of the three holds pair-sized arrays: with few pairs the sort
+    # runs meanwhile, with many after them (the three at once made the 10 M-kernel peak
+    # swing by 600 MB with the threads' timing). The blocking calls and host copies inside
+    # each range (few rows, mostly pandas) go on a third thread.
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        host_waits = pool.submit(_host_waits, att)
         streams = pool.submit(_distinct_streams, att)
         latency = pool.submit(_launch_latency_by_range, att)
+        by_range = _RangeOrder.of(att) if len(pairs) <= OVERLAPPED_PAIRS else None
         streams, latency = streams.result(), latency.result()
-    # One sort of the pairs by (range, GPU start) serves every union below and each
-    # range's first operation (tens of millions of pairs: each sort costs seconds).
-    by_range = _RangeOrder.of(att)
+        if by_range is None:
+            by_range = _RangeOrder.of(att)
     proj = by_range.union()
     other = pairs["other_thread"].to_numpy()
     # What the other threads' work added to each range's busy time (process rule).
@@ -301,27 +304,8 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
         out["gpu_busy_other_threads_ns"] = out["gpu_busy_ns"] * 0  # 0, or NaN without CUDA
 
     # Blocking calls and host copies inside the range, nested ranges included.
-    calls = att.blocking_calls
-    call_pairs = att.call_pairs.merge(calls[["start_ns", "end_ns"]], left_on="event",
-                                      right_index=True)
-    call_ns = call_pairs["end_ns"] - call_pairs["start_ns"]
-    out["syncs"] = call_pairs.groupby("range_id").size().reindex(out.index).fillna(0)
-    out["sync_ns"] = call_ns.groupby(call_pairs["range_id"]).sum().reindex(out.index).fillna(0)
-    copy_pairs = pairs[pairs["is_host_copy"]]
-    row = copy_pairs["event"].to_numpy()
-    copy_pairs = copy_pairs.assign(start_ns=ops["start_ns"].to_numpy()[row],
-                                   end_ns=ops["end_ns"].to_numpy()[row],
-                                   bytes=ops["bytes"].to_numpy()[row],
-                                   src_kind=ops["src_kind"].to_numpy()[row],
-                                   dst_kind=ops["dst_kind"].to_numpy()[row])
-    g = copy_pairs.groupby("range_id")
-    out["copies"] = g.size().reindex(out.index).fillna(0)
-    out["copy_bytes"] = g["bytes"].sum().reindex(out.index).fillna(0)
-    out["copy_ns"] = (copy_pairs["end_ns"] - copy_pairs["start_ns"]).groupby(
-        copy_pairs["range_id"]).sum().reindex(out.index).fillna(0)
-    pageable = (copy_pairs["src_kind"] == "pageable") | (copy_pairs["dst_kind"] == "pageable")
-    out["pageable_copies"] = pageable.groupby(copy_pairs["range_id"]).sum().reindex(
-        out.index).fillna(0)
+    for col, series in host_waits.result().items():
+        out[col] = series.reindex(out.index).fillna(0)
     for col in HOST_WAIT_COLUMNS:
         # Unknown without a CUDA trace, or when it was lost: the blocking calls are CUDA
         # runtime records, buffered and lost with the kernels (docs/nsys-quirks.md).
@@ -331,6 +315,37 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
 
 # Syncs and host copies: runtime calls and copies, known only where the CUDA trace is.
 HOST_WAIT_COLUMNS = ("syncs", "sync_ns", "copies", "copy_bytes", "copy_ns", "pageable_copies")
+# Pairs up to which range_instances sorts them while its two other pair-sized passes run:
+# four pair-sized arrays at 8 bytes are then ~130 MB at most beside theirs. (At 1 M kernels
+# a report has ~2 M pairs; at 10 M, 20 M.)
+OVERLAPPED_PAIRS = 4_000_000
+
+
+def _host_waits(att: Attribution) -> dict[str, pd.Series]:
+    """HOST_WAIT_COLUMNS per range id (only ranges that have any): the blocking calls and
+    host copies inside each range, nested ranges included."""
+    calls = att.blocking_calls
+    call_pairs = att.call_pairs.merge(calls[["start_ns", "end_ns"]], left_on="event",
+                                      right_index=True)
+    call_ns = call_pairs["end_ns"] - call_pairs["start_ns"]
+    out = {"syncs": call_pairs.groupby("range_id").size(),
+           "sync_ns": call_ns.groupby(call_pairs["range_id"]).sum()}
+    pairs, ops = att.op_pairs, att.gpu_ops
+    copy_pairs = pairs[pairs["is_host_copy"]]
+    row = copy_pairs["event"].to_numpy()
+    copy_pairs = copy_pairs.assign(start_ns=ops["start_ns"].to_numpy()[row],
+                                   end_ns=ops["end_ns"].to_numpy()[row],
+                                   bytes=ops["bytes"].to_numpy()[row],
+                                   src_kind=ops["src_kind"].to_numpy()[row],
+                                   dst_kind=ops["dst_kind"].to_numpy()[row])
+    g = copy_pairs.groupby("range_id")
+    out["copies"] = g.size()
+    out["copy_bytes"] = g["bytes"].sum()
+    out["copy_ns"] = (copy_pairs["end_ns"] - copy_pairs["start_ns"]).groupby(
+        copy_pairs["range_id"]).sum()
+    pageable = (copy_pairs["src_kind"] == "pageable") | (copy_pairs["dst_kind"] == "pageable")
+    out["pageable_copies"] = pageable.groupby(copy_pairs["range_id"]).sum()
+    return out
 
 
 def _kernel_launch_latency(att: Attribution) -> tuple[np.ndarray, np.ndarray]:
