@@ -94,28 +94,49 @@ def _fits_16_bits(key: np.ndarray) -> bool:
 def grouped_median(groups: np.ndarray, values: np.ndarray) -> pd.Series:
     """`pd.Series(values).groupby(groups).median()`, bit for bit: per group present, in
     ascending order, the median as float64 (the mean of the two middle values for an even
-    count). For integer values and groups numbered below SMALL_KEYS (families, not ranges),
-    a radix sort by group and a selection within each: the same time as pandas, and 370
-    against 790 MB over the input for 20.6 M values (launch latencies at 10 M kernels,
-    where range_summary's pooled median set the peak). Otherwise pandas."""
-    if values.dtype.kind not in "iu" or not _fits_16_bits(groups):
+    count). For integer values and groups that are non-negative integers (range or family
+    ids), each (group, value) packed into one int64 and sorted in place: one array of the
+    input's size, where pandas' grouped median took ~790 MB over its input at 20.6 M values
+    (launch latencies at 10 M kernels, per range and per family). Otherwise, or when the
+    two do not fit in 63 bits together, pandas."""
+    key = _packed_group_values(groups, values)
+    if key is None:
         return pd.Series(values).groupby(groups).median()
-    order = small_key_order(groups)
-    by_group = values[order]
-    del order
-    counts = np.bincount(groups)
-    ends = np.cumsum(counts)
+    packed, value_bits, low = key
+    counts = np.bincount(groups)  # the sort is by group first: each group's slice
     present = np.flatnonzero(counts)
-    medians = np.empty(len(present))
-    for i, (lo, hi) in enumerate(zip((ends - counts)[present].tolist(),
-                                     ends[present].tolist(), strict=True)):
-        part = by_group[lo:hi]
-        below, above = (hi - lo - 1) // 2, (hi - lo) // 2
-        part.partition([below, above] if above != below else below)
-        # As pandas: each middle value as a float (a monotone conversion, so the same
-        # elements), then their mean.
-        medians[i] = (float(part[below]) + float(part[above])) / 2
+    counts = counts[present]
+    starts = np.cumsum(counts) - counts
+    mask = (1 << value_bits) - 1
+    below = (packed[starts + (counts - 1) // 2] & mask) + low
+    above = (packed[starts + counts // 2] & mask) + low
+    # As pandas: each middle value as a float (a monotone conversion, so the same
+    # elements), then their mean.
+    medians = (below.astype("float64") + above.astype("float64")) / 2
     return pd.Series(medians, index=present)
+
+
+PACK_CHUNK = 1 << 20
+
+
+def _packed_group_values(groups: np.ndarray, values: np.ndarray
+                         ) -> tuple[np.ndarray, int, int] | None:
+    """(group << value_bits | value - low, sorted; value_bits; low), or None when the
+    groups are not non-negative integers or the pair does not fit in 63 bits."""
+    if (values.dtype.kind not in "iu" or groups.dtype.kind not in "iu" or len(groups) == 0
+            or int(groups.min()) < 0):
+        return None
+    low, high = int(values.min()), int(values.max())
+    value_bits = (high - low).bit_length()
+    if int(groups.max()).bit_length() + value_bits > 63:
+        return None
+    packed = groups.astype("int64")
+    packed <<= value_bits
+    for lo in range(0, len(packed), PACK_CHUNK):  # no input-sized temporary beside it
+        hi = lo + PACK_CHUNK
+        packed[lo:hi] |= (values[lo:hi] - low).astype("int64", copy=False)
+    packed.sort()
+    return packed, value_bits, low
 
 
 def _greedy_lanes(start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -166,6 +187,9 @@ def events_in_ranges(ranges: pd.DataFrame, events: pd.DataFrame,
         r_order = np.lexsort((r_start, r_thread, r_lane))
     r_thread, r_key, r_lane, r_start, r_end, r_id = (
         a[r_order] for a in (r_thread, r_key, r_lane, r_start, r_end, r_id))
+    # The pairs' two id columns as 32-bit where they fit: at 10 M kernels a report has
+    # ~20 M pairs, held through the whole analysis.
+    r_id, ev_label = compact_ids(r_id), compact_ids(ev_label)
 
     def segment(lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         """The pairs of one (lane, thread) segment of the ranges: its ranges are disjoint and
@@ -204,6 +228,14 @@ def events_in_ranges(ranges: pd.DataFrame, events: pd.DataFrame,
                for i, c in enumerate(("range_id", "event", "range_start_ns"))}
     del found  # the segments' arrays: one copy of the pairs fewer while they are sorted
     return _sorted_by_event(columns)
+
+
+def compact_ids(ids: np.ndarray) -> np.ndarray:
+    """Ids or row numbers as int32 when all fit (half the memory of int64), else as they
+    are. Only storage changes: ids index arrays and key groupings the same either way."""
+    if len(ids) and ids.dtype.itemsize > 4 and int(ids.min()) >= 0 and int(ids.max()) < 2**31:
+        return ids.astype(np.int32)
+    return ids
 
 
 def with_innermost(pairs: pd.DataFrame, *more: pd.DataFrame) -> pd.DataFrame:

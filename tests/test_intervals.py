@@ -182,7 +182,8 @@ def test_small_key_order_is_lexsorts_permutation_or_declines():
 def test_grouped_median_is_pandas_bit_for_bit():
     """Odd and even counts, ties, one-value groups, unnumbered groups, negative values, and
     values near 2**62 where the two middle values' float sum rounds: pandas converts each
-    value to float before averaging, and so must the radix path. Groups past 16 bits take
+    value to float before averaging, and so must the packed path. Groups past 16 bits (range
+    ids) take the packed path too; groups and values that do not fit 63 bits together take
     pandas itself."""
     rng = np.random.default_rng(11)
     groups = np.r_[rng.integers(0, 40, 5001) * 3, [500], [999, 999]].astype("int64")
@@ -193,8 +194,16 @@ def test_grouped_median_is_pandas_bit_for_bit():
         pd.testing.assert_series_equal(got, pd.Series(values).groupby(groups).median(),
                                        check_exact=True)
     many = rng.integers(0, 70_000, 3000)
-    pd.testing.assert_series_equal(grouped_median(many, small[:3000]),
-                                   pd.Series(small[:3000]).groupby(many).median())
+    spread = rng.integers(-2**40, 2**40, 3000)  # 41 bits beside 17 of groups: packed
+    wide = rng.integers(-2**61, 2**61, 3000)  # 62 bits beside 17: pandas
+    for values in (small[:3000], spread, big[:3000], wide):
+        pd.testing.assert_series_equal(grouped_median(many, values),
+                                       pd.Series(values).groupby(many).median(),
+                                       check_exact=True)
+    pairs = np.repeat(np.arange(5), 2)  # even counts at 2**62: the float sum rounds
+    near = np.array([2**62 - 1, 2**62 - 1024] * 5, dtype="int64")
+    pd.testing.assert_series_equal(grouped_median(pairs, near),
+                                   pd.Series(near).groupby(pairs).median(), check_exact=True)
     assert grouped_median(np.array([], "int64"), np.array([], "int64")).empty
 
 

@@ -9,6 +9,9 @@ KERNEL_SUMMARY_COLUMNS = [
     "std_ns", "share",
 ]
 
+# What kernel_summary reads of the report's kernels.
+KERNEL_SUMMARY_INPUT = ["name", "short_name", "start_ns", "end_ns"]
+
 
 def kernel_summary(kernels: pd.DataFrame) -> pd.DataFrame:
     """One row per kernel (demangled) name, heaviest first; `share` of all kernel time."""
