@@ -393,18 +393,27 @@ def _union_sorted(g: np.ndarray, start: np.ndarray, end: np.ndarray) -> dict[str
 
 
 def merge_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The union of [start, end) intervals as sorted, disjoint intervals."""
+    """The union of [start, end) intervals (end >= start, as the loader guarantees) as
+    sorted, disjoint intervals. Each merged interval ends at the running maximum of the
+    ends at its last member: the ends before it all fall short of its first start, which
+    its own first end reaches. Three input-sized arrays at a time (every operation of a
+    device at 10 M kernels: ~260 MB, where a group number per row and a scatter of the
+    maxima took twice that)."""
     if len(start) == 0:
         return np.array([], dtype="int64"), np.array([], dtype="int64")
     order = np.argsort(start, kind="stable")
-    s, e = start[order], end[order]
-    running = np.maximum.accumulate(e)
-    new = np.r_[True, s[1:] > running[:-1]]
-    group = np.cumsum(new) - 1
-    merged_start = s[new]
-    merged_end = np.zeros(len(merged_start), dtype=e.dtype)
-    np.maximum.at(merged_end, group, e)
-    return merged_start, merged_end
+    s = start[order]
+    running = end[order]
+    del order
+    np.maximum.accumulate(running, out=running)
+    new = np.empty(len(s), dtype=bool)
+    new[0] = True
+    np.greater(s[1:], running[:-1], out=new[1:])
+    heads = np.flatnonzero(new)
+    del new
+    merged_start = s[heads]
+    del s
+    return merged_start, running[np.r_[heads[1:] - 1, len(running) - 1]]
 
 
 def covered_within(merged_start: np.ndarray, merged_end: np.ndarray, lo: np.ndarray,

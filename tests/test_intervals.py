@@ -10,6 +10,7 @@ from nsyswrap.intervals import (
     assign_lanes,
     events_in_ranges,
     grouped_median,
+    merge_intervals,
     small_key_order,
     union_stats,
     with_innermost,
@@ -76,6 +77,23 @@ def test_merge_and_cover_windows():
     hi = np.array([50, 21, 13, 19, 45, 5, 110])
     # by hand: [0,50) 12+10+10; [6,21) 6+1; [11,13) 1; [13,19) 0; [25,45) 5+5; [0,5) 5; none
     assert covered_within(ms, me, lo, hi).tolist() == [32, 7, 1, 0, 10, 5, 0]
+
+
+def test_merge_intervals_matches_a_plain_sweep():
+    """Random intervals, nested, touching and zero-length ones among them, in no order,
+    against a sweep in Python over them sorted by start."""
+    rng = np.random.default_rng(5)
+    for n in (1, 2, 50, 2000):
+        start = rng.integers(0, 5 * n, n)
+        end = start + rng.integers(0, 40, n) * (rng.random(n) < 0.9)  # some zero-length
+        want: list[list[int]] = []
+        for s, e in sorted(zip(start.tolist(), end.tolist(), strict=True)):
+            if want and s <= want[-1][1]:
+                want[-1][1] = max(want[-1][1], e)
+            else:
+                want.append([s, e])
+        ms, me = merge_intervals(start, end)
+        assert [list(p) for p in zip(ms.tolist(), me.tolist(), strict=True)] == want
 
 
 def test_add_pairs_equals_sorting_everything_again():

@@ -473,11 +473,15 @@ def _device_busy_within(inst: pd.DataFrame, att: Attribution, first: np.ndarray,
     device = att.pair_values("device_id")[first][position >= 0]
     position = position[position >= 0]
     device_of_op = ops["device_id"].to_numpy()
+    start, end = ops["start_ns"].to_numpy(dtype="int64"), ops["end_ns"].to_numpy(dtype="int64")
+    one_device = len(device_of_op) > 0 and device_of_op.min() == device_of_op.max()
     for dev in np.unique(device):
         rows = position[device == dev]
-        on_device = device_of_op == dev  # a mask, not a copy of every operation's row
-        ms, me = merge_intervals(ops["start_ns"].to_numpy(dtype="int64")[on_device],
-                                 ops["end_ns"].to_numpy(dtype="int64")[on_device])
+        if one_device:  # the usual process: every operation, without copies
+            ms, me = merge_intervals(start, end)
+        else:
+            on_device = device_of_op == dev  # a mask, not a copy of every operation's row
+            ms, me = merge_intervals(start[on_device], end[on_device])
         for values, (lo, hi) in zip(out, windows, strict=True):
             values[rows] = covered_within(ms, me, inst[lo].to_numpy()[rows].astype("int64"),
                                           inst[hi].to_numpy()[rows].astype("int64"))
