@@ -24,6 +24,17 @@ MIN_ROWS = 1 << 18
 MAX_THREADS = 32
 
 
+# Rows per step of a pass that writes into one big array: the step's temporaries (a
+# gather, a difference) stay at this size instead of the array's.
+STEP_ROWS = 1 << 20
+
+
+def steps(n: int) -> list[slice]:
+    """Consecutive slices of STEP_ROWS rows covering n rows (for one thread: the point is
+    memory, not cores)."""
+    return [slice(lo, lo + STEP_ROWS) for lo in range(0, n, STEP_ROWS)]
+
+
 def cores() -> int:
     """The cores this process may run on."""
     try:

@@ -12,7 +12,7 @@ import heapq
 import numpy as np
 import pandas as pd
 
-from .chunks import even_bounds, map_chunks
+from .chunks import even_bounds, map_chunks, steps
 
 
 def assign_lanes(ranges: pd.DataFrame) -> np.ndarray:
@@ -116,9 +116,6 @@ def grouped_median(groups: np.ndarray, values: np.ndarray) -> pd.Series:
     return pd.Series(medians, index=present)
 
 
-PACK_CHUNK = 1 << 20
-
-
 def _packed_group_values(groups: np.ndarray, values: np.ndarray
                          ) -> tuple[np.ndarray, int, int] | None:
     """(group << value_bits | value - low, sorted; value_bits; low), or None when the
@@ -132,9 +129,8 @@ def _packed_group_values(groups: np.ndarray, values: np.ndarray
         return None
     packed = groups.astype("int64")
     packed <<= value_bits
-    for lo in range(0, len(packed), PACK_CHUNK):  # no input-sized temporary beside it
-        hi = lo + PACK_CHUNK
-        packed[lo:hi] |= (values[lo:hi] - low).astype("int64", copy=False)
+    for part in steps(len(packed)):  # no input-sized temporary beside it
+        packed[part] |= (values[part] - low).astype("int64", copy=False)
     packed.sort()
     return packed, value_bits, low
 

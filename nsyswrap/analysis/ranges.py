@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ..chunks import steps
 from ..intervals import (
     add_pairs,
     assign_lanes,
@@ -78,14 +79,14 @@ def gpu_ops(report: Report, consume: bool = False) -> pd.DataFrame:
     kind, start_ns, end_ns, thread, launch_start_ns, device_id, stream_id, name,
     copy_kind, bytes, src_kind, dst_kind. Text columns are categorical: a million kernels
     share a few hundred names. `consume`: drop each kernel column from the report once it
-    is stacked, so that ten million kernels are not held twice."""
+    (and transfer column) is stacked, so that ten million kernels are not held twice."""
     k, t = report.kernels, report.transfers
     n = len(k)
     data = {}
     for c in _INT_COLUMNS:
         data[c] = np.concatenate([k[c].to_numpy(dtype="int64"), t[c].to_numpy(dtype="int64")])
         if consume:
-            del k[c]
+            del k[c], t[c]
     data["bytes"] = np.concatenate([np.zeros(n, "int64"), t["bytes"].to_numpy(dtype="int64")])
     # Categoricals built from codes: factorizing a million repeated strings would cost more
     # than everything else here.
@@ -371,7 +372,11 @@ def _kernel_launch_latency(att: Attribution) -> tuple[np.ndarray, np.ndarray]:
     is_kernel = att.op_pairs["is_kernel"].to_numpy()
     rows = att.op_pairs["event"].to_numpy()[is_kernel]  # gather the kernels' rows only
     ops = att.gpu_ops
-    latency = ops["start_ns"].to_numpy()[rows] - ops["launch_start_ns"].to_numpy()[rows]
+    latency = ops["start_ns"].to_numpy()[rows]
+    launch = ops["launch_start_ns"].to_numpy()
+    for part in steps(len(rows)):  # in place: no second pair-sized gather
+        latency[part] -= launch[rows[part]]
+    del rows
     return att.op_pairs["range_id"].to_numpy()[is_kernel], latency
 
 
@@ -446,9 +451,14 @@ def _distinct_streams(att: Attribution) -> pd.Series:
     codes, uniques = pd.factorize(stream)
     del stream
     width = max(len(uniques), 1)
-    # One pair-sized array, sorted in place: (range, stream) as one integer.
-    key = pairs["range_id"].to_numpy(dtype="int64") * width
-    key += codes[pairs["event"].to_numpy()]
+    codes = compact_ids(codes)
+    # One pair-sized array, sorted in place: (range, stream) as one integer, its stream
+    # added a step at a time (no second pair-sized gather beside it).
+    key = pairs["range_id"].to_numpy().astype("int64")
+    key *= width
+    event = pairs["event"].to_numpy()
+    for part in steps(len(key)):
+        key[part] += codes[event[part]]
     del codes
     key.sort()
     key = key[np.r_[True, key[1:] != key[:-1]]] if len(key) else key  # distinct pairs
