@@ -13,6 +13,7 @@ from nsyswrap.intervals import (
     merge_intervals,
     small_key_order,
     union_stats,
+    union_stats_sorted,
     with_innermost,
 )
 
@@ -143,11 +144,18 @@ def test_chunks_on_threads_give_what_one_chunk_gives(monkeypatch):
     lo = rng.integers(0, 1000, 300)
     hi = lo + rng.integers(0, 200, 300)
 
+    by_group = iv.sort_values(["g", "start_ns"], kind="stable")
+    g_s, s_s, e_s = (by_group[c].to_numpy() for c in ("g", "start_ns", "end_ns"))
+    keep = (rng.random(len(g)) < 0.6) & (g_s != 1)  # group 1 left out whole
+
     def answers():
         return (union_stats(iv, "g"), covered_within(ms, me, lo, hi),
-                events_in_ranges(ranges, events))
+                events_in_ranges(ranges, events), union_stats_sorted(g_s, s_s, e_s, keep))
 
     whole = answers()
+    # Kept rows taken chunk by chunk: as the union of a copy of those rows.
+    pd.testing.assert_frame_equal(
+        whole[3], union_stats_sorted(g_s[keep], s_s[keep], e_s[keep]))
     monkeypatch.setattr(chunks, "cores", lambda: 4)
     monkeypatch.setattr(chunks, "MIN_ROWS", 4)
     monkeypatch.setattr(intervals, "UNION_CHUNK", 4)
@@ -156,6 +164,7 @@ def test_chunks_on_threads_give_what_one_chunk_gives(monkeypatch):
     pd.testing.assert_frame_equal(split[0], whole[0])
     assert split[1].tolist() == whole[1].tolist()
     pd.testing.assert_frame_equal(split[2], whole[2])
+    pd.testing.assert_frame_equal(split[3], whole[3])
     assert len(chunks.even_bounds(300)) == 8  # two per core: the windows were split
 
 

@@ -286,7 +286,8 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
     # What the other threads' work added to each range's busy time (process rule).
     own_busy = by_range.union(~other)["busy_ns"] if other.any() else None
     first_rows = by_range.first_rows()
-    first_launch = by_range.min_per_range(att.pair_values("launch_start_ns"))
+    first_launch = by_range.min_per_range(att.gpu_ops["launch_start_ns"].to_numpy(),
+                                          pairs["event"].to_numpy())
     del by_range
     is_kernel = pairs["is_kernel"].to_numpy()
     cols = {
@@ -423,16 +424,20 @@ class _RangeOrder:
         """union_stats per range of all pairs, or of those where `keep` (per op_pairs row)."""
         if keep is None:
             return union_stats_sorted(self.range_id, self.start_ns, self.end_ns)
-        k = keep[self.order]
-        return union_stats_sorted(self.range_id[k], self.start_ns[k], self.end_ns[k])
+        return union_stats_sorted(self.range_id, self.start_ns, self.end_ns, keep[self.order])
 
-    def min_per_range(self, values: np.ndarray) -> pd.Series:
-        """The least of `values` (per op_pairs row) in each range, indexed by range id."""
+    def min_per_range(self, op_values: np.ndarray, event: np.ndarray) -> pd.Series:
+        """The least of `op_values` (per gpu_ops row) among each range's operations
+        (`event`: op_pairs' column), indexed by range id. Gathered into this order a step
+        at a time: one pair-sized array, not a gather in pair order and its reordered copy."""
         rid = self.range_id
         if len(rid) == 0:
-            return pd.Series([], dtype=values.dtype)
+            return pd.Series([], dtype=op_values.dtype)
+        values = np.empty(len(rid), dtype=op_values.dtype)
+        for part in steps(len(rid)):
+            values[part] = op_values[event[self.order[part]]]
         heads = np.flatnonzero(np.r_[True, rid[1:] != rid[:-1]])
-        return pd.Series(np.minimum.reduceat(values[self.order], heads), index=rid[heads])
+        return pd.Series(np.minimum.reduceat(values, heads), index=rid[heads])
 
     def first_rows(self) -> np.ndarray:
         """The op_pairs row of each range's earliest operation."""
