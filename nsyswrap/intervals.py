@@ -269,8 +269,12 @@ def order_by_event(event: np.ndarray, range_start: np.ndarray) -> np.ndarray:
     included. Checked, not assumed: otherwise the full lexsort runs."""
     order = np.argsort(event, kind="stable")
     ev, rs = event[order], range_start[order]
-    same_event = ev[1:] == ev[:-1]
-    if np.all(rs[1:][same_event] >= rs[:-1][same_event]):
+    # In order where the event is the same: masks, not copies of the pairs' starts.
+    in_order = ev[1:] != ev[:-1]
+    del ev
+    in_order |= rs[1:] >= rs[:-1]
+    del rs
+    if in_order.all():
         return order
     return np.lexsort((range_start, event))
 

@@ -283,3 +283,24 @@ def test_locked_report_is_waited_for_then_named_locked(report_copy):
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_launch_lookup_in_steps_matches_a_dictionary(monkeypatch):
+    """Keys in no order, some without a call, looked up a few rows at a time."""
+    import numpy as np
+    import pandas as pd
+
+    from nsyswrap import chunks
+    from nsyswrap.loader import _sorted_launches
+
+    rng = np.random.default_rng(3)
+    calls = pd.DataFrame({"launch_key": rng.permutation(1000)[:600] * 3,
+                          "start_ns": rng.integers(0, 10**9, 600),
+                          "thread": rng.integers(1, 9, 600)})
+    table = {k: (s, t) for k, s, t in calls.itertuples(index=False)}
+    launches = _sorted_launches(calls.copy())
+    keys = rng.integers(0, 3000, 500)
+    monkeypatch.setattr(chunks, "STEP_ROWS", 7)
+    start, thread = launches.lookup(keys)
+    want = [table.get(k, (-1, -1)) for k in keys.tolist()]
+    assert list(zip(start.tolist(), thread.tolist(), strict=True)) == want

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import statistics
 
+import pandas as pd
 import pytest
 import reference
 from conftest import ALL_REPORTS, DATA, GPU_GRAPH_NODES, GPU_MIX, GPU_NO_CUDA
@@ -89,3 +90,27 @@ def test_no_cuda_report_keeps_cpu_analysis():
     a = analyze(nsyswrap.load(GPU_NO_CUDA))
     assert len(a.ranges) > 0 and a.kernels.empty
     assert a.ranges["gpu_busy_median_ns"].isna().all()
+
+
+@pytest.mark.parametrize("path", [DATA / "h100_torch_train.sqlite",
+                                  DATA / "h200x2_ddp_straggler_one.sqlite"])
+def test_steps_and_chunks_of_a_few_rows_give_the_same_analysis(path, monkeypatch):
+    """The passes that bound their temporaries by working a step or a chunk at a time
+    (launch lookups, stream keys, latencies, packed medians, unions, first launches) and
+    range_instances' other order of its sorts give exactly what one step gives."""
+    from nsyswrap import chunks, intervals, loader
+    from nsyswrap.analysis import ranges
+
+    def run():
+        a = analyze(loader.load(path))
+        return a.instances, a.ranges, a.kernels, a.processes
+
+    whole = run()
+    monkeypatch.setattr(chunks, "STEP_ROWS", 7)
+    monkeypatch.setattr(ranges, "STEP_ROWS", 7)
+    monkeypatch.setattr(intervals, "UNION_CHUNK", 16)
+    monkeypatch.setattr(ranges, "OVERLAPPED_PAIRS", 0)
+    monkeypatch.setattr(chunks, "MIN_ROWS", 16)
+    monkeypatch.setattr(chunks, "cores", lambda: 4)
+    for a, b in zip(run(), whole, strict=True):
+        pd.testing.assert_frame_equal(a, b)

@@ -96,6 +96,7 @@ def analyze(report: Report, by_process: bool = False, attribution: str = "proces
         report.api_calls = report.api_calls.iloc[:0].copy()
     release_freed_memory(size)
     instances = range_instances(report, att)
+    release_freed_memory(size)  # its pair-sized temporaries
     runs = benchmark_runs(report.marks)
     harness = harness_range_names(runs)
     # Which harness benchmark a range belongs to ("" for the user's own ranges).
