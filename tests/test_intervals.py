@@ -148,14 +148,24 @@ def test_chunks_on_threads_give_what_one_chunk_gives(monkeypatch):
     g_s, s_s, e_s = (by_group[c].to_numpy() for c in ("g", "start_ns", "end_ns"))
     keep = (rng.random(len(g)) < 0.6) & (g_s != 1)  # group 1 left out whole
 
+    # The same intervals as rows of bigger arrays, in no order, with other rows between.
+    rows = rng.permutation(3 * len(g))[:len(g)]
+    start_all, end_all = np.zeros(3 * len(g), "int64"), np.zeros(3 * len(g), "int64")
+    start_all[rows], end_all[rows] = s_s, e_s
+
     def answers():
         return (union_stats(iv, "g"), covered_within(ms, me, lo, hi),
-                events_in_ranges(ranges, events), union_stats_sorted(g_s, s_s, e_s, keep))
+                events_in_ranges(ranges, events), union_stats_sorted(g_s, s_s, e_s, keep),
+                union_stats_sorted(g_s, start_all, end_all, keep, rows=rows),
+                union_stats_sorted(g_s, start_all, end_all, rows=rows))
 
     whole = answers()
-    # Kept rows taken chunk by chunk: as the union of a copy of those rows.
+    # Kept rows taken chunk by chunk: as the union of a copy of those rows; rows gathered
+    # chunk by chunk: as the union of the gathered copy.
     pd.testing.assert_frame_equal(
         whole[3], union_stats_sorted(g_s[keep], s_s[keep], e_s[keep]))
+    pd.testing.assert_frame_equal(whole[4], whole[3])
+    pd.testing.assert_frame_equal(whole[5], union_stats_sorted(g_s, s_s, e_s))
     monkeypatch.setattr(chunks, "cores", lambda: 4)
     monkeypatch.setattr(chunks, "MIN_ROWS", 4)
     monkeypatch.setattr(intervals, "UNION_CHUNK", 4)
@@ -164,7 +174,8 @@ def test_chunks_on_threads_give_what_one_chunk_gives(monkeypatch):
     pd.testing.assert_frame_equal(split[0], whole[0])
     assert split[1].tolist() == whole[1].tolist()
     pd.testing.assert_frame_equal(split[2], whole[2])
-    pd.testing.assert_frame_equal(split[3], whole[3])
+    for i in (3, 4, 5):
+        pd.testing.assert_frame_equal(split[i], whole[i])
     assert len(chunks.even_bounds(300)) == 8  # two per core: the windows were split
 
 

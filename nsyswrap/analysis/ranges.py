@@ -288,8 +288,7 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
     # What the other threads' work added to each range's busy time (process rule).
     own_busy = by_range.union(~other)["busy_ns"] if other.any() else None
     first_rows = by_range.first_rows()
-    first_launch = by_range.min_per_range(att.gpu_ops["launch_start_ns"].to_numpy(),
-                                          pairs["event"].to_numpy())
+    first_launch = by_range.min_per_range(att.gpu_ops["launch_start_ns"].to_numpy())
     del by_range
     release_freed_memory(len(pairs))  # the order's arrays and the unions' temporaries
     is_kernel = pairs["is_kernel"].to_numpy()
@@ -401,11 +400,14 @@ def _count_by_range(range_ids: np.ndarray) -> pd.Series:
 @dataclass
 class _RangeOrder:
     """The (range, operation) pairs sorted once by (range, GPU start): the order that each
-    range's union sweep reads."""
+    range's union sweep reads. It holds the order and each pair's operation row, not the
+    operations' times in that order: the unions gather those chunk by chunk (two 20 M-element
+    int64 arrays fewer, 330 MB, at 10 M kernels)."""
 
     order: np.ndarray  # rows of op_pairs in that order
     range_id: np.ndarray
-    start_ns: np.ndarray
+    rows: np.ndarray  # each one's row of gpu_ops
+    start_ns: np.ndarray  # gpu_ops' columns, by row
     end_ns: np.ndarray
 
     @classmethod
@@ -414,25 +416,19 @@ class _RangeOrder:
         # Held through every union below: 32-bit where the pairs' rows fit (at 10 M
         # kernels, 80 MB fewer; the ids are already compact, see compact_ids).
         order = compact_ids(np.lexsort((att.pair_values("start_ns"), rid)))
-        # Each operation's times gathered once, in the new order: a pair-sized array fewer
-        # at a time than gathering them in pair order and then sorting.
-        rows = att.op_pairs["event"].to_numpy()[order]
         ops = att.gpu_ops
-        start = ops["start_ns"].to_numpy(dtype="int64")[rows]
-        end = ops["end_ns"].to_numpy(dtype="int64")[rows]
-        del rows
-        return cls(order, rid[order], start, end)
+        return cls(order, rid[order], att.op_pairs["event"].to_numpy()[order],
+                   ops["start_ns"].to_numpy(dtype="int64"), ops["end_ns"].to_numpy(dtype="int64"))
 
     def union(self, keep: np.ndarray | None = None) -> pd.DataFrame:
         """union_stats per range of all pairs, or of those where `keep` (per op_pairs row)."""
-        if keep is None:
-            return union_stats_sorted(self.range_id, self.start_ns, self.end_ns)
-        return union_stats_sorted(self.range_id, self.start_ns, self.end_ns, keep[self.order])
+        return union_stats_sorted(self.range_id, self.start_ns, self.end_ns,
+                                  None if keep is None else keep[self.order], rows=self.rows)
 
-    def min_per_range(self, op_values: np.ndarray, event: np.ndarray) -> pd.Series:
-        """The least of `op_values` (per gpu_ops row) among each range's operations
-        (`event`: op_pairs' column), indexed by range id. Whole ranges a step at a time:
-        each step's gathered values, not a pair-sized array (165 MB at 10 M kernels)."""
+    def min_per_range(self, op_values: np.ndarray) -> pd.Series:
+        """The least of `op_values` (per gpu_ops row) among each range's operations, indexed
+        by range id. Whole ranges a step at a time: each step's gathered values, not a
+        pair-sized array (165 MB at 10 M kernels)."""
         rid = self.range_id
         if len(rid) == 0:
             return pd.Series([], dtype=op_values.dtype)
@@ -443,7 +439,7 @@ class _RangeOrder:
             lo = int(heads[first])
             last = max(int(np.searchsorted(heads, lo + STEP_ROWS)), first + 1)
             hi = int(heads[last]) if last < len(heads) else len(rid)
-            values = op_values[event[self.order[lo:hi]]]
+            values = op_values[self.rows[lo:hi]]
             out[first:last] = np.minimum.reduceat(values, heads[first:last] - lo)
             first = last
         return pd.Series(out, index=rid[heads])
