@@ -272,3 +272,22 @@ def test_lanes_and_pairs_do_not_depend_on_the_ranges_order():
     assert len(ordered) > 1000
     pd.testing.assert_frame_equal(
         ordered, events_in_ranges(shuffled.assign(lane=lanes[shuffled.index]), events))
+
+
+def test_order_by_event_is_lexsorts_permutation(monkeypatch):
+    """Pairs in range-start order within each event (the usual case, taken by a stable
+    sort) and pairs out of it (the lexsort), checked a few rows at a time: a disorder that
+    sits across two steps must still send it to the lexsort."""
+    from nsyswrap import chunks
+    from nsyswrap.intervals import order_by_event
+
+    monkeypatch.setattr(chunks, "STEP_ROWS", 4)
+    rng = np.random.default_rng(9)
+    event = rng.integers(0, 30, 200)
+    range_start = rng.integers(0, 10**6, 200)
+    by_start = np.argsort(range_start, kind="stable")
+    in_order = (event[by_start], range_start[by_start])  # starts ascend within each event
+    for ev, rs in (in_order, (event, range_start)):
+        assert np.array_equal(order_by_event(ev, rs), np.lexsort((rs, ev)))
+    ev, rs = np.array([1, 0, 1, 1, 1, 1]), np.array([5, 0, 6, 9, 8, 10])  # 9 > 8 across steps
+    assert np.array_equal(order_by_event(ev, rs), np.lexsort((rs, ev)))
