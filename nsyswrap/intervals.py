@@ -125,8 +125,8 @@ def _packed_group_values(groups: np.ndarray, values: np.ndarray
         return None
     low, high = int(values.min()), int(values.max())
     value_bits = (high - low).bit_length()
-    if int(groups.max()).bit_length() + value_bits > 63:
-        return None
+    if int(groups.max()).bit_length() + value_bits > 63 or high >= 2**63:
+        return None  # (unsigned values past int64: their median is read back as int64)
     packed = groups.astype("int64")
     packed <<= value_bits
     for part in steps(len(packed)):  # no input-sized temporary beside it

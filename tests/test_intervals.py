@@ -227,7 +227,8 @@ def test_grouped_median_is_pandas_bit_for_bit():
     groups = np.r_[rng.integers(0, 40, 5001) * 3, [500], [999, 999]].astype("int64")
     small = rng.integers(-50, 50, len(groups))  # ties everywhere
     big = rng.integers(2**62 - 1000, 2**62, len(groups))  # float64 spacing there: 1024
-    for values in (small, big, small.astype("uint64") + 7):
+    for values in (small, big, (small + 50).astype("uint64") + 7,
+                   (small + 50).astype("uint64") + np.uint64(2**63)):  # past int64
         got = grouped_median(groups, values)
         pd.testing.assert_series_equal(got, pd.Series(values).groupby(groups).median(),
                                        check_exact=True)
