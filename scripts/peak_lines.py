@@ -1,12 +1,12 @@
-"""Where one `compare`'s memory peaks, line by line: the analysis of a report while a thread
-samples the resident set every 2 ms with the main thread's current nsyswrap lines.
+"""Where one `compare`'s memory peaks, line by line: a report's load and analysis while a
+thread samples the resident set every 2 ms with the main thread's current nsyswrap lines.
 
     python scripts/peak_lines.py REPORT.sqlite [--top 15]
 
 Prints the highest RSS seen at each (function:line < caller < caller) of nsyswrap, highest
-first. Work on other threads (the kernel table, range_instances' side passes) shows under
-whatever line the main thread was at. The load is not sampled (time_stages.py gives its
-peak); freed heap that glibc keeps resident counts, as it does for the user.
+first, the load included. Work on other threads (the reads, the kernel table,
+range_instances' side passes) shows under whatever line the main thread was at; freed heap
+that glibc keeps resident counts, as it does for the user.
 """
 
 from __future__ import annotations
@@ -52,10 +52,9 @@ def main() -> None:
                 peaks[line] = rss
             time.sleep(0.002)
 
-    report = load(a.report)
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
-    analysis.analyze(report, consume=True)
+    analysis.analyze(load(a.report), consume=True)
     done.set()
     sampler.join()
     for line, rss in sorted(peaks.items(), key=lambda kv: -kv[1])[:a.top]:
