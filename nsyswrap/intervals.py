@@ -328,9 +328,8 @@ def union_stats(intervals: pd.DataFrame, key: str) -> pd.DataFrame:
     overlapping streams count once), span (first start to last end), idle inside the span,
     the number of gaps and the largest one, and the count.
     """
-    out_cols = UNION_COLUMNS
     if intervals.empty:
-        return pd.DataFrame(columns=out_cols, index=pd.Index([], name=key), dtype="int64")
+        return pd.DataFrame(columns=UNION_COLUMNS, index=pd.Index([], name=key), dtype="int64")
     g0 = intervals[key].to_numpy(dtype="int64")
     s0 = intervals["start_ns"].to_numpy(dtype="int64")
     order = np.lexsort((s0, g0))
@@ -351,15 +350,11 @@ def union_stats_sorted(g: np.ndarray, start: np.ndarray, end: np.ndarray,
     kept rows: ~400 MB at 10 M kernels). `rows`: the intervals are start[rows] and
     end[rows] (rows of bigger arrays, in the sorted order), gathered chunk by chunk instead
     of held as sorted copies."""
-    out_cols = UNION_COLUMNS
     if len(g) == 0:
-        return pd.DataFrame(columns=out_cols, index=pd.Index([]), dtype="int64")
+        return pd.DataFrame(columns=UNION_COLUMNS, index=pd.Index([]), dtype="int64")
     # Whole groups at a time, about UNION_CHUNK rows each, on every core (chunks.py): the
     # temporaries of the sweep stay bounded however many (range, operation) pairs a report
-    # has. Each chunk starts at the group head at or before a multiple of the chunk size.
-    heads = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
-    cuts = np.unique(heads[np.searchsorted(heads, np.arange(0, len(g), UNION_CHUNK),
-                                           "right") - 1])
+    # has.
 
     def chunk(lo: int, hi: int) -> dict[str, np.ndarray]:
         at: slice | np.ndarray = slice(lo, hi) if rows is None else rows[lo:hi]
@@ -370,13 +365,22 @@ def union_stats_sorted(g: np.ndarray, start: np.ndarray, end: np.ndarray,
             at = np.flatnonzero(k) + lo if rows is None else at[k]
         return _union_sorted(group, start[at], end[at])
 
-    parts = map_chunks(chunk, list(zip(cuts.tolist(), np.r_[cuts[1:], len(g)].tolist(),
-                                       strict=True)))
+    parts = map_chunks(chunk, group_bounds(g, UNION_CHUNK))
     # One frame from the chunks' arrays (a frame per chunk and their concat cost seconds
     # at ten million ranges).
     index = np.concatenate([p.pop("group") for p in parts])
     return pd.DataFrame({c: np.concatenate([p[c] for p in parts]).astype("int64", copy=False)
-                         for c in out_cols}, index=pd.Index(index), copy=False)
+                         for c in UNION_COLUMNS}, index=pd.Index(index), copy=False)
+
+
+def group_bounds(g: np.ndarray, size: int) -> list[tuple[int, int]]:
+    """(lo, hi) row bounds of chunks of whole groups of `g` (sorted by group), about `size`
+    rows each: each chunk starts at the group head at or before a multiple of `size`."""
+    if len(g) == 0:
+        return []
+    heads = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+    cuts = np.unique(heads[np.searchsorted(heads, np.arange(0, len(g), size), "right") - 1])
+    return list(zip(cuts.tolist(), np.r_[cuts[1:], len(g)].tolist(), strict=True))
 
 
 # Rows per union chunk: chunks run on every core at once, each with a dozen temporaries

@@ -31,6 +31,7 @@ from ..intervals import (
     compact_ids,
     covered_within,
     events_in_ranges,
+    group_bounds,
     grouped_median,
     merge_intervals,
     union_stats_sorted,
@@ -432,17 +433,13 @@ class _RangeOrder:
         rid = self.range_id
         if len(rid) == 0:
             return pd.Series([], dtype=op_values.dtype)
+        parts = []
+        for lo, hi in group_bounds(rid, STEP_ROWS):
+            group = rid[lo:hi]
+            heads = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+            parts.append(np.minimum.reduceat(op_values[self.rows[lo:hi]], heads))
         heads = np.flatnonzero(np.r_[True, rid[1:] != rid[:-1]])
-        out = np.empty(len(heads), dtype=op_values.dtype)
-        first = 0
-        while first < len(heads):
-            lo = int(heads[first])
-            last = max(int(np.searchsorted(heads, lo + STEP_ROWS)), first + 1)
-            hi = int(heads[last]) if last < len(heads) else len(rid)
-            values = op_values[self.rows[lo:hi]]
-            out[first:last] = np.minimum.reduceat(values, heads[first:last] - lo)
-            first = last
-        return pd.Series(out, index=rid[heads])
+        return pd.Series(np.concatenate(parts), index=rid[heads])
 
     def first_rows(self) -> np.ndarray:
         """The op_pairs row of each range's earliest operation."""
