@@ -15,7 +15,7 @@ import re
 import sqlite3
 import time
 import urllib.parse
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -97,7 +97,7 @@ def open_report(path: str | os.PathLike, *, cache_dir: str | os.PathLike | None 
                 "(no StringIds or export metadata table)"
             )
         queries = BulkQueries.of(db)
-        db.prefetch(*queries.in_order())
+        db.prefetch(*queries.in_order(), reducers=queries.reducers())
     except BaseException:
         db.close()
         raise
@@ -159,6 +159,7 @@ class Database:
         self._columns: dict[str, set[str]] = {}
         self._pool = None
         self._prefetched: dict[str, list] = {}
+        self._reducers: dict[str, Callable] = {}
 
     def __enter__(self) -> Database:
         return self
@@ -172,19 +173,24 @@ class Database:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
 
-    def prefetch(self, *queries: str | None) -> None:
+    def prefetch(self, *queries: str | None,
+                 reducers: Mapping[str, Callable] | None = None) -> None:
         """Start the big reads at once, each rowid slice on its own connection and thread:
         SQLite's scan and the driver's conversion run in C without the GIL, so the slices
-        of all the reads share every core (see _slices)."""
+        of all the reads share every core (see _slices). `reducers`: query -> what its
+        reader thread makes of each slice's Arrow table (read back with `slices`), so that
+        work on a slice's rows runs on every core too, and columns needed only for a few
+        rows are not held for all of them."""
         from concurrent.futures import ThreadPoolExecutor
 
+        self._reducers.update(reducers or {})
         queries = [q for q in queries if q and q not in self._prefetched]
         if not queries:
             return
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=min(cores(), MAX_READERS))
         for q in queries:
-            self._prefetched[q] = [self._pool.submit(self._fetch, part)
+            self._prefetched[q] = [self._pool.submit(self._read, part, self._reducers.get(q))
                                    for part in self._slices(q)]
 
     def columns(self, table: str) -> set[str]:
@@ -207,14 +213,22 @@ class Database:
         """
         import pyarrow as pa
 
-        futures = self._prefetched.pop(sql, None)
-        if futures is not None:
-            tables = [f.result() for f in futures]
-        else:
-            tables = [self._fetch(part) for part in self._slices(sql)]
+        tables = self.slices(sql)
         if len(tables) == 1:
             return tables[0]
         return pa.concat_tables([t for t in tables if t.num_rows] or tables[:1])
+
+    def slices(self, sql: str) -> list:
+        """The query's rowid slices in order (see _slices), each as its reducer made it (see
+        prefetch), else as an Arrow table: the prefetched ones, or read now."""
+        futures = self._prefetched.pop(sql, None)
+        if futures is not None:
+            return [f.result() for f in futures]
+        return [self._read(part, self._reducers.get(sql)) for part in self._slices(sql)]
+
+    def _read(self, sql: str, reduce: Callable | None):
+        table = self._fetch(sql)
+        return table if reduce is None else reduce(table)
 
     def _slices(self, sql: str) -> list[str]:
         """A bulk query written with ROWS (a scan of one table) as queries over disjoint

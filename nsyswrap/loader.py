@@ -20,10 +20,11 @@ import numpy as np
 import pandas as pd
 
 from ._memory import release_freed_memory
-from .chunks import steps
+from .chunks import even_bounds, map_chunks
 from .database import Database, OpenReport, open_report
 from .progress import NO_PROGRESS, Progress
 from .queries import (
+    ID_MASK,
     KERNEL_TABLE,
     LOW32,
     NVTX_TABLE,
@@ -56,7 +57,6 @@ MEMORY_KINDS = {
     0: "pageable", 1: "pinned", 2: "device", 3: "array", 4: "managed", 5: "device static",
     6: "managed static", 7: "unknown",
 }
-_ID_MASK = (1 << TID_BITS) - 1
 
 
 def load(path: str | os.PathLike | OpenReport, *,
@@ -82,7 +82,7 @@ def _read_report(opened: OpenReport) -> Report:
     runtime = queries.runtime
     kernels = _kernels(db, queries.kernels)
     transfers = _transfers(db, queries.transfers)
-    launches = _launch_calls(db, runtime)
+    launches, api_calls = _runtime_calls(db, runtime)
     kernels, transfers = _attach_launches(db, launches, kernels, transfers)
     kernels, transfers = kernels[KERNEL_COLUMNS], transfers[TRANSFER_COLUMNS]
     domains = _nvtx_domains(db, queries)
@@ -94,7 +94,6 @@ def _read_report(opened: OpenReport) -> Report:
     transfers = _drop_reversed(transfers, "copy or memset", notes)
     ranges = _drop_reversed(ranges, "NVTX range", notes)
     marks = _nvtx_marks(db, queries, domains)
-    api_calls = _blocking_calls(db, runtime)
     gpu_metrics = _gpu_clock_metrics(db)
 
     info = _report_info(db, opened.source)
@@ -110,19 +109,24 @@ def _read_report(opened: OpenReport) -> Report:
         info.notes.append("no NVTX events in this report (profile with -t nvtx and annotate "
                           "code with nsyswrap.annotate): no per-range analysis")
     _check_gpu_trace(info, launches, kernels, transfers, ranges)
-    active_pids = set(np.unique(np.concatenate([
-        kernels["pid"].to_numpy(dtype="int64"), transfers["pid"].to_numpy(dtype="int64"),
-        ranges["pid"].to_numpy(dtype="int64")])).tolist())
+    # By hashing (pd.unique), not sorting: ten million kernels share a few pids.
+    active_pids = set().union(*(pd.unique(f["pid"].to_numpy(dtype="int64")).tolist()
+                                for f in (kernels, transfers, ranges)))
     info.processes = {pid: name for pid, name in _process_names(db).items() if pid in active_pids}
     info.threads = _thread_names(db)
     return Report(info, kernels, transfers, api_calls, ranges, marks, gpu_metrics)
 
 
 def _frame(db: Database, sql: str) -> pd.DataFrame:
-    """A bulk query's result (database.Database.arrow) as a DataFrame. The Arrow buffers are
-    handed over column by column, each freed as it is converted: the peak stays near one
-    copy of the result instead of two."""
-    return db.arrow(sql).to_pandas(self_destruct=True, split_blocks=True)
+    """A bulk query's result (database.Database.arrow) as a DataFrame."""
+    return _pandas(db.arrow(sql))
+
+
+def _pandas(table) -> pd.DataFrame:
+    """An Arrow table as a DataFrame. The Arrow buffers are handed over column by column,
+    each freed as it is converted: the peak stays near one copy of the result instead of
+    two."""
+    return table.to_pandas(self_destruct=True, split_blocks=True)
 
 
 def _drop_reversed(frame: pd.DataFrame, what: str, notes: list[str]) -> pd.DataFrame:
@@ -157,7 +161,7 @@ def _check_gpu_trace(info: ReportInfo, launches: _Launches, kernels: pd.DataFram
 
 
 def _pid(global_id: pd.Series) -> np.ndarray:
-    return (global_id.to_numpy(dtype="int64") >> TID_BITS) & _ID_MASK
+    return (global_id.to_numpy(dtype="int64") >> TID_BITS) & ID_MASK
 
 
 def _process_key(global_id: pd.Series) -> np.ndarray:
@@ -168,18 +172,19 @@ def _process_key(global_id: pd.Series) -> np.ndarray:
 def _with_launch_ids(df: pd.DataFrame) -> None:
     """pid and correlation_id, unpacked from the launch_key column."""
     key = df["launch_key"].to_numpy(dtype="int64")
-    df["pid"] = (key >> 32) & _ID_MASK
+    df["pid"] = (key >> 32) & ID_MASK
     df["correlation_id"] = key & LOW32
 
 
 def _kernels(db: Database, sql: str | None) -> pd.DataFrame:
     if sql is None:
         return empty(KERNEL_COLUMNS + ["launch_key"])
-    df = _frame(db, sql)  # export order; nothing downstream needs kernels sorted
-    device_stream = df.pop("device_stream").to_numpy(dtype="int64")
-    df["device_id"] = device_stream >> 32
-    df["stream_id"] = device_stream & LOW32
-    _with_launch_ids(df)
+    # Unpacked on the reader threads (queries.kernel_columns); export order: nothing
+    # downstream needs kernels sorted.
+    slices = db.slices(sql)
+    names = ("start_ns", "end_ns", "device_id", "stream_id", "launch_key", "pid",
+             "correlation_id", "name_ids")
+    df = pd.DataFrame({c: _joined(slices, c) for c in names}, copy=False)
     # Distinct (short, full) name pairs are a few hundred among millions of kernels.
     codes, pairs = pd.factorize(df.pop("name_ids"), sort=False)
     pairs = np.asarray(pairs, dtype="int64")
@@ -250,45 +255,66 @@ class _Launches:
 
     def lookup(self, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(launch start, thread) for each key, -1 where no call matches."""
+        start = np.full(len(key), -1, "int64")
+        thread = np.full(len(key), -1, "int64")
         if len(self.key) == 0:
-            return np.full(len(key), -1, "int64"), np.full(len(key), -1, "int64")
-        # Searching sorted keys walks the table in order (nearly sorted already: stable sort
-        # is quick); random probes into 10 M keys miss the cache at every step. A step at a
-        # time, and the misses marked in place: at 10 M kernels each operation-sized
-        # temporary is 80 MB at the loader's peak.
-        order = np.argsort(key, kind="stable")
-        i = np.empty(len(key), dtype="int64")
-        for part in steps(len(key)):
-            rows = order[part]
-            i[rows] = np.searchsorted(self.key, key[rows])
-        del order
-        np.minimum(i, len(self.key) - 1, out=i)
-        miss = self.key[i] != key
-        start, thread = self.start_ns[i], self.thread[i]
-        del i
-        start[miss] = -1
-        thread[miss] = -1
+            return start, thread
+
+        def part(lo: int, hi: int) -> None:
+            # Searching sorted keys walks the table in order (nearly sorted already: stable
+            # sort is quick); random probes into 10 M keys miss the cache at every step.
+            # In chunks on every core; the chunk's temporaries, not the table's.
+            order = np.argsort(key[lo:hi], kind="stable")
+            probe = key[lo:hi][order]
+            i = np.searchsorted(self.key, probe)
+            np.minimum(i, len(self.key) - 1, out=i)
+            found = self.key[i] == probe
+            rows = order[found] + lo
+            i = i[found]
+            start[rows] = self.start_ns[i]
+            thread[rows] = self.thread[i]
+
+        map_chunks(part, even_bounds(len(key)))
         return start, thread
 
 
-def _launch_calls(db: Database, query: RuntimeQuery) -> _Launches:
-    """The runtime calls that may have launched GPU work, joined to it by _attach_launches.
-    Only calls that can launch GPU work or block are read (a filter on their name ids, in
-    SQLite): a long capture holds several runtime calls per kernel."""
-    if query.launches_sql is None:
-        return _Launches(*(np.array([], dtype="int64") for _ in range(3)))
-    return _sorted_launches(_frame(db, query.launches_sql))
+def _runtime_calls(db: Database, query: RuntimeQuery) -> tuple[_Launches, pd.DataFrame]:
+    """The runtime calls that may have launched GPU work (joined to it by
+    _attach_launches), and those that block the host, in time order (API_COLUMNS): one
+    read of the calls that can launch GPU work or block (a filter on their name ids, in
+    SQLite), split slice by slice on the reader threads (queries.RuntimeSlice)."""
+    if query.calls_sql is None:
+        return _Launches(*(np.array([], dtype="int64") for _ in range(3))), empty(API_COLUMNS)
+    import pyarrow as pa
 
-
-def _blocking_calls(db: Database, query: RuntimeQuery) -> pd.DataFrame:
-    """The runtime calls that block the host, in time order (API_COLUMNS)."""
-    if query.blocking_sql is None:
-        return empty(API_COLUMNS)
-    calls = _frame(db, query.blocking_sql).sort_values("start_ns", kind="stable",
-                                                      ignore_index=True)
+    parts = db.slices(query.calls_sql)
+    calls = _pandas(pa.concat_tables([p.blocking for p in parts]))
+    calls = calls.sort_values("start_ns", kind="stable", ignore_index=True)
+    calls["correlation_id"] = calls.pop("launch_key").to_numpy(dtype="int64") & LOW32
     calls["pid"] = _pid(calls["thread"])
     calls["api"] = calls.pop("name_id").map(query.blocking)
-    return calls[API_COLUMNS]
+    return _merged_launches(parts), calls[API_COLUMNS]
+
+
+def _merged_launches(parts: list) -> _Launches:
+    """The slices' launches (each sorted by key, in rowid order) as one table sorted by key,
+    as one stable sort of all of them would give. `parts` are emptied as they are joined."""
+    launches = [p.launches for p in parts]
+    key = _joined(launches, "launch_key")
+    if len(parts) == 1:
+        return _Launches(key, _joined(launches, "start_ns"), _joined(launches, "thread"))
+    # Sorted runs, one per slice: a stable sort merges them (timsort finds the runs).
+    order = np.argsort(key, kind="stable")
+    key = key[order]
+    start = _joined(launches, "start_ns")[order]
+    return _Launches(key, start, _joined(launches, "thread")[order])
+
+
+def _joined(slices: list[dict[str, np.ndarray]], column: str) -> np.ndarray:
+    """One column of the slices' columns (database.Database.slices), joined in rowid order;
+    each slice's array is dropped as it is joined."""
+    arrays = [s.pop(column) for s in slices]
+    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
 
 
 def _sorted_launches(df: pd.DataFrame) -> _Launches:
@@ -303,7 +329,7 @@ def _sorted_launches(df: pd.DataFrame) -> _Launches:
 def _attach_launches(db: Database, launches: _Launches,
                      *ops: pd.DataFrame) -> list[pd.DataFrame]:
     """Each operation with the start and thread of the runtime call that launched it (-1
-    when the report has none). Operations whose call the name filter of _launch_calls left
+    when the report has none). Operations whose call the name filter of _runtime_calls left
     out are looked up again by correlation id, so no name list can drop work."""
     keys = [op["launch_key"].to_numpy(dtype="int64") for op in ops]
     found = [launches.lookup(k) for k in keys]
@@ -359,7 +385,7 @@ def _nvtx_ranges(db: Database, queries: BulkQueries,
     unterminated = int(_frame(db, queries.unterminated)["n"].iloc[0])
     df["range_id"] = np.arange(len(df), dtype="int64")
     df["pid"] = _pid(df["thread"])
-    df["tid"] = df["thread"].to_numpy(dtype="int64") & _ID_MASK
+    df["tid"] = df["thread"].to_numpy(dtype="int64") & ID_MASK
     df["domain"] = _domain_names(df, domains)
     df["style"] = _texts((df.pop("event_type") != pushpop).to_numpy(),
                          ["pushpop", "startend"], df.index)

@@ -9,11 +9,15 @@ metadata, thread names) stay with the loader.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import functools
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from . import cuda_api
+
+if TYPE_CHECKING:
+    import numpy as np
 
 KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
 RUNTIME_TABLE = "CUPTI_ACTIVITY_KIND_RUNTIME"
@@ -32,6 +36,7 @@ NVTX_EVENT_TYPES = {
 
 # globalTid = marker | pid << 24 | tid; globalPid is the same with tid 0.
 TID_BITS = 24
+ID_MASK = (1 << TID_BITS) - 1  # a pid or tid within a global id
 LOW32 = 0xFFFFFFFF
 
 
@@ -50,8 +55,7 @@ class RuntimeQuery:
     """The runtime-table queries of the launches and the blocking calls, and what their
     name ids mean."""
 
-    launches_sql: str | None  # every call that may launch GPU work (blocking ones too)
-    blocking_sql: str | None  # the calls that block the host, with their end and name
+    calls_sql: str | None  # every call that may launch GPU work or block the host
     blocking: dict[int, str]  # name id -> blocking API
 
 
@@ -78,13 +82,21 @@ class BulkQueries:
                    nvtx_domains_sql(db, types), nvtx_ranges_sql(db, types),
                    unterminated_sql(db, types), nvtx_marks_sql(db, types))
 
+    def reducers(self) -> dict[str, Callable]:
+        """Query -> what a reader thread makes of each of its slices (database.prefetch)."""
+        out: dict[str, Callable] = {}
+        if self.kernels is not None:
+            out[self.kernels] = kernel_columns
+        if self.runtime.calls_sql is not None:
+            out[self.runtime.calls_sql] = functools.partial(
+                RuntimeSlice.of, blocking_ids=tuple(sorted(self.runtime.blocking)))
+        return out
+
     def in_order(self) -> list[str | None]:
-        """The queries in the order the loader uses them; the blocking calls' scan (a few
-        rows) last. The NVTX table's small reads (domains, unended ranges, marks) are full
-        scans too."""
-        return [self.kernels, *self.transfers.values(), self.runtime.launches_sql,
-                self.nvtx_domains, self.nvtx_ranges, self.unterminated, self.nvtx_marks,
-                self.runtime.blocking_sql]
+        """The queries in the order the loader uses them. The NVTX table's small reads
+        (domains, unended ranges, marks) are full scans too."""
+        return [self.kernels, *self.transfers.values(), self.runtime.calls_sql,
+                self.nvtx_domains, self.nvtx_ranges, self.unterminated, self.nvtx_marks]
 
 
 def nvtx_event_types(db: Schema) -> dict[str, int]:
@@ -148,23 +160,68 @@ def transfers_sql(db: Schema) -> dict[str, str]:
 
 def runtime_sql(db: Schema) -> RuntimeQuery:
     if RUNTIME_TABLE not in db.tables:
-        return RuntimeQuery(None, None, {})
+        return RuntimeQuery(None, {})
     names = dict(db.rows("SELECT id, value FROM StringIds WHERE value LIKE 'cu%'"))
     launch_ids = {i for i, v in names.items() if cuda_api.LAUNCH_API.match(v)}
     blocking = {i: cuda_api.base_name(v) for i, v in names.items()
                 if cuda_api.base_name(v) in cuda_api.BLOCKING_APIS}
-    # Two reads, not one of five columns: the launches (one per kernel) need only three,
-    # packed as the kernels' are; the few blocking calls need their end and name as well.
+    # One scan of the runtime table for the launches and the blocking calls (the loader
+    # splits them by name_id): a long capture holds several runtime calls per kernel, and
+    # SQLite's cost is the scan (~100 ns a row to reach nameId), not the columns it hands
+    # over. A second scan for the blocking calls alone cost 2.9-4 s of CPU at 43 M runtime
+    # rows; `end` and `nameId` for every launch, ~0.7 s (scripts/time_reads.py).
     return RuntimeQuery(
         f"""SELECT {launch_key_sql("globalTid", "correlationId")} AS launch_key,
-                   start AS start_ns, globalTid AS thread
+                   start AS start_ns, globalTid AS thread, "end" AS end_ns, nameId AS name_id
             FROM {RUNTIME_TABLE}
             WHERE nameId IN ({sql_list(launch_ids | set(blocking))}) AND {BulkQueries.ROWS}""",
-        f"""SELECT correlationId AS correlation_id, start AS start_ns, "end" AS end_ns,
-                   globalTid AS thread, nameId AS name_id
-            FROM {RUNTIME_TABLE}
-            WHERE nameId IN ({sql_list(blocking)}) AND {BulkQueries.ROWS}""",
         blocking)
+
+
+def kernel_columns(table) -> dict[str, np.ndarray]:
+    """One rowid slice of the kernel read (kernels_sql) as int64 columns, its packed ids
+    unpacked, on its reader thread: start_ns, end_ns, device_id, stream_id, launch_key, pid,
+    correlation_id, name_ids (short << 32 | full, as read)."""
+    import numpy as np
+
+    device_stream = _int64(table, "device_stream")
+    key = _int64(table, "launch_key")
+    return {"start_ns": _int64(table, "start_ns"), "end_ns": _int64(table, "end_ns"),
+            "device_id": device_stream >> 32, "stream_id": device_stream & LOW32,
+            "launch_key": key, "pid": (key >> 32) & np.int64(ID_MASK),
+            "correlation_id": key & LOW32, "name_ids": _int64(table, "name_ids")}
+
+
+@dataclass
+class RuntimeSlice:
+    """One rowid slice of the runtime calls' read (RuntimeQuery.calls_sql), split on its
+    reader thread: the launches sorted by launch key (stable: rowid order among equal keys),
+    and the few blocking calls as read. Sorted slice by slice on every core, the loader
+    only merges the sorted runs; `end` and `nameId`, read for the blocking calls, are not
+    held for the millions of launches (90 MB each at 10 M)."""
+
+    launches: dict[str, np.ndarray]  # launch_key (sorted), start_ns, thread
+    blocking: Any  # pyarrow.Table: the calls_sql columns of the blocking calls
+
+    @classmethod
+    def of(cls, table, blocking_ids: tuple[int, ...]) -> RuntimeSlice:
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        blocking = table.filter(pc.is_in(table["name_id"], pa.array(blocking_ids, pa.int64())))
+        key = _int64(table, "launch_key")
+        order = np.argsort(key, kind="stable")
+        return cls({"launch_key": key[order],
+                    "start_ns": _int64(table, "start_ns")[order],
+                    "thread": _int64(table, "thread")[order]}, blocking)
+
+
+def _int64(table, column: str) -> np.ndarray:
+    """An Arrow column as int64 numpy (without a copy where it is one chunk of int64)."""
+    import numpy as np
+
+    return np.asarray(table[column].to_numpy(), dtype="int64")
 
 
 def sql_list(ids: Iterable[int]) -> str:

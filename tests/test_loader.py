@@ -285,8 +285,9 @@ def test_locked_report_is_waited_for_then_named_locked(report_copy):
         holder.wait()
 
 
-def test_launch_lookup_in_steps_matches_a_dictionary(monkeypatch):
-    """Keys in no order, some without a call, looked up a few rows at a time."""
+def test_launch_lookup_in_chunks_matches_a_dictionary(monkeypatch):
+    """Keys in no order, some without a call, looked up in chunks of a few rows on
+    threads."""
     import numpy as np
     import pandas as pd
 
@@ -300,7 +301,38 @@ def test_launch_lookup_in_steps_matches_a_dictionary(monkeypatch):
     table = {k: (s, t) for k, s, t in calls.itertuples(index=False)}
     launches = _sorted_launches(calls.copy())
     keys = rng.integers(0, 3000, 500)
-    monkeypatch.setattr(chunks, "STEP_ROWS", 7)
+    monkeypatch.setattr(chunks, "cores", lambda: 3)
+    monkeypatch.setattr(chunks.even_bounds, "__defaults__", (7,))
+    assert len(chunks.even_bounds(len(keys))) == 6
     start, thread = launches.lookup(keys)
     want = [table.get(k, (-1, -1)) for k in keys.tolist()]
     assert list(zip(start.tolist(), thread.tolist(), strict=True)) == want
+
+
+def test_runtime_slices_split_and_merge_as_one_stable_sort():
+    """Each reader thread sorts its slice's launches and sets its blocking calls apart
+    (queries.RuntimeSlice); the merged launches are those of one stable sort of all the
+    rows, equal keys (a call read twice, replicated reports) in rowid order."""
+    import numpy as np
+    import pyarrow as pa
+
+    from nsyswrap.loader import _merged_launches
+    from nsyswrap.queries import RuntimeSlice
+
+    rng = np.random.default_rng(5)
+    n = 400
+    table = pa.table({"launch_key": rng.integers(0, 60, n), "start_ns": np.arange(n) * 10,
+                      "thread": rng.integers(1, 4, n), "end_ns": np.arange(n) * 10 + 5,
+                      "name_id": rng.integers(0, 6, n)})
+    cuts = [0, 90, 91, 250, n]
+    parts = [RuntimeSlice.of(table.slice(a, b - a), blocking_ids=(2, 5))
+             for a, b in zip(cuts, cuts[1:], strict=False)]
+    merged = _merged_launches(parts)
+    order = np.argsort(table["launch_key"].to_numpy(), kind="stable")
+    assert merged.key.tolist() == table["launch_key"].to_numpy()[order].tolist()
+    assert merged.start_ns.tolist() == table["start_ns"].to_numpy()[order].tolist()
+    assert merged.thread.tolist() == table["thread"].to_numpy()[order].tolist()
+    blocking = pa.concat_tables([p.blocking for p in parts])
+    assert blocking["start_ns"].to_pylist() == [
+        s for s, i in zip(table["start_ns"].to_pylist(), table["name_id"].to_pylist(), strict=True)
+        if i in (2, 5)]
