@@ -227,8 +227,8 @@ class Database:
         return [self._read(part, self._reducers.get(sql)) for part in self._slices(sql)]
 
     def _read(self, sql: str, reduce: Callable | None):
-        table = self._fetch(sql)
-        return table if reduce is None else reduce(table)
+        # No reference to the table here while it is reduced: the reducer may free it.
+        return self._fetch(sql) if reduce is None else reduce(self._fetch(sql))
 
     def _slices(self, sql: str) -> list[str]:
         """A bulk query written with ROWS (a scan of one table) as queries over disjoint

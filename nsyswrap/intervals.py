@@ -35,13 +35,18 @@ def assign_lanes(ranges: pd.DataFrame) -> np.ndarray:
     if order is None:
         order = np.lexsort((-end, start, thread))
     thread, start, end = thread[order], start[order], end[order]
-    bounds = np.flatnonzero(np.diff(thread)) + 1
-    for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(order)], strict=True):
+    cuts = np.r_[0, np.flatnonzero(np.diff(thread)) + 1, len(order)]
+
+    def thread_lanes(lo: int, hi: int) -> None:
         s, e = start[lo:hi], end[lo:hi]
         depth = np.arange(hi - lo) - np.searchsorted(np.sort(e), s, side="right")
         if not _lanes_disjoint(s, e, depth):
             depth = _greedy_lanes(s, e)
-        lanes[order[lo:hi]] = depth
+        lanes[order[lo:hi]] = depth  # each thread's own rows
+
+    # Threads on every core (their sorts and searches run without the GIL).
+    map_chunks(thread_lanes, list(zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True)),
+               np.diff(cuts))
     return lanes
 
 

@@ -179,21 +179,27 @@ def _with_launch_ids(df: pd.DataFrame) -> None:
 def _kernels(db: Database, sql: str | None) -> pd.DataFrame:
     if sql is None:
         return empty(KERNEL_COLUMNS + ["launch_key"])
-    # Unpacked on the reader threads (queries.kernel_columns); export order: nothing
-    # downstream needs kernels sorted.
+    # As numpy from the reader threads (queries.kernel_columns), in export order: nothing
+    # downstream needs kernels sorted. Unpacked here with numpy (pandas' column setting
+    # cost more than the arithmetic).
     slices = db.slices(sql)
-    names = ("start_ns", "end_ns", "device_id", "stream_id", "launch_key", "pid",
-             "correlation_id", "name_ids")
-    df = pd.DataFrame({c: _joined(slices, c) for c in names}, copy=False)
+    data = {c: _joined(slices, c) for c in ("start_ns", "end_ns", "device_stream")}
+    device_stream = data.pop("device_stream")
+    data["device_id"] = device_stream >> 32
+    data["stream_id"] = device_stream & LOW32
+    del device_stream
+    key = data["launch_key"] = _joined(slices, "launch_key")
+    data["pid"] = (key >> 32) & ID_MASK
+    data["correlation_id"] = key & LOW32
     # Distinct (short, full) name pairs are a few hundred among millions of kernels.
-    codes, pairs = pd.factorize(df.pop("name_ids"), sort=False)
+    codes, pairs = pd.factorize(_joined(slices, "name_ids"), sort=False)
     pairs = np.asarray(pairs, dtype="int64")
     short_ids, full_ids = pairs >> 32, pairs & LOW32
     full_ids[full_ids == LOW32] = -1
     strings = _strings(db, np.concatenate([short_ids, full_ids]))
-    df["short_name"] = _as_category(short_ids, strings, codes)
-    df["name"] = _as_category(full_ids, strings, codes)
-    return df
+    data["short_name"] = _as_category(short_ids, strings, codes)
+    data["name"] = _as_category(full_ids, strings, codes)
+    return pd.DataFrame(data, copy=False)
 
 
 def _strings(db: Database, ids: Iterable[int]) -> dict[int, str]:

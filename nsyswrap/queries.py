@@ -179,17 +179,11 @@ def runtime_sql(db: Schema) -> RuntimeQuery:
 
 
 def kernel_columns(table) -> dict[str, np.ndarray]:
-    """One rowid slice of the kernel read (kernels_sql) as int64 columns, its packed ids
-    unpacked, on its reader thread: start_ns, end_ns, device_id, stream_id, launch_key, pid,
-    correlation_id, name_ids (short << 32 | full, as read)."""
-    import numpy as np
-
-    device_stream = _int64(table, "device_stream")
-    key = _int64(table, "launch_key")
-    return {"start_ns": _int64(table, "start_ns"), "end_ns": _int64(table, "end_ns"),
-            "device_id": device_stream >> 32, "stream_id": device_stream & LOW32,
-            "launch_key": key, "pid": (key >> 32) & np.int64(ID_MASK),
-            "correlation_id": key & LOW32, "name_ids": _int64(table, "name_ids")}
+    """One rowid slice of the kernel read (kernels_sql) as int64 numpy columns, on its
+    reader thread (the driver's small record batches joined there, not on the loader's
+    thread), still packed: unpacked they would be held three columns wider while the other
+    reads finish."""
+    return {c: _int64(table, c) for c in table.column_names}
 
 
 @dataclass
@@ -210,11 +204,11 @@ class RuntimeSlice:
         import pyarrow.compute as pc
 
         blocking = table.filter(pc.is_in(table["name_id"], pa.array(blocking_ids, pa.int64())))
-        key = _int64(table, "launch_key")
+        key, start, thread = (_int64(table, c) for c in ("launch_key", "start_ns", "thread"))
+        del table  # the slice's Arrow columns, before the sorted copies are made
         order = np.argsort(key, kind="stable")
-        return cls({"launch_key": key[order],
-                    "start_ns": _int64(table, "start_ns")[order],
-                    "thread": _int64(table, "thread")[order]}, blocking)
+        return cls({"launch_key": key[order], "start_ns": start[order],
+                    "thread": thread[order]}, blocking)
 
 
 def _int64(table, column: str) -> np.ndarray:

@@ -122,3 +122,31 @@ def test_by_family_groups_as_groupby_does(report):
                 for key, g in frame.groupby(["domain", "family"], sort=False)]
         got = [(key, g.index.tolist()) for key, g in a.by_family(frame)]
         assert got == want
+
+
+@pytest.mark.parametrize("few_keys", [True, False])
+def test_family_numbers_are_groupbys_ngroup_and_cumcount(monkeypatch, few_keys):
+    """Family ids and instance numbers by integer codes, as groupby of the two text
+    columns numbers them (first appearance; rank within the family), ranks written in
+    steps of a few rows, by the radix sort or (many families) the full one."""
+    import numpy as np
+    import pandas as pd
+
+    from nsyswrap import chunks, intervals
+    from nsyswrap.analysis.families import family_numbers
+
+    monkeypatch.setattr(chunks, "STEP_ROWS", 7)
+    if not few_keys:
+        monkeypatch.setattr(intervals, "SMALL_KEYS", 2)
+
+    rng = np.random.default_rng(7)
+    frame = pd.DataFrame({
+        "domain": rng.choice(["", "user", "NCCL"], 500),
+        # the same family text in two domains is two families
+        "family": rng.choice(["step {n}", "fwd", "bwd", "", "layer1"], 500)})
+    family_id, index = family_numbers(frame["domain"], frame["family"])
+    groups = frame.groupby(["domain", "family"], sort=False)
+    assert family_id.tolist() == groups.ngroup().tolist()
+    assert index.tolist() == groups.cumcount().tolist()
+    empty_id, empty_index = family_numbers(frame["domain"][:0], frame["family"][:0])
+    assert len(empty_id) == len(empty_index) == 0

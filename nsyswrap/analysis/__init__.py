@@ -14,7 +14,7 @@ from .._memory import release_freed_memory
 from ..report import Report, ReportInfo
 from .completeness import lost_tail
 from .domains import library_mask
-from .families import by_family, family_names
+from .families import by_family, family_names, family_numbers
 from .kernels import KERNEL_SUMMARY_INPUT, kernel_summary
 from .ranges import (
     GPU_INSTANCE_COLUMNS,
@@ -104,10 +104,10 @@ def analyze(report: Report, by_process: bool = False, attribution: str = "proces
     instances["library"] = library  # range_instances keeps the report's ranges' order
     instances["family"] = family_names(
         instances, (instances["benchmark"] == "").to_numpy() & ~library, library)
-    families = instances.groupby(["domain", "family"], sort=False)
-    instances["index"] = families.cumcount()
-    instances["family_id"] = families.ngroup()  # for Analysis.by_family
-    del families
+    family_id, index = family_numbers(instances["domain"], instances["family"])
+    instances["index"] = index
+    instances["family_id"] = family_id  # for Analysis.by_family
+    del family_id, index
     instances.loc[lost_tail(report.info, instances), GPU_INSTANCE_COLUMNS] = np.nan
     its = iterations(instances, runs)
     ranges = range_summary(instances, att, by_process=by_process)

@@ -21,7 +21,8 @@ from collections.abc import Iterator
 import numpy as np
 import pandas as pd
 
-from ..intervals import small_key_order
+from ..chunks import steps
+from ..intervals import compact_ids, small_key_order
 from .domains import EMIT_NVTX_COUNTER
 
 COUNTER = re.compile(r"^(?P<stem>.*\D)(?P<number>\d+)$")
@@ -82,6 +83,41 @@ def _operator_families(names: pd.Series) -> np.ndarray:
     text = text.str.replace(EMIT_NVTX_COUNTER, r"\g<1>" + PLACEHOLDER, regex=True)
     text = text.str.replace(OPERATOR_INPUTS, r"\g<1>" + PLACEHOLDER, regex=True)
     return text.to_numpy(dtype=object)[codes]
+
+
+def family_numbers(domain: pd.Series, family: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(family_id, index) of each row: what `groupby([domain, family], sort=False)` gives
+    as ngroup() and cumcount() (families numbered in order of first appearance; each
+    instance's number in its family), for text keys that are never missing. Each text
+    column is hashed once, then the grouping is by integers: grouping by the two text
+    columns of ten million instances cost 2 s."""
+    key, _ = pd.factorize(domain)
+    family_codes, families = pd.factorize(family)
+    key = key.astype("int64", copy=False)
+    key *= max(len(families), 1)  # (domain, family) as one integer, in place
+    key += family_codes
+    del family_codes
+    family_id = pd.factorize(key)[0].astype("int64", copy=False)
+    del key
+    return family_id, _rank_in_group(family_id)
+
+
+def _rank_in_group(group: np.ndarray) -> np.ndarray:
+    """cumcount: each row's place among the earlier rows of its group. From one stable sort
+    by group (a radix sort where there are few), the ranks written a step at a time."""
+    n = len(group)
+    order = small_key_order(group)
+    if order is None:
+        order = np.argsort(group, kind="stable")
+    order = compact_ids(order)
+    ordered = group[order]
+    heads = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]) if n else ordered
+    del ordered
+    rank = np.empty(n, dtype="int64")
+    for part in steps(n):
+        place = np.arange(part.start, min(part.stop, n))
+        rank[order[part]] = place - heads[np.searchsorted(heads, place, side="right") - 1]
+    return rank
 
 
 def by_family(frame: pd.DataFrame, instances: pd.DataFrame

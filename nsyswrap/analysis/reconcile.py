@@ -71,7 +71,10 @@ class _Windows:
     runs must not filter every instance once per run."""
 
     def __init__(self, instances: pd.DataFrame, runs: list[dict]):
+        self.groups: dict[tuple, pd.DataFrame] = {}
         mask = pairs_in(instances, harness_range_names(runs))
+        if not mask.any():  # taking no rows of ten million instances cost 0.3-0.4 s
+            return
         frame = instances[mask].sort_values("start_ns", kind="stable")
         self.groups = {key: g for key, g in frame.groupby(["domain", "name", "pid"], sort=False)}
 

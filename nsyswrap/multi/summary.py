@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..analysis.families import family_numbers
 from ..compare import Comparison, compare
 from ..diagnose import Thresholds
 from ..intervals import union_stats
@@ -179,7 +180,7 @@ def _with_comm_split(inst: pd.DataFrame, att, nccl_op: np.ndarray) -> pd.DataFra
     inst["exposed_comm_ns"] = (inst["comm_ns"] - overlap).clip(lower=0)
     if inst["gpu_busy_ns"].isna().all():  # no GPU trace: unknown, not zero
         inst[["compute_ns", "comm_ns", "exposed_comm_ns"]] = np.nan
-    inst["index"] = inst.groupby(["domain", "family"], sort=False).cumcount()
+    inst["index"] = family_numbers(inst["domain"], inst["family"])[1]
     return inst
 
 
