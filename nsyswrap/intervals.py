@@ -283,17 +283,19 @@ def order_by_event(event: np.ndarray, range_start: np.ndarray) -> np.ndarray:
     return compact_ids(order)  # held while every column is gathered by it
 
 
-def add_pairs(pairs: pd.DataFrame, extra: pd.DataFrame, consume: bool = False
-              ) -> pd.DataFrame:
+def add_pairs(pairs: pd.DataFrame, extra: pd.DataFrame, consume: bool = False,
+              drop: tuple[str, ...] = ()) -> pd.DataFrame:
     """with_innermost(pairs, extra) for `pairs` already in with_innermost's order and
     `extra` (same columns) in it too, without sorting everything again: only the events
     that `extra` touches are re-sorted (with their rows of `pairs`), then merged back by
     event. The same rows, order and `innermost` flags; with tens of millions of pairs and
     a few extra, a fraction of the time and of the temporaries. `consume`: each column of
     `pairs` is deleted from it once merged, so that the peak is the pairs and one column
-    more, not the pairs twice (500 MB at 10 M kernels)."""
+    more, not the pairs twice (500 MB at 10 M kernels). `drop`: columns the caller has no
+    further use for (such as range_start_ns, once `innermost` is known), left out of the
+    result rather than merged: each is one pair-sized array fewer at the merge's peak."""
     if extra.empty:
-        return pairs
+        return pairs.drop(columns=list(drop))
     ev = pairs["event"].to_numpy()
     touched = np.zeros(int(max(ev.max(initial=-1), extra["event"].max())) + 1, dtype=bool)
     touched[extra["event"].to_numpy()] = True
@@ -312,7 +314,10 @@ def add_pairs(pairs: pd.DataFrame, extra: pd.DataFrame, consume: bool = False
     from_kept = np.ones(n, dtype=bool)
     from_kept[at] = False
     out = {}
-    for col in sub.columns:  # the columns of pairs (and extra)
+    if consume:
+        for col in drop:
+            del pairs[col]
+    for col in (c for c in sub.columns if c not in drop):  # the columns of pairs and extra
         kept, moved_in = pairs[col].to_numpy()[keep], sub[col].to_numpy()
         if consume:
             del pairs[col]

@@ -121,6 +121,11 @@ def test_add_pairs_equals_sorting_everything_again():
         pd.testing.assert_frame_equal(got.reset_index(drop=True),
                                       expected.reset_index(drop=True))
         assert consumed.columns.empty or extra.empty  # its columns moved into the result
+        consumed = pairs.copy()
+        got = add_pairs(consumed, extra, consume=True, drop=("range_start_ns",))
+        pd.testing.assert_frame_equal(
+            got.reset_index(drop=True),
+            expected.drop(columns="range_start_ns").reset_index(drop=True))
 
 
 def test_chunks_on_threads_give_what_one_chunk_gives(monkeypatch):
