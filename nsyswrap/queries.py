@@ -183,7 +183,10 @@ def kernel_columns(table) -> dict[str, np.ndarray]:
     reader thread (the driver's small record batches joined there, not on the loader's
     thread), still packed: unpacked they would be held three columns wider while the other
     reads finish."""
-    return {c: _int64(table, c) for c in table.column_names}
+    names = table.column_names
+    box = [table]
+    del table  # the box holds the only reference: see _numpy_columns
+    return _numpy_columns(box, names)
 
 
 @dataclass
@@ -204,18 +207,31 @@ class RuntimeSlice:
         import pyarrow.compute as pc
 
         blocking = table.filter(pc.is_in(table["name_id"], pa.array(blocking_ids, pa.int64())))
-        key, start, thread = (_int64(table, c) for c in ("launch_key", "start_ns", "thread"))
-        del table  # the slice's Arrow columns, before the sorted copies are made
-        order = np.argsort(key, kind="stable")
-        return cls({"launch_key": key[order], "start_ns": start[order],
-                    "thread": thread[order]}, blocking)
+        names = ["launch_key", "start_ns", "thread"]
+        box = [table.select(names)]
+        del table  # end and name id go; the box holds the rest: see _numpy_columns
+        launches = _numpy_columns(box, names)
+        order = np.argsort(launches["launch_key"], kind="stable")
+        for name, values in launches.items():  # each replaced by its sorted copy in turn
+            launches[name] = values[order]
+            del values
+        return cls(launches, blocking)
 
 
-def _int64(table, column: str) -> np.ndarray:
-    """An Arrow column as int64 numpy (without a copy where it is one chunk of int64)."""
+def _numpy_columns(box: list, names: list[str]) -> dict[str, np.ndarray]:
+    """Columns of an Arrow table as int64 numpy arrays, each column's Arrow buffers freed
+    as it is converted: on a many-core host every reader thread's slice converts at once,
+    and two copies of each would be held. The table comes in a one-element list that
+    holds the only reference to it (an argument would keep it alive in the caller's
+    frame)."""
     import numpy as np
 
-    return np.asarray(table[column].to_numpy(), dtype="int64")
+    table = box.pop()
+    out = {}
+    for name in names:
+        out[name] = np.asarray(table[name].to_numpy(), dtype="int64")
+        table = table.drop_columns([name])
+    return out
 
 
 def sql_list(ids: Iterable[int]) -> str:
