@@ -80,9 +80,9 @@ def load(path: str | os.PathLike | OpenReport, *,
 def _read_report(opened: OpenReport) -> Report:
     db, queries, notes = opened.db, opened.queries, list(opened.notes)
     runtime = queries.runtime
-    launches, api_calls = _runtime_calls(db, runtime)  # read first: see in_order
     kernels = _kernels(db, queries.kernels)
     transfers = _transfers(db, queries.transfers)
+    launches, api_calls = _runtime_calls(db, runtime)
     kernels, transfers = _attach_launches(db, launches, kernels, transfers)
     kernels, transfers = kernels[KERNEL_COLUMNS], transfers[TRANSFER_COLUMNS]
     domains = _nvtx_domains(db, queries)

@@ -93,13 +93,9 @@ class BulkQueries:
         return out
 
     def in_order(self) -> list[str | None]:
-        """The queries in the order the loader uses them. The runtime calls first: their
-        slices are sorted on the reader threads, and the loader merges them while the
-        kernels are read (kernels first left the merge, and the lookup after it, to wait
-        for the last read on 2 cores: 14.1 against 12.4 s of load at 10 M kernels, median
-        of four runs each). The NVTX table's small reads (domains, unended ranges, marks)
-        are full scans too."""
-        return [self.runtime.calls_sql, self.kernels, *self.transfers.values(),
+        """The queries in the order the loader uses them. The NVTX table's small reads
+        (domains, unended ranges, marks) are full scans too."""
+        return [self.kernels, *self.transfers.values(), self.runtime.calls_sql,
                 self.nvtx_domains, self.nvtx_ranges, self.unterminated, self.nvtx_marks]
 
 
