@@ -125,7 +125,23 @@ def _frame(db: Database, sql: str) -> pd.DataFrame:
 def _pandas(table) -> pd.DataFrame:
     """An Arrow table as a DataFrame. The Arrow buffers are handed over column by column,
     each freed as it is converted: the peak stays near one copy of the result instead of
-    two."""
+    two. Text columns are copied out of the driver's record batches first: pandas keeps
+    Arrow text as it is (zero-copy), and a batch imported from the ADBC driver is freed only
+    when all of its columns are, so one text column kept every column of the read alive (10 M
+    NVTX ranges: a 509 MiB frame held 1035 MiB; 510 MiB with the text copied). A text column
+    of one batch (BATCH_ROWS rows at most) is already compact and stays as it is."""
+    import pyarrow as pa
+
+    for i, field in enumerate(table.schema):
+        column = table.column(i)
+        if column.num_chunks > 1 and (pa.types.is_string(field.type)
+                                      or pa.types.is_large_string(field.type)):
+            # As large_string (64-bit offsets, which pandas' text columns use): one chunk
+            # of more than 2 GiB of text would overflow 32-bit offsets.
+            text = column.cast(pa.large_string()).combine_chunks()
+            table = table.set_column(i, pa.field(field.name, text.type), text)
+            del text
+        del column
     return table.to_pandas(self_destruct=True, split_blocks=True)
 
 

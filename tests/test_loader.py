@@ -113,6 +113,61 @@ def test_reads_in_rowid_slices_give_the_same_rows_in_the_same_order(monkeypatch)
         pd.testing.assert_frame_equal(getattr(sliced, name), getattr(whole, name))
 
 
+def test_record_batches_of_any_size_give_the_same_report(monkeypatch):
+    """The driver hands each read over in record batches of database.BATCH_ROWS rows: the
+    report does not depend on their size (text columns of many batches are joined)."""
+    import pandas as pd
+
+    from nsyswrap import database
+
+    whole = nsyswrap.load(GPU_MIX)
+    chunks = []
+    real = database.Database._fetch
+
+    def fetch(self, sql, attempt=0):
+        table = real(self, sql, attempt)
+        chunks.append([len(c) for c in table.column(0).chunks])
+        return table
+
+    monkeypatch.setattr(database.Database, "_fetch", fetch)
+    monkeypatch.setattr(database, "BATCH_ROWS", 3)
+    batched = nsyswrap.load(GPU_MIX)
+    # The option reached the driver: the big reads came in batches of 3 rows.
+    assert max(len(c) for c in chunks) > 10 and max(max(c, default=0) for c in chunks) == 3
+    for name in ("kernels", "transfers", "api_calls", "ranges", "marks"):
+        pd.testing.assert_frame_equal(getattr(batched, name), getattr(whole, name))
+
+
+def test_text_columns_do_not_keep_the_drivers_batches(monkeypatch):
+    """A text column that pandas took over as it is (zero-copy) would keep every column of
+    the driver's record batches alive (10 M NVTX ranges: 500 MB more): _pandas copies text
+    read in several batches into buffers of its own, with the same values."""
+    import sqlite3
+
+    from nsyswrap import database, loader
+
+    monkeypatch.setattr(database, "BATCH_ROWS", 5)
+    with database.open_report(GPU_MIX) as opened:
+        table = opened.db.arrow(opened.queries.nvtx_ranges)
+        types = opened.queries.event_types
+    names = table.column("name")
+    assert names.num_chunks > 1
+    # Held here, the read's buffers stay allocated: no address can be reused meanwhile.
+    read_buffers = [b for chunk in names.chunks for b in chunk.buffers() if b is not None]
+    del names
+    frame = loader._pandas(table)
+    del table
+    text = frame["name"].array.__arrow_array__()
+    own = {b.address for chunk in text.chunks for b in chunk.buffers() if b is not None}
+    assert own and not own & {b.address for b in read_buffers}
+    con = sqlite3.connect(GPU_MIX)
+    expected = sorted(str(v) for (v,) in con.execute(
+        "SELECT coalesce(e.text, s.value) FROM NVTX_EVENTS e LEFT JOIN StringIds s "
+        "ON e.textId = s.id WHERE e.eventType IN (?, ?) AND e.\"end\" IS NOT NULL",
+        (types["NvtxPushPopRange"], types["NvtxStartEndRange"])))
+    assert sorted(frame["name"]) == expected
+
+
 def test_a_table_that_is_a_view_is_read_whole(tmp_path, monkeypatch):
     """Rowid slices need a table; a view (as a tool that rewrites exports may leave) has
     no rowid (SQLite reads it as NULL), so it is read in one query."""
