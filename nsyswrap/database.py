@@ -40,6 +40,11 @@ MAX_READERS = 32
 # rows is one query per table (a slice costs a connection). Measured on 10 M kernels, 2
 # cores: two slices on two threads read in 2.96 s what one query reads in 5.81 s.
 SLICE_ROWS = 100_000
+# Slices per reader thread and read: the slices of one read differ in cost (the runtime
+# calls' filter keeps more rows in some than in others), and the loader waits for a read's
+# last slice. Two per thread balance the cores: 10 M kernels, 2 cores, load 7.2-7.6 s
+# against 9.0-9.2 s with one slice per thread (two, four or eight per thread alike).
+SLICES_PER_READER = 2
 # Rows per record batch from the ADBC SQLite driver (its default is 1024). Each batch is a
 # few small allocations per column, freed only when every column of that batch is: with
 # 1024-row batches, 10 M NVTX ranges read as 9766 batches took 583 MiB of RSS for 471 MiB
@@ -238,7 +243,8 @@ class Database:
 
     def _slices(self, sql: str) -> list[str]:
         """A bulk query written with ROWS (a scan of one table) as queries over disjoint
-        rowid slices, in rowid order: one per SLICE_ROWS rows, at most one per core."""
+        rowid slices, in rowid order: one per SLICE_ROWS rows, at most SLICES_PER_READER per
+        core."""
         if ROWS not in sql:
             return [sql]
         table, alias = re.search(r"\bFROM\s+(\w+)(?:\s+AS\s+(\w+))?", sql).groups()
@@ -252,7 +258,7 @@ class Database:
             lo = hi = None
         if lo is None or hi is None:  # empty, or a view (whose rowid SQLite reads as NULL)
             return [sql.replace(ROWS, "1")]
-        parts = max(1, min(cores(), (hi - lo + 1) // SLICE_ROWS))
+        parts = max(1, min(SLICES_PER_READER * cores(), (hi - lo + 1) // SLICE_ROWS))
         cuts = [lo - 1 + (hi - lo + 1) * i // parts for i in range(parts + 1)]
         return [sql.replace(ROWS, f"{rowid} > {a} AND {rowid} <= {b}")
                 for a, b in zip(cuts, cuts[1:], strict=False)]
