@@ -96,8 +96,8 @@ class BulkQueries:
         """The queries in the order the loader uses them. The NVTX table's small reads
         (domains, unended ranges, marks) are full scans too. Kernels before the runtime
         calls: the other way round (the launches merged while the kernels are read) raised
-        the 10 M-kernel peak on 16 cores by 300 MB, for no clear gain on 2
-        (docs/performance.md, "Since (stop 19)")."""
+        the 10 M-kernel peak on 16 cores by 300 MB, for at most a second of load on 2
+        (docs/performance.md, "Since (stops 19 and 20)")."""
         return [self.kernels, *self.transfers.values(), self.runtime.calls_sql,
                 self.nvtx_domains, self.nvtx_ranges, self.unterminated, self.nvtx_marks]
 
