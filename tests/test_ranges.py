@@ -92,6 +92,24 @@ def test_no_cuda_report_keeps_cpu_analysis():
     assert a.ranges["gpu_busy_median_ns"].isna().all()
 
 
+def test_host_wait_columns_are_reindexed_values_with_zeros():
+    """range_instances' per-range counts start from untouched zeros and write only the
+    ranges that have a value: the column is what reindexing, filling 0 and casting give,
+    values of ids outside the index left out."""
+    import numpy as np
+
+    from nsyswrap.analysis.ranges import _zeros_but
+
+    index = pd.Index([3, 7, 8, 12, 20], name="range_id")
+    values = pd.Series([5, 2**40 + 1, 9], index=[8, 3, 99])
+    got = _zeros_but(index, values)
+    expected = values.reindex(index).fillna(0).astype("int64")
+    pd.testing.assert_series_equal(got, expected, check_names=False)
+    assert got.to_numpy().dtype == np.int64
+    empty = _zeros_but(index, pd.Series([], dtype="int64"))
+    assert (empty.to_numpy() == 0).all() and len(empty) == len(index)
+
+
 @pytest.mark.parametrize("path", [DATA / "h100_torch_train.sqlite",
                                   DATA / "h200x2_ddp_straggler_one.sqlite"])
 def test_steps_and_chunks_of_a_few_rows_give_the_same_analysis(path, monkeypatch):
