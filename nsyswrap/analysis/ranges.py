@@ -71,7 +71,10 @@ ATTRIBUTION_RULES = ("process", "thread")
 
 
 OP_KINDS = ["kernel", "memcpy", "memset", "graph"]
-_INT_COLUMNS = ("start_ns", "end_ns", "thread", "launch_start_ns", "device_id", "stream_id")
+_TIME_COLUMNS = ("start_ns", "end_ns", "thread", "launch_start_ns")
+# Small ids: int32 where the loader's columns are (compact_ids), int64 otherwise.
+_ID_COLUMNS = ("device_id", "stream_id")
+_INT_COLUMNS = _TIME_COLUMNS + _ID_COLUMNS
 # What gpu_ops reads of the report's kernels.
 GPU_OPS_KERNEL_INPUT = [*_INT_COLUMNS, "short_name"]
 
@@ -86,7 +89,11 @@ def gpu_ops(report: Report, consume: bool = False) -> pd.DataFrame:
     n = len(k)
     data = {}
     for c in _INT_COLUMNS:
-        data[c] = np.concatenate([k[c].to_numpy(dtype="int64"), t[c].to_numpy(dtype="int64")])
+        parts = [k[c].to_numpy(), t[c].to_numpy()]
+        dtype = ("int64" if c in _TIME_COLUMNS
+                 else np.result_type(*[p.dtype for p in parts if len(p)] or ["int64"]))
+        data[c] = np.concatenate(parts, dtype=dtype)
+        del parts
         if consume:
             del k[c], t[c]
     # Kernels move no bytes: their part of the column is left unwritten, so its pages are
