@@ -284,7 +284,8 @@ def order_by_event(event: np.ndarray, range_start: np.ndarray) -> np.ndarray:
 
 
 def add_pairs(pairs: pd.DataFrame, extra: pd.DataFrame, consume: bool = False,
-              drop: tuple[str, ...] = ()) -> pd.DataFrame:
+              drop: tuple[str, ...] = (),
+              range_starts: np.ndarray | None = None) -> pd.DataFrame:
     """with_innermost(pairs, extra) for `pairs` already in with_innermost's order and
     `extra` (same columns) in it too, without sorting everything again: only the events
     that `extra` touches are re-sorted (with their rows of `pairs`), then merged back by
@@ -293,15 +294,24 @@ def add_pairs(pairs: pd.DataFrame, extra: pd.DataFrame, consume: bool = False,
     `pairs` is deleted from it once merged, so that the peak is the pairs and one column
     more, not the pairs twice (500 MB at 10 M kernels). `drop`: columns the caller has no
     further use for (such as range_start_ns, once `innermost` is known), left out of the
-    result rather than merged: each is one pair-sized array fewer at the merge's peak."""
+    result rather than merged: each is one pair-sized array fewer at the merge's peak.
+    `range_starts`: each range's start, indexed by range id, for `pairs` that no longer
+    carry range_start_ns (dropped once their innermost flags were known, so that it is not
+    held through the search that made `extra`): it is gathered for the rows that need it."""
     if extra.empty:
-        return pairs.drop(columns=list(drop))
+        return pairs.drop(columns=list(drop), errors="ignore")
     ev = pairs["event"].to_numpy()
     touched = np.zeros(int(max(ev.max(initial=-1), extra["event"].max())) + 1, dtype=bool)
     touched[extra["event"].to_numpy()] = True
     moved = touched[ev]
     del touched
-    sub = with_innermost(pairs[moved], extra)
+    moved_pairs = pairs[moved]
+    if "range_start_ns" not in pairs:
+        moved_pairs = moved_pairs.assign(
+            range_start_ns=range_starts[moved_pairs["range_id"].to_numpy()])
+    # Columns in extra's order, as with_innermost(pairs, extra) would give them.
+    sub = with_innermost(moved_pairs[[c for c in extra.columns if c != "innermost"]], extra)
+    del moved_pairs
     keep = ~moved
     del moved
     kept_ev = ev[keep]
@@ -316,10 +326,15 @@ def add_pairs(pairs: pd.DataFrame, extra: pd.DataFrame, consume: bool = False,
     out = {}
     if consume:
         for col in drop:
-            del pairs[col]
+            if col in pairs:
+                del pairs[col]
+    gathered = {}  # before consume deletes range_id
+    if "range_start_ns" not in pairs and "range_start_ns" not in drop:
+        gathered["range_start_ns"] = range_starts[pairs["range_id"].to_numpy()[keep]]
     for col in (c for c in sub.columns if c not in drop):  # the columns of pairs and extra
-        kept, moved_in = pairs[col].to_numpy()[keep], sub[col].to_numpy()
-        if consume:
+        kept = gathered.pop(col) if col in gathered else pairs[col].to_numpy()[keep]
+        moved_in = sub[col].to_numpy()
+        if consume and col in pairs:
             del pairs[col]
         values = np.empty(n, dtype=np.result_type(kept, moved_in))
         values[at] = moved_in

@@ -104,10 +104,13 @@ def test_add_pairs_equals_sorting_everything_again():
     for _ in range(20):
         n, m = int(rng.integers(0, 300)), int(rng.integers(1, 60))
 
+        starts = rng.integers(0, 25, 40)  # each range's start: many ties
+
         def frame(k, other):
-            return pd.DataFrame({"range_id": rng.integers(0, 40, k),
+            range_id = rng.integers(0, 40, k)
+            return pd.DataFrame({"range_id": range_id,
                                  "event": rng.integers(0, 80, k),
-                                 "range_start_ns": rng.integers(0, 25, k),  # many ties
+                                 "range_start_ns": starts[range_id],
                                  "other_thread": np.full(k, other)})
 
         pairs = with_innermost(frame(n, False))
@@ -126,6 +129,14 @@ def test_add_pairs_equals_sorting_everything_again():
         pd.testing.assert_frame_equal(
             got.reset_index(drop=True),
             expected.drop(columns="range_start_ns").reset_index(drop=True))
+        # Pairs that no longer carry their ranges' starts: gathered from range_starts.
+        without = pairs.drop(columns="range_start_ns")
+        for drop in [("range_start_ns",), ()]:
+            got = add_pairs(without.copy(), extra, consume=True, drop=drop,
+                            range_starts=starts)
+            pd.testing.assert_frame_equal(
+                got.reset_index(drop=True),
+                expected.drop(columns=list(drop)).reset_index(drop=True))
 
 
 def test_chunks_on_threads_give_what_one_chunk_gives(monkeypatch):

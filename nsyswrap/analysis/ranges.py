@@ -161,12 +161,12 @@ def attribute(report: Report, library: np.ndarray, rule: str = "process",
     op_pairs["other_thread"] = False
     release_freed_memory(len(op_pairs))  # the search's temporaries, before the next one
     other_threads = None
-    # range_start_ns served its purpose (innermost); the process rule's merge leaves it out.
+    # range_start_ns served its purpose (innermost): not held through the process rule's
+    # search (a pair-sized column at its peak), whose merge gathers it where needed.
+    del op_pairs["range_start_ns"]
     if rule == "process":
         op_pairs, other_threads = _add_other_threads_work(ranges, ~library, launches,
                                                           op_pairs)
-    else:
-        op_pairs = op_pairs.drop(columns="range_start_ns")
     # gpu_ops has a RangeIndex, so an event label is its row: take, don't merge.
     row = op_pairs["event"].to_numpy()
     op_pairs["is_kernel"] = (ops["kind"] == "kernel").to_numpy()[row]
@@ -217,9 +217,9 @@ def _add_other_threads_work(ranges: pd.DataFrame, user: np.ndarray, launches: pd
     """The process rule: launches whose thread had no range of the user's own (`user`, per
     range) open go to the user's ranges of the same process that were open at that moment
     (on other threads: on its own thread there was none). Returns all pairs, and per
-    launching thread how many GPU operations went to other threads' ranges. `pairs` is
-    emptied: its columns move into the returned pairs (add_pairs, consume), all but
-    range_start_ns."""
+    launching thread how many GPU operations went to other threads' ranges. `pairs` (without
+    range_start_ns) is emptied: its columns move into the returned pairs (add_pairs,
+    consume)."""
     user_ids = ranges["range_id"].to_numpy()[user]
     # Lookups by position (range ids and event rows are small integers), not np.isin and
     # np.unique: sorting tens of millions of pairs cost seconds.
@@ -235,9 +235,12 @@ def _add_other_threads_work(ranges: pd.DataFrame, user: np.ndarray, launches: pd
     counts = pd.DataFrame({"thread": pd.Series(dtype="int64"),
                            "gpu_ops": pd.Series(dtype="int64")})
     if extra.empty:
-        return pairs.drop(columns="range_start_ns"), counts
+        return pairs, counts
     extra["other_thread"] = True
-    combined = add_pairs(pairs, extra, consume=True, drop=("range_start_ns",))
+    range_starts = np.zeros(len(is_user), dtype="int64")
+    range_starts[ranges["range_id"].to_numpy()] = ranges["start_ns"].to_numpy()
+    combined = add_pairs(pairs, extra, consume=True, drop=("range_start_ns",),
+                         range_starts=range_starts)
     taken = np.zeros(n_events, dtype=bool)
     taken[extra["event"].to_numpy()] = True
     # In event order, as np.unique would list them (value_counts breaks ties by order).
