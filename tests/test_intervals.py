@@ -245,16 +245,20 @@ def test_grouped_median_is_pandas_bit_for_bit():
     big = rng.integers(2**62 - 1000, 2**62, len(groups))  # float64 spacing there: 1024
     for values in (small, big, (small + 50).astype("uint64") + 7,
                    (small + 50).astype("uint64") + np.uint64(2**63)):  # past int64
+        want = pd.Series(values).groupby(groups).median()
         got = grouped_median(groups, values)
-        pd.testing.assert_series_equal(got, pd.Series(values).groupby(groups).median(),
-                                       check_exact=True)
+        pd.testing.assert_series_equal(got, want, check_exact=True)
+        # Packed in the values' own array (int64), or in a new one (other types).
+        got = grouped_median(groups, values.copy(), consume=True)
+        pd.testing.assert_series_equal(got, want, check_exact=True)
     many = rng.integers(0, 70_000, 3000)
     spread = rng.integers(-2**40, 2**40, 3000)  # 41 bits beside 17 of groups: packed
     wide = rng.integers(-2**61, 2**61, 3000)  # 62 bits beside 17: pandas
     for values in (small[:3000], spread, big[:3000], wide):
-        pd.testing.assert_series_equal(grouped_median(many, values),
-                                       pd.Series(values).groupby(many).median(),
-                                       check_exact=True)
+        want = pd.Series(values).groupby(many).median()
+        for consume in (False, True):
+            pd.testing.assert_series_equal(grouped_median(many, values.copy(), consume),
+                                           want, check_exact=True)
     pairs = np.repeat(np.arange(5), 2)  # even counts at 2**62: the float sum rounds
     near = np.array([2**62 - 1, 2**62 - 1024] * 5, dtype="int64")
     pd.testing.assert_series_equal(grouped_median(pairs, near),

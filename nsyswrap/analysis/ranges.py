@@ -418,7 +418,7 @@ def _kernel_launch_latency(att: Attribution) -> tuple[np.ndarray, np.ndarray]:
 def _launch_latency_by_range(att: Attribution) -> pd.Series:
     """Median launch latency of each range's kernels."""
     range_id, latency = _kernel_launch_latency(att)
-    return grouped_median(range_id, latency)
+    return grouped_median(range_id, latency, consume=True)
 
 
 def _count_by_range(range_ids: np.ndarray) -> pd.Series:
@@ -582,7 +582,7 @@ def range_summary(instances: pd.DataFrame, att: Attribution,
     if not known.all():
         latency, pair_group = latency[known], pair_group[known]
     del known
-    latency_by_group = grouped_median(pair_group, latency)
+    latency_by_group = grouped_median(pair_group, latency, consume=True)
     del latency, pair_group
     inst["name"] = pd.factorize(instances["name"])[0]
     span = inst["gpu_span_ns"]
@@ -628,32 +628,53 @@ def _lookup_table(keys: np.ndarray, values: np.ndarray) -> np.ndarray:
     as range ids), -1 for absent keys and for one slot past the largest (`take` with
     mode="clip" sends keys beyond it there): a gather instead of a hash lookup per pair."""
     top = int(keys.max()) + 2 if len(keys) else 1
-    table = np.full(top, -1, dtype="int64")
+    # 32-bit where the values fit: what it gives is gathered per pair (80 MB fewer at 20 M).
+    small = len(values) == 0 or int(values.max()) < 2**31
+    table = np.full(top, -1, dtype="int32" if small else "int64")
     table[keys] = values
     return table
 
 
+# Integers up to which float64 sums are exact (np.bincount's weights are floats).
+EXACT_FLOAT_SUM = 2**53
+
+
 def _work_per_thread(ops: pd.DataFrame) -> pd.DataFrame:
     """Per launching thread (-1: launch unknown): gpu_ops, kernels, kernel_ns and the set of
-    devices it ran on. Threads are few: numbered once, everything else is counts over the
-    numbers (a frame of every operation per process was ~600 MB at 10 M kernels)."""
-    codes, threads = pd.factorize(ops["thread"].to_numpy())
-    n = len(threads)
+    devices it ran on. Threads and devices are few: numbered once, then everything is
+    counts over the numbers, a step of operations at a time (whole-table codes, durations
+    and keys were ~400 MB of temporaries at 10 M kernels, the analysis' peak)."""
+    thread = ops["thread"].to_numpy()
+    threads = pd.Index(pd.unique(thread))  # in order of appearance, as factorize numbers
+    devices = pd.Index(pd.unique(ops["device_id"].to_numpy()))
+    n, width = len(threads), max(len(devices), 1)
     kernel = (ops["kind"] == "kernel").to_numpy()
-    kernel_codes = codes[kernel]
-    duration = ops["end_ns"].to_numpy()[kernel] - ops["start_ns"].to_numpy()[kernel]
-    kernel_ns = pd.Series(duration).groupby(kernel_codes).sum()  # exact: integers
-    del kernel, duration
-    device_codes, devices = pd.factorize(ops["device_id"].to_numpy())
-    pairs = pd.unique(codes.astype("int64") * max(len(devices), 1) + device_codes)
-    thread_of, device_of = np.divmod(pairs, max(len(devices), 1))
+    start, end, device = (ops[c].to_numpy() for c in ("start_ns", "end_ns", "device_id"))
+    gpu_ops = np.zeros(n, dtype="int64")
+    kernels = np.zeros(n, dtype="int64")
+    kernel_ns = np.zeros(n, dtype="int64")
+    thread_devices = []
+    for part in steps(len(thread)):
+        codes = threads.get_indexer(thread[part])
+        gpu_ops += np.bincount(codes, minlength=n)
+        is_kernel = kernel[part]
+        kernel_codes = codes[is_kernel]
+        kernels += np.bincount(kernel_codes, minlength=n)
+        duration = end[part][is_kernel] - start[part][is_kernel]
+        if duration.sum() < EXACT_FLOAT_SUM:  # exact: every partial sum is an integer
+            kernel_ns += np.bincount(kernel_codes, weights=duration,
+                                     minlength=n).astype("int64")
+        else:
+            kernel_ns += pd.Series(duration).groupby(kernel_codes).sum().reindex(
+                range(n), fill_value=0).to_numpy(dtype="int64")
+        thread_devices.append(pd.unique(codes * width + devices.get_indexer(device[part])))
     device_sets: list[set[int]] = [set() for _ in range(n)]
+    pairs = pd.unique(np.concatenate(thread_devices or [np.array([], "int64")]))
+    thread_of, device_of = np.divmod(pairs, width)
     for t, d in zip(thread_of.tolist(), devices[device_of].tolist(), strict=True):
         device_sets[t].add(d)
     return pd.DataFrame({
-        "gpu_ops": np.bincount(codes, minlength=n),
-        "kernels": np.bincount(kernel_codes, minlength=n),
-        "kernel_ns": kernel_ns.reindex(range(n), fill_value=0).to_numpy(dtype="int64"),
+        "gpu_ops": gpu_ops, "kernels": kernels, "kernel_ns": kernel_ns,
         "devices": device_sets,
     }, index=pd.Index(threads, dtype="int64"))
 
