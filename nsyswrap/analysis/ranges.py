@@ -324,20 +324,18 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
     has_gpu = report.info.has_gpu_activity
     # Each per-range result is dropped as soon as its column is made: with ten million
     # ranges they are 80-160 MB each, and kept to the end they set the peak.
+    position = _lookup_table(out.index.to_numpy(), np.arange(len(out)))
     for col in list(cols):
-        series = cols.pop(col).reindex(out.index).astype("float64")
-        if has_gpu and col in ("gpu_ops", "kernels", "gpu_busy_ns", "gpu_span_ns",
-                               "gpu_idle_ns", "gaps", "max_gap_ns", "streams"):
-            series = series.fillna(0.0)
-        out[col] = series
-        del series
+        zero = has_gpu and col in ("gpu_ops", "kernels", "gpu_busy_ns", "gpu_span_ns",
+                                   "gpu_idle_ns", "gaps", "max_gap_ns", "streams")
+        out[col] = _by_row(cols.pop(col), position, len(out), 0.0 if zero else np.nan)
 
     out["gpu_device_busy_ns"], out["gpu_device_busy_cpu_ns"] = _device_busy_within(
         out, att, first_rows,
         [("gpu_first_start_ns", "gpu_last_end_ns"), ("start_ns", "end_ns")])
     if own_busy is not None:
-        out["gpu_busy_other_threads_ns"] = (out["gpu_busy_ns"]
-                                            - own_busy.reindex(out.index).fillna(0))
+        out["gpu_busy_other_threads_ns"] = (out["gpu_busy_ns"].to_numpy()
+                                            - _by_row(own_busy, position, len(out), 0.0))
     else:
         out["gpu_busy_other_threads_ns"] = out["gpu_busy_ns"] * 0  # 0, or NaN without CUDA
 
@@ -351,6 +349,17 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
             # runtime records, buffered and lost with the kernels (docs/nsys-quirks.md).
             out[col] = np.nan
     return out.reset_index(drop=True)[INSTANCE_COLUMNS]
+
+
+def _by_row(values: pd.Series, position: np.ndarray, rows: int, fill: float) -> np.ndarray:
+    """`values` (by range id) as float64 at their rows of `rows`, `fill` elsewhere:
+    `values.reindex(index).astype("float64").fillna(fill)` by gathers through `position`
+    (row by range id: _lookup_table), not a hash lookup of every id for each column."""
+    out = np.full(rows, fill)
+    at = position.take(values.index.to_numpy(dtype="int64"), mode="clip")
+    known = at >= 0
+    out[at[known]] = values.to_numpy(dtype="float64")[known]
+    return out
 
 
 def _zeros_but(index: pd.Index, values: pd.Series) -> pd.Series:
