@@ -38,6 +38,10 @@ def test_pageable_copy_flagged_with_its_bytes(mix):
                              "AND copyKind = 1")[0]
     assert f.evidence["bytes_total"] == nbytes
     assert f.evidence["pageable_copies"] == 1 and f.severity == "warning"
+    (instances,) = sql(GPU_MIX, "SELECT count(*) FROM NVTX_EVENTS e LEFT JOIN StringIds s "
+                                "ON e.textId = s.id "
+                                "WHERE coalesce(e.text, s.value) = 'copy_pageable'")[0]
+    assert f"in {f.evidence['instances_with_copies']} of {instances} instance" in f.message
     pinned = next(f for f in mix.findings
                   if f.code == "TRANSFER_IN_RANGE" and f.range == "app:copy_pinned")
     assert pinned.evidence["pageable_copies"] == 0

@@ -9,6 +9,7 @@ little of them (DDP's one-off set-up copies in the first step) are left out."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from ..analysis import Analysis
 from ..units import fmt_bytes, fmt_ns, fmt_share, plural
@@ -22,22 +23,28 @@ def check(a: Analysis, t: Thresholds) -> list[Finding]:
     copies = copies[copies["range_id"].isin(a.user_instances(["range_id"])["range_id"])]
     if copies.empty:
         return []
-    inst = a.instances.set_index("range_id")
+    inst = a.instances
+    # Each copy's instance row: only those rows' columns are taken (a copy of the instance
+    # frame, or a groupby over its text columns, is seconds at millions of ranges).
+    row = pd.Index(inst["range_id"]).get_indexer(copies["range_id"])
+
+    def at(column: str) -> np.ndarray:
+        return inst[column].to_numpy()[row]
+
     # The range's wall time: its CPU time, or until its last GPU work ended if later.
-    wall = (np.fmax(inst["end_ns"], inst["gpu_last_end_ns"]) - inst["start_ns"]).rename("wall_ns")
-    copies = copies.drop(columns="name").join(inst[["domain", "family"]], on="range_id").join(
-        wall, on="range_id")
-    copies = copies.assign(
+    wall = np.fmax(at("end_ns"), at("gpu_last_end_ns")) - at("start_ns")
+    copies = copies.drop(columns="name").assign(
+        domain=at("domain"), family=at("family"), family_id=at("family_id"), wall_ns=wall,
         copy_ns=copies["end_ns"] - copies["start_ns"],
         pageable=(copies["src_kind"] == "pageable") | (copies["dst_kind"] == "pageable"),
     )
-    counts = a.instances.groupby(["domain", "family"]).size()
+    counts = np.bincount(inst["family_id"].to_numpy())  # instances per family
     findings = []
     for (domain, name), g in copies.groupby(["domain", "family"], sort=False):
         per_instance = g.groupby("range_id").agg(copy_ns=("copy_ns", "sum"),
                                                  wall_ns=("wall_ns", "first"))
         share = float((per_instance["copy_ns"] / per_instance["wall_ns"]).median())
-        total = int(counts[(domain, name)])
+        total = int(counts[g["family_id"].iloc[0]])
         if len(per_instance) < 0.5 * total and share < t.transfer_share:
             continue  # a one-off in a few instances, and small there
         kinds = g["copy_kind"].astype(str).value_counts()
