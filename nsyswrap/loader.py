@@ -202,12 +202,13 @@ def _kernels(db: Database, sql: str | None) -> pd.DataFrame:
     slices = db.slices(sql)
     data = {c: _joined(slices, c) for c in ("start_ns", "end_ns", "device_stream")}
     device_stream = data.pop("device_stream")
-    # Small ids as int32 where they fit (compact_ids): 40 MB each at 10 M kernels.
-    data["device_id"] = compact_ids(device_stream >> 32)
+    # Small ids as int32 (40 MB fewer each at 10 M kernels): always for the high 32 bits
+    # and the pid (24 bits), where they fit for the low 32 bits (compact_ids).
+    data["device_id"] = (device_stream >> 32).astype(np.int32)
     data["stream_id"] = compact_ids(device_stream & LOW32)
     del device_stream
     key = data["launch_key"] = _joined(slices, "launch_key")
-    data["pid"] = compact_ids((key >> 32) & ID_MASK)
+    data["pid"] = ((key >> 32) & ID_MASK).astype(np.int32)
     data["correlation_id"] = compact_ids(key & LOW32)
     # Distinct (short, full) name pairs are a few hundred among millions of kernels.
     codes, pairs = pd.factorize(_joined(slices, "name_ids"), sort=False)
@@ -370,8 +371,11 @@ def _attach_launches(db: Database, launches: _Launches,
                  for i in range(0, len(ids), 5000)]
         launches = _sorted_launches(pd.concat([launches.frame(), *extra], ignore_index=True))
         found = [launches.lookup(k) for k in keys]
-    return [op.drop(columns=["launch_start_ns", "thread"], errors="ignore").assign(
-                launch_start_ns=start, thread=thread)
+    # New frames over the same columns plus the two found (assign copies each array it
+    # sets: 160 MB and 0.3 s at 10 M kernels).
+    return [pd.DataFrame({**{c: op[c] for c in op.columns
+                             if c not in ("launch_start_ns", "thread")},
+                          "launch_start_ns": start, "thread": thread}, copy=False)
             for op, (start, thread) in zip(ops, found, strict=True)]
 
 
