@@ -110,6 +110,25 @@ def test_host_wait_columns_are_reindexed_values_with_zeros():
     assert (empty.to_numpy() == 0).all() and len(empty) == len(index)
 
 
+def test_per_range_columns_are_reindexed_values():
+    """range_instances places each per-range result at its rows by gathers (_by_row): what
+    reindexing, casting to float and filling give, for some ranges, ids outside the index,
+    every range in order (the shortcut), and every range in another order."""
+    import numpy as np
+
+    from nsyswrap.analysis.ranges import _by_row, _lookup_table
+
+    ids = np.array([3, 7, 8, 12, 20])
+    position = _lookup_table(ids, np.arange(len(ids)))
+    for values in (pd.Series([5, 2**40 + 1, 9], index=[8, 3, 99]),
+                   pd.Series([1, 2, 3, 4, 5], index=ids),
+                   pd.Series([1, 2, 3, 4, 5], index=ids[::-1]),
+                   pd.Series([], dtype="int64")):
+        for fill in (0.0, np.nan):
+            expected = values.reindex(ids).astype("float64").fillna(fill).to_numpy()
+            np.testing.assert_array_equal(_by_row(values, ids, position, fill), expected)
+
+
 @pytest.mark.parametrize("path", [DATA / "h100_torch_train.sqlite",
                                   DATA / "h200x2_ddp_straggler_one.sqlite"])
 def test_steps_and_chunks_of_a_few_rows_give_the_same_analysis(path, monkeypatch):

@@ -324,18 +324,19 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
     has_gpu = report.info.has_gpu_activity
     # Each per-range result is dropped as soon as its column is made: with ten million
     # ranges they are 80-160 MB each, and kept to the end they set the peak.
-    position = _lookup_table(out.index.to_numpy(), np.arange(len(out)))
+    ids = out.index.to_numpy()
+    position = _lookup_table(ids, np.arange(len(out)))
     for col in list(cols):
         zero = has_gpu and col in ("gpu_ops", "kernels", "gpu_busy_ns", "gpu_span_ns",
                                    "gpu_idle_ns", "gaps", "max_gap_ns", "streams")
-        out[col] = _by_row(cols.pop(col), position, len(out), 0.0 if zero else np.nan)
+        out[col] = _by_row(cols.pop(col), ids, position, 0.0 if zero else np.nan)
 
     out["gpu_device_busy_ns"], out["gpu_device_busy_cpu_ns"] = _device_busy_within(
         out, att, first_rows,
         [("gpu_first_start_ns", "gpu_last_end_ns"), ("start_ns", "end_ns")])
     if own_busy is not None:
         out["gpu_busy_other_threads_ns"] = (out["gpu_busy_ns"].to_numpy()
-                                            - _by_row(own_busy, position, len(out), 0.0))
+                                            - _by_row(own_busy, ids, position, 0.0))
     else:
         out["gpu_busy_other_threads_ns"] = out["gpu_busy_ns"] * 0  # 0, or NaN without CUDA
 
@@ -351,12 +352,17 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
     return out.reset_index(drop=True)[INSTANCE_COLUMNS]
 
 
-def _by_row(values: pd.Series, position: np.ndarray, rows: int, fill: float) -> np.ndarray:
-    """`values` (by range id) as float64 at their rows of `rows`, `fill` elsewhere:
-    `values.reindex(index).astype("float64").fillna(fill)` by gathers through `position`
-    (row by range id: _lookup_table), not a hash lookup of every id for each column."""
-    out = np.full(rows, fill)
-    at = position.take(values.index.to_numpy(dtype="int64"), mode="clip")
+def _by_row(values: pd.Series, ids: np.ndarray, position: np.ndarray,
+            fill: float) -> np.ndarray:
+    """`values` (by range id) as float64 at the rows of `ids` (range ids), `fill` elsewhere:
+    `values.reindex(ids).astype("float64").fillna(fill)` by gathers through `position`
+    (row by range id: _lookup_table), not a hash lookup of every id for each column. When
+    every range has a value, in the same order (a range-heavy report), a copy."""
+    keys = values.index.to_numpy()
+    if len(keys) == len(ids) and np.array_equal(keys, ids):
+        return values.to_numpy(dtype="float64", copy=True)
+    out = np.full(len(ids), fill)
+    at = position.take(keys.astype("int64", copy=False), mode="clip")
     known = at >= 0
     out[at[known]] = values.to_numpy(dtype="float64")[known]
     return out
