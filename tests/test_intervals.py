@@ -106,7 +106,7 @@ def test_add_pairs_equals_sorting_everything_again():
 
         starts = rng.integers(0, 25, 40)  # each range's start: many ties
 
-        def frame(k, other):
+        def frame(k, other, starts=starts):
             range_id = rng.integers(0, 40, k)
             return pd.DataFrame({"range_id": range_id,
                                  "event": rng.integers(0, 80, k),
