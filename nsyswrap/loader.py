@@ -186,11 +186,13 @@ def _process_key(global_id: pd.Series) -> np.ndarray:
     return global_id.to_numpy(dtype="int64") >> TID_BITS
 
 
-def _with_launch_ids(df: pd.DataFrame) -> None:
-    """pid and correlation_id, unpacked from the launch_key column."""
-    key = df["launch_key"].to_numpy(dtype="int64")
-    df["pid"] = compact_ids((key >> 32) & ID_MASK)
-    df["correlation_id"] = compact_ids(key & LOW32)
+def _with_launch_ids(columns: pd.DataFrame | dict[str, np.ndarray]) -> None:
+    """pid and correlation_id, unpacked from the launch_key column (of a frame, or of the
+    numpy columns of one being built), as int32 where they fit: always for the pid (24
+    bits), where they do for the correlation id (the low 32 bits, compact_ids)."""
+    key = np.asarray(columns["launch_key"], dtype="int64")
+    columns["pid"] = ((key >> 32) & ID_MASK).astype(np.int32)
+    columns["correlation_id"] = compact_ids(key & LOW32)
 
 
 def _kernels(db: Database, sql: str | None) -> pd.DataFrame:
@@ -202,14 +204,13 @@ def _kernels(db: Database, sql: str | None) -> pd.DataFrame:
     slices = db.slices(sql)
     data = {c: _joined(slices, c) for c in ("start_ns", "end_ns", "device_stream")}
     device_stream = data.pop("device_stream")
-    # Small ids as int32 (40 MB fewer each at 10 M kernels): always for the high 32 bits
-    # and the pid (24 bits), where they fit for the low 32 bits (compact_ids).
+    # Small ids as int32 (40 MB fewer each at 10 M kernels): always for the high 32 bits,
+    # where they fit for the low 32 bits (compact_ids).
     data["device_id"] = (device_stream >> 32).astype(np.int32)
     data["stream_id"] = compact_ids(device_stream & LOW32)
     del device_stream
-    key = data["launch_key"] = _joined(slices, "launch_key")
-    data["pid"] = ((key >> 32) & ID_MASK).astype(np.int32)
-    data["correlation_id"] = compact_ids(key & LOW32)
+    data["launch_key"] = _joined(slices, "launch_key")
+    _with_launch_ids(data)
     # Distinct (short, full) name pairs are a few hundred among millions of kernels.
     codes, pairs = pd.factorize(_joined(slices, "name_ids"), sort=False)
     pairs = np.asarray(pairs, dtype="int64")

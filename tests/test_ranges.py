@@ -93,14 +93,20 @@ def test_no_cuda_report_keeps_cpu_analysis():
 
 
 def test_host_wait_columns_are_reindexed_values_with_zeros():
-    """range_instances' per-range counts start from untouched zeros and write only the
-    ranges that have a value: the column is what reindexing, filling 0 and casting give,
-    values of ids outside the index left out."""
+    """range_instances' per-range counts start from untouched zeros (_by_row with a fill of
+    0) and write only the ranges that have a value: the column is what reindexing, filling
+    0 and casting give, values of ids outside the index left out."""
     import numpy as np
 
-    from nsyswrap.analysis.ranges import _zeros_but
+    from nsyswrap.analysis.ranges import _by_row, _lookup_table
 
     index = pd.Index([3, 7, 8, 12, 20], name="range_id")
+    position = _lookup_table(index.to_numpy(), np.arange(len(index)))
+
+    def _zeros_but(index, values):  # as range_instances makes each host-wait column
+        return pd.Series(_by_row(values, index.to_numpy(), position, 0, "int64"),
+                         index=index, copy=False)
+
     values = pd.Series([5, 2**40 + 1, 9], index=[8, 3, 99])
     got = _zeros_but(index, values)
     expected = values.reindex(index).fillna(0).astype("int64")

@@ -344,7 +344,10 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
     waits = host_waits.result()
     for col in HOST_WAIT_COLUMNS:
         if has_gpu:
-            out[col] = _zeros_but(out.index, waits[col])
+            # A Series over the array as it is: pandas copies an array set as a column,
+            # writing the untouched zeros (_by_row).
+            out[col] = pd.Series(_by_row(waits[col], ids, position, 0, "int64"),
+                                 index=out.index, copy=False)
         else:
             # Unknown without a CUDA trace, or when it was lost: the blocking calls are CUDA
             # runtime records, buffered and lost with the kernels (docs/nsys-quirks.md).
@@ -352,33 +355,23 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
     return out.reset_index(drop=True)[INSTANCE_COLUMNS]
 
 
-def _by_row(values: pd.Series, ids: np.ndarray, position: np.ndarray,
-            fill: float) -> np.ndarray:
-    """`values` (by range id) as float64 at the rows of `ids` (range ids), `fill` elsewhere:
-    `values.reindex(ids).astype("float64").fillna(fill)` by gathers through `position`
-    (row by range id: _lookup_table), not a hash lookup of every id for each column. When
-    every range has a value, in the same order (a range-heavy report), a copy."""
+def _by_row(values: pd.Series, ids: np.ndarray, position: np.ndarray, fill: float,
+            dtype: str = "float64") -> np.ndarray:
+    """`values` (by range id) as `dtype` at the rows of `ids` (range ids), `fill` elsewhere:
+    `values.reindex(ids).astype(dtype).fillna(fill)` by gathers through `position` (row by
+    range id: _lookup_table), not a hash lookup of every id for each column. When every
+    range has a value, in the same order (a range-heavy report), a copy. A fill of 0 starts
+    from np.zeros: pages the OS has not handed over yet, resident only where a value is
+    written (most ranges have no blocking call or host copy: at 10 M ranges, six columns of
+    76 MB, none of it resident, as long as the caller does not copy the array)."""
     keys = values.index.to_numpy()
     if len(keys) == len(ids) and np.array_equal(keys, ids):
-        return values.to_numpy(dtype="float64", copy=True)
-    out = np.full(len(ids), fill)
+        return values.to_numpy(dtype=dtype, copy=True)
+    out = np.zeros(len(ids), dtype) if fill == 0 else np.full(len(ids), fill, dtype)
     at = position.take(keys.astype("int64", copy=False), mode="clip")
     known = at >= 0
-    out[at[known]] = values.to_numpy(dtype="float64")[known]
+    out[at[known]] = values.to_numpy(dtype=dtype)[known]
     return out
-
-
-def _zeros_but(index: pd.Index, values: pd.Series) -> pd.Series:
-    """`values` (integers, by a subset of `index`) over the whole index, 0 elsewhere. Most
-    ranges have no blocking call or host copy: the zeros are pages the OS has not handed
-    over yet (np.zeros), only those holding a value become resident, and the Series takes
-    the array as it is (pandas copies an array set as a column, writing every page). At
-    10 M ranges without syncs or copies: six columns of 76 MB, none of it resident."""
-    out = np.zeros(len(index), dtype="int64")
-    at = index.get_indexer(values.index)
-    known = at >= 0
-    out[at[known]] = values.to_numpy(dtype="int64")[known]
-    return pd.Series(out, index=index, copy=False)
 
 
 # Syncs and host copies: runtime calls and copies, known only where the CUDA trace is.
