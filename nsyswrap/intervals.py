@@ -8,11 +8,12 @@ never a Python loop over ranges x events.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pandas as pd
 
-from .chunks import even_bounds, map_chunks, steps
+from .chunks import STEP_ROWS, even_bounds, map_chunks, steps
 
 
 def assign_lanes(ranges: pd.DataFrame) -> np.ndarray:
@@ -111,7 +112,67 @@ def grouped_median(groups: np.ndarray, values: np.ndarray, consume: bool = False
     if key is None:
         return pd.Series(values).groupby(groups).median()
     packed, value_bits, low = key
-    counts = np.bincount(groups)  # the sort is by group first: each group's slice
+    return _medians_of_packed(packed, np.bincount(groups), value_bits, low)
+
+
+def grouped_median_by_steps(values: np.ndarray,
+                            group_steps: Callable[[], Iterator[np.ndarray]]) -> pd.Series:
+    """grouped_median(groups, values, consume=True) where the groups come a step at a time
+    (each call of `group_steps` yields them anew, in `values`' order, in consecutive
+    parts), so that no input-sized array of groups is ever held: `values` (the caller's
+    own int64 array) is overwritten with the packed keys, and is the only one. Groups are
+    non-negative integers, or -1 for values that belong to no group (left out)."""
+    counts = np.zeros(0, dtype="int64")  # values per group, by group id
+    for g in group_steps():
+        c = np.bincount(g[g >= 0]) if len(g) else counts[:0]
+        if len(c) > len(counts):
+            c[:len(counts)] += counts
+            counts = c
+        else:
+            counts[:len(c)] += c
+    if len(values) == 0 or values.dtype != np.int64 or not values.flags.writeable:
+        return _grouped_median_of_steps(group_steps, values)
+    # Ungrouped values go to one group past the rest, sorted last and left out.
+    outside = len(counts)
+    low, high = int(values.min()), int(values.max())
+    value_bits = (high - low).bit_length()
+    if outside.bit_length() + value_bits > 63:
+        return _grouped_median_of_steps(group_steps, values)
+    packed, at = values, 0
+    for g in group_steps():
+        part = slice(at, at + len(g))
+        packed[part] -= low
+        packed[part] |= np.where(g >= 0, g, outside).astype("int64") << value_bits
+        at += len(g)
+    packed.sort()
+    return _medians_of_packed(packed, counts, value_bits, low)
+
+
+def _grouped_median_of_steps(group_steps: Callable[[], Iterator[np.ndarray]],
+                             values: np.ndarray) -> pd.Series:
+    """grouped_median_by_steps the plain way: the groups joined, ungrouped values left out."""
+    parts = list(group_steps())
+    groups = np.concatenate(parts) if parts else np.array([], dtype="int64")
+    keep = groups >= 0
+    return grouped_median(groups[keep], values[keep])
+
+
+def distinct_per_group(key: np.ndarray, width: int) -> pd.Series:
+    """How many distinct values each group holds, from one integer per row, key = group *
+    width + value (0 <= value < width), sorted in place: by group id, for the groups
+    present. One array of the rows' size, where pandas' grouped nunique (a factorization
+    and a lexsort of the pairs) held five."""
+    key.sort()
+    key = key[np.r_[True, key[1:] != key[:-1]]] if len(key) else key  # distinct pairs
+    key //= width  # the group of each distinct (group, value), in order
+    heads = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if len(key) else key
+    return pd.Series(np.diff(np.r_[heads, len(key)]), index=key[heads])
+
+
+def _medians_of_packed(packed: np.ndarray, counts: np.ndarray, value_bits: int, low: int
+                       ) -> pd.Series:
+    """Per group with values (counts: values per group, by group id), the median of its
+    slice of the sorted packed keys (group << value_bits | value - low)."""
     present = np.flatnonzero(counts)
     counts = counts[present]
     starts = np.cumsum(counts) - counts
@@ -179,11 +240,31 @@ def events_in_ranges(ranges: pd.DataFrame, events: pd.DataFrame,
     cols = {"range_id": "int64", "event": "int64", "range_start_ns": "int64", "innermost": bool}
     if ranges.empty or events.empty:
         return pd.DataFrame({c: pd.Series(dtype=t) for c, t in cols.items()})
-    ev_label = events.index.to_numpy()
     ev_key = events[key].to_numpy(dtype="int64")
     ev_time = events["time_ns"].to_numpy(dtype="int64")
     order = np.lexsort((ev_time, ev_key))
-    ev_label, ev_key, ev_time = ev_label[order], ev_key[order], ev_time[order]
+    ev_time = ev_time[order]
+    # The events of each key: a slice of the sorted events, found from a few bounds (the
+    # sorted keys themselves, an event-sized array, are not kept through the search).
+    key_values, key_bounds = _runs(ev_key[order])
+    del ev_key
+    # The labels in that order, 32-bit where they fit; a RangeIndex's labels are the order
+    # itself. At 10 M launches each event-sized copy held through the search (the order,
+    # the keys, 64-bit labels) was 80 MB on the attribution's peak.
+    index = events.index
+    if isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1:
+        ev_label = compact_ids(order)
+    else:
+        ev_label = compact_ids(index.to_numpy())[order]
+    del order
+
+    def events_of(k: int) -> tuple[int, int]:
+        """[lo, hi) of key k's events (empty when it has none)."""
+        i = int(np.searchsorted(key_values, k))
+        if i < len(key_values) and key_values[i] == k:
+            return int(key_bounds[i]), int(key_bounds[i + 1])
+        return 0, 0
+
     r_thread = ranges["thread"].to_numpy(dtype="int64")
     r_key = ranges[key].to_numpy(dtype="int64")
     r_lane = ranges["lane"].to_numpy(dtype="int64")
@@ -199,7 +280,7 @@ def events_in_ranges(ranges: pd.DataFrame, events: pd.DataFrame,
         a[r_order] for a in (r_thread, r_key, r_lane, r_start, r_end, r_id))
     # The pairs' two id columns as 32-bit where they fit: at 10 M kernels a report has
     # ~20 M pairs, held through the whole analysis.
-    r_id, ev_label = compact_ids(r_id), compact_ids(ev_label)
+    r_id = compact_ids(r_id)
 
     def segment(lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         """The pairs of one (lane, thread) segment of the ranges: its ranges are disjoint and
@@ -207,8 +288,7 @@ def events_in_ranges(ranges: pd.DataFrame, events: pd.DataFrame,
         searches of the ranges' edges. An event goes to the last range starting at or before
         it, when it is inside (a range that ends where the next starts gives that event to
         the next). The temporaries scale with the pairs, not with all the key's events."""
-        k = r_key[lo]
-        e_lo, e_hi = np.searchsorted(ev_key, k, "left"), np.searchsorted(ev_key, k, "right")
+        e_lo, e_hi = events_of(int(r_key[lo]))
         if e_lo == e_hi:
             return None
         times = ev_time[e_lo:e_hi]
@@ -228,16 +308,29 @@ def events_in_ranges(ranges: pd.DataFrame, events: pd.DataFrame,
     # Segments of (lane, thread) among the ranges, on every core (chunks.py), weighed by
     # the events of their key.
     seg = np.flatnonzero(np.r_[True, (np.diff(r_lane) != 0) | (np.diff(r_thread) != 0), True])
-    keys = r_key[seg[:-1]]
-    weight = np.searchsorted(ev_key, keys, "right") - np.searchsorted(ev_key, keys, "left")
-    found = [p for p in map_chunks(segment, list(zip(seg[:-1].tolist(), seg[1:].tolist(),
-                                                     strict=True)), weight) if p is not None]
+    weight = np.array([hi - lo for lo, hi in map(events_of, r_key[seg[:-1]].tolist())],
+                      dtype="int64")
+    found = [list(p) for p in map_chunks(segment, list(zip(
+        seg[:-1].tolist(), seg[1:].tolist(), strict=True)), weight) if p is not None]
     if not found:
         return pd.DataFrame({c: pd.Series(dtype=t) for c, t in cols.items()})
-    columns = {c: np.concatenate([p[i] for p in found])
-               for i, c in enumerate(("range_id", "event", "range_start_ns"))}
-    del found  # the segments' arrays: one copy of the pairs fewer while they are sorted
+    # Column by column, each segment's part dropped once joined: the pairs and one column,
+    # not the pairs twice (the segments' arrays beside their concatenation).
+    columns = {}
+    for i, c in enumerate(("range_id", "event", "range_start_ns")):
+        columns[c] = np.concatenate([p[i] for p in found])
+        for p in found:
+            p[i] = None
+    del found
     return _sorted_by_event(columns)
+
+
+def _runs(sorted_keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct values of sorted keys and the bounds of their runs: values[i] fills
+    [bounds[i], bounds[i + 1])."""
+    starts = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]]) if len(
+        sorted_keys) else np.array([], "int64")
+    return sorted_keys[starts], np.r_[starts, len(sorted_keys)]
 
 
 def compact_ids(ids: np.ndarray) -> np.ndarray:
@@ -474,25 +567,39 @@ def merge_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.
 
 
 def covered_within(merged_start: np.ndarray, merged_end: np.ndarray, lo: np.ndarray,
-                   hi: np.ndarray) -> np.ndarray:
-    """For each window [lo, hi): how much of it the merged intervals cover. In chunks of
+                   hi: np.ndarray, rows: np.ndarray | None = None,
+                   out: np.ndarray | None = None) -> np.ndarray:
+    """For each window [lo, hi): how much of it the merged intervals cover. `rows`: the
+    windows are those rows of `lo` and `hi` (columns of any number type, read as int64);
+    `out`: the results are written there at `rows`, and it is returned. In chunks of
     windows on every core (chunks.py), sharing one running total of the intervals (a copy
-    per chunk, ten million intervals on 16 threads, cost 2 GB)."""
+    per chunk, ten million intervals on 16 threads, cost 2 GB); each chunk gathers its own
+    windows, so the temporaries are a chunk's, at most STEP_ROWS windows (ten million
+    windows gathered at once, each step's arrays beside them, cost 700 MB)."""
+    n = len(lo) if rows is None else len(rows)
+    by_window = out is None  # results in the windows' order, else at their rows of `out`
+    if by_window:
+        out = np.zeros(n, dtype="int64")
     if len(merged_start) == 0:
-        return np.zeros(len(lo), dtype="int64")
+        if not by_window:
+            out[slice(None) if rows is None else rows] = 0
+        return out
     cum = np.r_[0, np.cumsum(merged_end - merged_start)]
 
-    def windows(a: int, b: int) -> np.ndarray:
-        w_lo, w_hi = lo[a:b], hi[a:b]
+    def windows(a: int, b: int) -> None:
+        at = slice(a, b) if rows is None else rows[a:b]
+        w_lo, w_hi = lo[at].astype("int64", copy=False), hi[at].astype("int64", copy=False)
         i = np.searchsorted(merged_end, w_lo, side="right")  # first interval ending after lo
         j = np.searchsorted(merged_start, w_hi, side="left")  # those before j start before hi
         total = cum[np.maximum(j, i)] - cum[i]
         some = j > i
         first = np.minimum(i, len(merged_start) - 1)
         last = np.maximum(j - 1, 0)
-        head = np.clip(w_lo - merged_start[first], 0, None)
-        tail = np.clip(merged_end[last] - w_hi, 0, None)
-        return np.where(some, total - head - tail, 0)
+        total -= np.clip(w_lo - merged_start[first], 0, None)  # the head before lo
+        total -= np.clip(merged_end[last] - w_hi, 0, None)  # the tail after hi
+        out[slice(a, b) if by_window else at] = np.where(some, total, 0)
 
-    parts = map_chunks(windows, even_bounds(len(lo)))
-    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+    parts = max(len(even_bounds(n)), -(-n // STEP_ROWS))
+    cuts = [n * k // parts for k in range(parts + 1)]
+    map_chunks(windows, list(zip(cuts[:-1], cuts[1:], strict=True)))
+    return out

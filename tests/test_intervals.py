@@ -10,6 +10,7 @@ from nsyswrap.intervals import (
     assign_lanes,
     events_in_ranges,
     grouped_median,
+    grouped_median_by_steps,
     merge_intervals,
     small_key_order,
     union_stats,
@@ -169,13 +170,23 @@ def test_chunks_on_threads_give_what_one_chunk_gives(monkeypatch):
     start_all, end_all = np.zeros(3 * len(g), "int64"), np.zeros(3 * len(g), "int64")
     start_all[rows], end_all[rows] = s_s, e_s
 
+    # The windows as rows of bigger float columns (an instance frame's), results written
+    # at those rows of an output whose other rows must stay as they were.
+    at = rng.permutation(2 * len(lo))[:len(lo)]
+    lo_all, hi_all = np.full(2 * len(lo), np.nan), np.full(2 * len(lo), np.nan)
+    lo_all[at], hi_all[at] = lo, hi
+
     def answers():
+        into = np.full(2 * len(lo), -1.0)
+        covered_within(ms, me, lo_all, hi_all, at, into)
         return (union_stats(iv, "g"), covered_within(ms, me, lo, hi),
                 events_in_ranges(ranges, events), union_stats_sorted(g_s, s_s, e_s, keep),
                 union_stats_sorted(g_s, start_all, end_all, keep, rows=rows),
-                union_stats_sorted(g_s, start_all, end_all, rows=rows))
+                union_stats_sorted(g_s, start_all, end_all, rows=rows), into)
 
     whole = answers()
+    assert whole[6][at].tolist() == whole[1].tolist()
+    assert (np.delete(whole[6], at) == -1).all()
     # Kept rows taken chunk by chunk: as the union of a copy of those rows; rows gathered
     # chunk by chunk: as the union of the gathered copy.
     pd.testing.assert_frame_equal(
@@ -185,6 +196,7 @@ def test_chunks_on_threads_give_what_one_chunk_gives(monkeypatch):
     monkeypatch.setattr(chunks, "cores", lambda: 4)
     monkeypatch.setattr(chunks, "MIN_ROWS", 4)
     monkeypatch.setattr(intervals, "UNION_CHUNK", 4)
+    monkeypatch.setattr(intervals, "STEP_ROWS", 16)  # covered_within: steps of windows
     monkeypatch.setattr(chunks.even_bounds, "__defaults__", (4,))
     split = answers()
     pd.testing.assert_frame_equal(split[0], whole[0])
@@ -192,6 +204,7 @@ def test_chunks_on_threads_give_what_one_chunk_gives(monkeypatch):
     pd.testing.assert_frame_equal(split[2], whole[2])
     for i in (3, 4, 5):
         pd.testing.assert_frame_equal(split[i], whole[i])
+    assert split[6].tolist() == whole[6].tolist()
     assert len(chunks.even_bounds(300)) == 8  # two per core: the windows were split
 
 
@@ -264,6 +277,35 @@ def test_grouped_median_is_pandas_bit_for_bit():
     pd.testing.assert_series_equal(grouped_median(pairs, near),
                                    pd.Series(near).groupby(pairs).median(), check_exact=True)
     assert grouped_median(np.array([], "int64"), np.array([], "int64")).empty
+
+
+def test_grouped_median_by_steps_is_pandas_without_the_ungrouped():
+    """Groups given a step at a time (steps of unequal size, an empty one, -1 for values of
+    no group) give pandas' grouped median of the grouped values, bit for bit: packed in the
+    values' own array, or by pandas when the packing does not fit (wide values) or cannot be
+    written in place (floats, a read-only array)."""
+    rng = np.random.default_rng(5)
+    groups = rng.integers(-1, 300, 4000)
+    cuts = [0, 1, 1, 999, 2500, 4000]  # the empty step at 1
+
+    def steps_of(g):
+        return lambda: (g[a:b] for a, b in zip(cuts[:-1], cuts[1:], strict=True))
+
+    keep = groups >= 0
+    ties = rng.integers(-30, 30, 4000)
+    wide = rng.integers(-2**61, 2**61, 4000)  # 62 bits beside 9 of groups: pandas
+    floats = rng.normal(size=4000)
+    frozen = ties.copy()
+    frozen.flags.writeable = False
+    for values in (ties, wide, floats, frozen):
+        want = pd.Series(values[keep]).groupby(groups[keep]).median()
+        got = grouped_median_by_steps(values.copy() if values.flags.writeable else values,
+                                      steps_of(groups))
+        pd.testing.assert_series_equal(got, want, check_exact=True)
+    assert (ties == frozen).all()  # the read-only input was left as it was
+    none = np.full(4000, -1)
+    assert grouped_median_by_steps(ties.copy(), steps_of(none)).empty
+    assert grouped_median_by_steps(np.array([], "int64"), lambda: iter([])).empty
 
 
 def test_lanes_and_pairs_do_not_depend_on_the_ranges_order():

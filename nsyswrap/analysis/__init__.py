@@ -15,7 +15,7 @@ from ..report import Report, ReportInfo
 from .completeness import lost_tail
 from .domains import library_mask
 from .families import by_family, family_names, family_numbers
-from .kernels import KERNEL_SUMMARY_INPUT, kernel_summary
+from .kernels import durations_summary, kernel_durations
 from .ranges import (
     GPU_INSTANCE_COLUMNS,
     GPU_OPS_KERNEL_INPUT,
@@ -77,15 +77,15 @@ def analyze(report: Report, by_process: bool = False, attribution: str = "proces
     # both ask, once per distinct (domain, name).
     library = library_mask(report.ranges["domain"], report.ranges["name"])
     # The kernel table (a groupby, mostly without the GIL) on a second core while the
-    # attribution runs. It reads a shallow copy of its own columns: `consume` drops the
-    # report's columns meanwhile, and the copy keeps only those four until the table is
-    # done. Columns that neither reads (process and correlation ids) go at once: at 10 M
-    # kernels, every column that outlives its use is 80 MB on the attribution's peak.
-    summary_input = report.kernels[KERNEL_SUMMARY_INPUT].copy(deep=False)
+    # attribution runs. It reads a frame of its own: the report's two name columns and the
+    # kernels' durations, kept until the table is done while `consume` drops the report's
+    # columns. Columns that neither reads (process and correlation ids) go at once: at
+    # 10 M kernels, every column that outlives its use is 80 MB on the attribution's peak.
+    summary_input = kernel_durations(report.kernels)
     if consume:
         report.kernels = report.kernels[GPU_OPS_KERNEL_INPUT]
     with ThreadPoolExecutor(max_workers=1) as pool:
-        kernels_done = pool.submit(kernel_summary, summary_input)
+        kernels_done = pool.submit(durations_summary, summary_input)
         del summary_input
         att = attribute(report, library, attribution, consume)
         kernels = kernels_done.result()

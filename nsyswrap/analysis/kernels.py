@@ -9,17 +9,26 @@ KERNEL_SUMMARY_COLUMNS = [
     "std_ns", "share",
 ]
 
-# What kernel_summary reads of the report's kernels.
-KERNEL_SUMMARY_INPUT = ["name", "short_name", "start_ns", "end_ns"]
+def kernel_durations(kernels: pd.DataFrame) -> pd.DataFrame:
+    """What kernel_summary needs of the report's kernels: name, short_name and duration.
+    The names are the report's own columns (not copies); the durations one array, where
+    the start and end columns are two (80 MB fewer at 10 M kernels while the summary is
+    made beside the attribution)."""
+    duration = kernels["end_ns"].to_numpy() - kernels["start_ns"].to_numpy()
+    return pd.DataFrame({"name": kernels["name"], "short_name": kernels["short_name"],
+                         "duration": pd.Series(duration, index=kernels.index, copy=False)},
+                        copy=False)
 
 
 def kernel_summary(kernels: pd.DataFrame) -> pd.DataFrame:
     """One row per kernel (demangled) name, heaviest first; `share` of all kernel time."""
-    if kernels.empty:
+    return durations_summary(kernel_durations(kernels))
+
+
+def durations_summary(frame: pd.DataFrame) -> pd.DataFrame:
+    """kernel_summary from kernel_durations' frame."""
+    if frame.empty:
         return pd.DataFrame(columns=KERNEL_SUMMARY_COLUMNS)
-    duration = (kernels["end_ns"] - kernels["start_ns"]).rename("duration")
-    frame = pd.DataFrame({"name": kernels["name"], "short_name": kernels["short_name"],
-                          "duration": duration})
     g = frame.groupby("name", observed=True, sort=False)
     out = g["duration"].agg(
         count="size", total_ns="sum", mean_ns="mean", median_ns="median", min_ns="min",

@@ -30,9 +30,10 @@ from ..intervals import (
     assign_lanes,
     compact_ids,
     covered_within,
+    distinct_per_group,
     events_in_ranges,
     group_bounds,
-    grouped_median,
+    grouped_median_by_steps,
     merge_intervals,
     union_stats_sorted,
 )
@@ -295,7 +296,7 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
     with ThreadPoolExecutor(max_workers=3) as pool:
         host_waits = pool.submit(_host_waits, att)
         streams = pool.submit(_distinct_streams, att)
-        latency = pool.submit(_launch_latency_by_range, att)
+        latency = pool.submit(_kernel_latency_median, att)
         by_range = _RangeOrder.of(att) if len(pairs) <= OVERLAPPED_PAIRS else None
         streams, latency = streams.result(), latency.result()
         if by_range is None:
@@ -409,24 +410,33 @@ def _host_waits(att: Attribution) -> dict[str, pd.Series]:
     return out
 
 
-def _kernel_launch_latency(att: Attribution) -> tuple[np.ndarray, np.ndarray]:
-    """(range id, launch latency: GPU start - launching call's start) of each pair whose
-    operation is a kernel."""
-    is_kernel = att.op_pairs["is_kernel"].to_numpy()
-    rows = att.op_pairs["event"].to_numpy()[is_kernel]  # gather the kernels' rows only
-    ops = att.gpu_ops
-    latency = ops["start_ns"].to_numpy()[rows]
-    launch = ops["launch_start_ns"].to_numpy()
-    for part in steps(len(rows)):  # in place: no second pair-sized gather
-        latency[part] -= launch[rows[part]]
-    del rows
-    return att.op_pairs["range_id"].to_numpy()[is_kernel], latency
+def _kernel_latency_median(att: Attribution, group_of_range: np.ndarray | None = None
+                           ) -> pd.Series:
+    """Median launch latency (GPU start - launching call's start) of the kernels of each
+    range, by range id; or pooled per group of ranges, by group id (`group_of_range`:
+    indexed by range id, -1 for none; range ids past its end are in none). The pairs are
+    read a step at a time, and the groups made anew in each of the median's passes: only
+    the latencies are pair-sized (no gathered ranges or groups beside them: 80 MB at
+    10 M kernels)."""
+    pairs, ops = att.op_pairs, att.gpu_ops
+    is_kernel = pairs["is_kernel"].to_numpy()
+    event, range_id = pairs["event"].to_numpy(), pairs["range_id"].to_numpy()
+    start, launch = ops["start_ns"].to_numpy(), ops["launch_start_ns"].to_numpy()
+    parts = steps(len(pairs))
+    latency = np.empty(int(np.count_nonzero(is_kernel)), dtype="int64")
+    at = 0
+    for part in parts:
+        rows = event[part][is_kernel[part]]
+        latency[at:at + len(rows)] = start[rows]
+        latency[at:at + len(rows)] -= launch[rows]
+        at += len(rows)
 
+    def groups():
+        for part in parts:
+            ids = range_id[part][is_kernel[part]]
+            yield ids if group_of_range is None else group_of_range.take(ids, mode="clip")
 
-def _launch_latency_by_range(att: Attribution) -> pd.Series:
-    """Median launch latency of each range's kernels."""
-    range_id, latency = _kernel_launch_latency(att)
-    return grouped_median(range_id, latency, consume=True)
+    return grouped_median_by_steps(latency, groups)
 
 
 def _count_by_range(range_ids: np.ndarray) -> pd.Series:
@@ -499,18 +509,18 @@ def _distinct_streams(att: Attribution) -> pd.Series:
     width = max(len(uniques), 1)
     codes = compact_ids(codes)
     # One pair-sized array, sorted in place: (range, stream) as one integer, its stream
-    # added a step at a time (no second pair-sized gather beside it).
-    key = pairs["range_id"].to_numpy().astype("int64")
+    # added a step at a time (no second pair-sized gather beside it); 32-bit when every
+    # such integer fits (half the array, and a quicker sort).
+    range_id = pairs["range_id"].to_numpy()
+    top = (int(range_id.max()) + 1) * width if len(range_id) else 0
+    key = range_id.astype("int32" if top < 2**31 else "int64")
+    del range_id
     key *= width
     event = pairs["event"].to_numpy()
     for part in steps(len(key)):
         key[part] += codes[event[part]]
     del codes
-    key.sort()
-    key = key[np.r_[True, key[1:] != key[:-1]]] if len(key) else key  # distinct pairs
-    key //= width  # the range of each distinct (range, stream), in order
-    heads = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if len(key) else key
-    return pd.Series(np.diff(np.r_[heads, len(key)]), index=key[heads])
+    return distinct_per_group(key, width)
 
 
 def _device_busy_within(inst: pd.DataFrame, att: Attribution, first: np.ndarray,
@@ -525,22 +535,24 @@ def _device_busy_within(inst: pd.DataFrame, att: Attribution, first: np.ndarray,
     if pairs.empty:
         return [pd.Series(o, index=inst.index) for o in out]
     # Positions, not labels: assigning by label into a frame of a million ranges is slow.
-    position = inst.index.get_indexer(pairs["range_id"].to_numpy()[first])
-    device = att.pair_values("device_id")[first][position >= 0]
-    position = position[position >= 0]
+    # Range-sized arrays are copied only where some ranges are left out (without GPU work,
+    # or on another device): with ten million ranges each copy is 40-80 MB.
+    position = compact_ids(inst.index.get_indexer(pairs["range_id"].to_numpy()[first]))
+    device = att.pair_values("device_id")[first]
+    if (position < 0).any():
+        device, position = device[position >= 0], position[position >= 0]
     device_of_op = ops["device_id"].to_numpy()
     start, end = ops["start_ns"].to_numpy(dtype="int64"), ops["end_ns"].to_numpy(dtype="int64")
     one_device = len(device_of_op) > 0 and device_of_op.min() == device_of_op.max()
     for dev in np.unique(device):
-        rows = position[device == dev]
+        rows = position if one_device else position[device == dev]
         if one_device:  # the usual process: every operation, without copies
             ms, me = merge_intervals(start, end)
         else:
             on_device = device_of_op == dev  # a mask, not a copy of every operation's row
             ms, me = merge_intervals(start[on_device], end[on_device])
         for values, (lo, hi) in zip(out, windows, strict=True):
-            values[rows] = covered_within(ms, me, inst[lo].to_numpy()[rows].astype("int64"),
-                                          inst[hi].to_numpy()[rows].astype("int64"))
+            covered_within(ms, me, inst[lo].to_numpy(), inst[hi].to_numpy(), rows, values)
     return [pd.Series(o, index=inst.index) for o in out]
 
 
@@ -567,7 +579,7 @@ def range_summary(instances: pd.DataFrame, att: Attribution,
         return pd.DataFrame(columns=columns)
     # Only the columns the summary reads (a copy of every instance column would double
     # the memory of a range-heavy report).
-    used = ["range_id", "pid", "cpu_ns", "gpu_busy_ns",
+    used = ["range_id", "cpu_ns", "gpu_busy_ns",
             "gpu_busy_other_threads_ns", "gpu_span_ns", "gpu_idle_ns", "gpu_ops", "kernels",
             "syncs", "sync_ns", "copies", "copy_bytes", "pageable_copies"]
     inst = instances[used].copy(deep=False)
@@ -582,24 +594,14 @@ def range_summary(instances: pd.DataFrame, att: Attribution,
     # First, before the grouped columns below exist: its pair-sized arrays (one element per
     # (range, kernel) pair, each dropped once used) on top of them set a 10 M-range report's
     # peak.
-    range_id, latency = _kernel_launch_latency(att)
-    pair_group = _lookup_table(instances["range_id"].to_numpy(), group).take(range_id,
-                                                                            mode="clip")
-    del range_id
-    known = pair_group >= 0  # pairs of ranges that are not among `instances` have no group
-    if not known.all():
-        latency, pair_group = latency[known], pair_group[known]
-    del known
-    latency_by_group = grouped_median(pair_group, latency, consume=True)
-    del latency, pair_group
-    inst["name"] = pd.factorize(instances["name"])[0]
+    # (Pairs of ranges that are not among `instances` have no group.)
+    latency_by_group = _kernel_latency_median(
+        att, _lookup_table(instances["range_id"].to_numpy(), group))
     span = inst["gpu_span_ns"]
     inst["idle_share"] = (inst["gpu_idle_ns"] / span).where(span > 0)
     g = inst.groupby(group, sort=False)
     out = g.agg(
-        names=("name", "nunique"),
         count=("range_id", "size"),
-        processes=("pid", "nunique"),
         cpu_total_ns=("cpu_ns", "sum"), cpu_median_ns=("cpu_ns", "median"),
         cpu_min_ns=("cpu_ns", "min"), cpu_max_ns=("cpu_ns", "max"),
         gpu_busy_total_ns=("gpu_busy_ns", "sum"),
@@ -614,6 +616,9 @@ def range_summary(instances: pd.DataFrame, att: Attribution,
         copy_bytes=("copy_bytes", "sum"), pageable_copies=("pageable_copies", "sum"),
     )
     out["launch_latency_median_ns"] = latency_by_group.reindex(out.index)
+    out["names"] = _distinct_by_group(group, pd.factorize(instances["name"])[0]
+                                      ).reindex(out.index)
+    out["processes"] = _distinct_by_group(group, instances["pid"].to_numpy()).reindex(out.index)
     # Sums of unknowns are unknown (no CUDA trace), not zero.
     unknown = g["gpu_busy_ns"].count() == 0
     out.loc[unknown, ["gpu_busy_total_ns", "gpu_ops", "kernels", "syncs", "sync_ns", "copies",
@@ -629,6 +634,19 @@ def range_summary(instances: pd.DataFrame, att: Attribution,
     return out.sort_values("cpu_total_ns", ascending=False, kind="stable", ignore_index=True)[
         columns
     ]
+
+
+def _distinct_by_group(group: np.ndarray, values: np.ndarray) -> pd.Series:
+    """`pd.Series(values).groupby(group).nunique()` for non-negative integer groups and
+    values (name codes, pids): one packed array (distinct_per_group), where pandas' nunique
+    held five of the instances' size, the peak of a 10 M-range report's summary."""
+    width = int(values.max()) + 1
+    if int(values.min()) < 0 or (int(group.max()) + 1) * width >= 2**63:
+        return pd.Series(values).groupby(group).nunique()
+    key = group.astype("int64")
+    key *= width
+    key += values
+    return distinct_per_group(key, width)
 
 
 def _lookup_table(keys: np.ndarray, values: np.ndarray) -> np.ndarray:
