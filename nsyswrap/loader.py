@@ -418,8 +418,11 @@ def _nvtx_ranges(db: Database, queries: BulkQueries,
     df["pid"] = _pid(df["thread"])
     df["tid"] = df["thread"].to_numpy(dtype="int64") & ID_MASK
     df["domain"] = _domain_names(df, domains)
-    df["style"] = _texts((df.pop("event_type") != pushpop).to_numpy(),
-                         ["pushpop", "startend"], df.index)
+    # Two values: a categorical (one byte a range), where text took 15 bytes (144 MB at
+    # 10 M ranges, held by the ranges and their instances to the end).
+    df["style"] = pd.Series(pd.Categorical.from_codes(
+        (df.pop("event_type") != pushpop).to_numpy().astype("int8"), ["pushpop", "startend"]),
+        index=df.index, copy=False)
     df["name"] = df["name"].astype(str)
     return df[RANGE_COLUMNS], int(unterminated)
 
