@@ -331,8 +331,10 @@ def _merged_launches(parts: list) -> _Launches:
     key = _joined(launches, "launch_key")
     if len(parts) == 1:
         return _Launches(key, _joined(launches, "start_ns"), _joined(launches, "thread"))
-    # Sorted runs, one per slice: a stable sort merges them (timsort finds the runs).
-    order = np.argsort(key, kind="stable")
+    # Sorted runs, one per slice: a stable sort merges them (timsort finds the runs). The
+    # order 32-bit, held through three gathers (40 MB fewer at 10 M launches, on the load's
+    # peak on a many-core host, where every slice of every table is read at once).
+    order = compact_ids(np.argsort(key, kind="stable"))
     key = key[order]
     start = _joined(launches, "start_ns")[order]
     return _Launches(key, start, _joined(launches, "thread")[order])

@@ -5,6 +5,8 @@ the same grown reports, in the same run.
         [--sizes 1000000 10000000] [--ranges 2000000] [--demo] [--runs 3]
         [--old OLD_CODE_DIR] [--timeout 600] [--workdir /tmp/nsyswrap-bench] [--no-nsys]
 
+(--runs 0 makes the reports and stops.)
+
 Reports are made once and kept in WORKDIR (grown_<source>_<size>.sqlite by
 scripts/make_big_report.py; ranges_<n>.sqlite by scripts/make_range_report.py, five nested
 NVTX ranges around each of n tiny kernels on two threads); later runs reuse them. Then, for
@@ -138,6 +140,9 @@ def main() -> None:
     if a.demo:
         files.append(ROOT / "nsyswrap/data/scenarios-h100.sqlite")
     os.sync()  # no write-back of fresh files competing with the timed runs
+    if a.runs == 0:  # only make the reports (on a host whose time is short, ahead of runs)
+        print("\n".join(f"{path}: {counts(path)}" for path in files))
+        return
     print(f"{platform.node()}: {os.cpu_count()} cores, Python {platform.python_version()}; "
           f"{version}; {a.runs} runs each, median [min–max]\n")
     cols = ["report", "nsyswrap", "peak RSS"]
