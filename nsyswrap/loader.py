@@ -178,7 +178,8 @@ def _check_gpu_trace(info: ReportInfo, launches: _Launches, kernels: pd.DataFram
 
 
 def _pid(global_id: pd.Series) -> np.ndarray:
-    return (global_id.to_numpy(dtype="int64") >> TID_BITS) & ID_MASK
+    """The pid in a 32-bit column (it has 24 bits): held by every range and its instance."""
+    return ((global_id.to_numpy(dtype="int64") >> TID_BITS) & ID_MASK).astype(np.int32)
 
 
 def _process_key(global_id: pd.Series) -> np.ndarray:
@@ -418,7 +419,7 @@ def _nvtx_ranges(db: Database, queries: BulkQueries,
     unterminated = int(_frame(db, queries.unterminated)["n"].iloc[0])
     df["range_id"] = np.arange(len(df), dtype="int64")
     df["pid"] = _pid(df["thread"])
-    df["tid"] = df["thread"].to_numpy(dtype="int64") & ID_MASK
+    df["tid"] = (df["thread"].to_numpy(dtype="int64") & ID_MASK).astype(np.int32)
     df["domain"] = _domain_names(df, domains)
     # Two values: a categorical (one byte a range), where text took 15 bytes (144 MB at
     # 10 M ranges, held by the ranges and their instances to the end).
