@@ -308,6 +308,28 @@ def test_grouped_median_by_steps_is_pandas_without_the_ungrouped():
     assert grouped_median_by_steps(np.array([], "int64"), lambda: iter([])).empty
 
 
+def test_distinct_per_group_is_pandas_nunique():
+    """Distinct values per group from one packed key: groups in ascending order, repeated
+    values counted once, groups with one value, in any input order; and the summary's
+    helper for codes and pids, including its pandas path when the packing does not fit."""
+    from nsyswrap.analysis.ranges import _distinct_by_group
+    from nsyswrap.intervals import distinct_per_group
+
+    rng = np.random.default_rng(3)
+    groups = rng.integers(0, 50, 3000) * 7  # sparse ids, some absent
+    values = rng.integers(0, 9, 3000)  # many repeats in each group
+    want = pd.Series(values).groupby(groups).nunique()
+    key = groups.astype("int64") * 9 + values
+    pd.testing.assert_series_equal(distinct_per_group(key, 9), want, check_names=False,
+                                   check_index_type=False)
+    pids = rng.choice([4242, 17, 2**23], 3000)  # pid-like values: packed with width 2**23 + 1
+    for vals in (values, pids, rng.integers(0, 2**60, 3000)):  # the last: pandas' path
+        pd.testing.assert_series_equal(_distinct_by_group(groups, vals),
+                                       pd.Series(vals).groupby(groups).nunique(),
+                                       check_names=False, check_index_type=False)
+    assert distinct_per_group(np.array([], "int64"), 1).empty
+
+
 def test_lanes_and_pairs_do_not_depend_on_the_ranges_order():
     """Ranges in start order take the quick sorts; shuffled ones take the lexsorts. Nested
     ranges on three threads, with ties of start (outer first) and touching edges."""

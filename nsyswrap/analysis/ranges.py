@@ -590,11 +590,10 @@ def range_summary(instances: pd.DataFrame, att: Attribution,
     group = instances["family_id"].to_numpy(dtype="int64")
     if by_process:
         group = pd.factorize((instances["pid"].to_numpy(dtype="int64") << 32) | group)[0]
-    # Launch latency pooled over every kernel of every instance, not a median of medians.
-    # First, before the grouped columns below exist: its pair-sized arrays (one element per
-    # (range, kernel) pair, each dropped once used) on top of them set a 10 M-range report's
-    # peak.
-    # (Pairs of ranges that are not among `instances` have no group.)
+    # Launch latency pooled over every kernel of every instance, not a median of medians
+    # (pairs of ranges that are not among `instances` have no group). First, before the
+    # grouped columns below exist: its pair-sized array on top of them set a 10 M-range
+    # report's peak.
     latency_by_group = _kernel_latency_median(
         att, _lookup_table(instances["range_id"].to_numpy(), group))
     span = inst["gpu_span_ns"]
