@@ -551,7 +551,7 @@ def merge_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.
     maxima took twice that)."""
     if len(start) == 0:
         return np.array([], dtype="int64"), np.array([], dtype="int64")
-    order = np.argsort(start, kind="stable")
+    order = compact_ids(np.argsort(start, kind="stable"))  # held through both gathers
     s = start[order]
     running = end[order]
     del order

@@ -48,8 +48,8 @@ class Attribution:
     """Which range holds what: the raw pairs behind the per-range numbers."""
 
     gpu_ops: pd.DataFrame  # every GPU operation (kind, times, launch, name, copy details)
-    op_pairs: pd.DataFrame  # range_id, event (row of gpu_ops), innermost, other_thread,
-    #                         is_kernel, is_host_copy; the op's own columns: pair_values
+    op_pairs: pd.DataFrame  # range_id, event (row of gpu_ops), innermost, other_thread;
+    #                         the op's own columns: pair_values (and kernel_ops)
     call_pairs: pd.DataFrame  # range_id, event (row of blocking_calls), innermost
     blocking_calls: pd.DataFrame  # report.api_calls plus range_id of the innermost range or -1
     host_copies: pd.DataFrame  # host<->device memcpy rows plus range_id (innermost) or -1
@@ -58,6 +58,17 @@ class Attribution:
     other_threads: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(
         {"thread": pd.Series(dtype="int64"), "gpu_ops": pd.Series(dtype="int64")}))
 
+
+    def kernel_ops(self) -> np.ndarray:
+        """Whether each gpu_ops row is a kernel (a pair's: kernel_ops()[event]). Per
+        operation, not per pair: the pairs carry no such flag (20 MB at 10 M kernels)."""
+        return (self.gpu_ops["kind"] == "kernel").to_numpy()
+
+    def host_copy_ops(self) -> np.ndarray:
+        """Whether each gpu_ops row is a host<->device copy (one of host_copies)."""
+        mask = np.zeros(len(self.gpu_ops), dtype=bool)
+        mask[self.host_copies.index.to_numpy()] = True
+        return mask
 
     def pair_values(self, column: str, pairs: pd.DataFrame | None = None) -> np.ndarray:
         """A gpu_ops column for each pair (of op_pairs, or of a subset of it). Pairs carry
@@ -168,9 +179,6 @@ def attribute(report: Report, library: np.ndarray, rule: str = "process",
     if rule == "process":
         op_pairs, other_threads = _add_other_threads_work(ranges, ~library, launches,
                                                           op_pairs)
-    # gpu_ops has a RangeIndex, so an event label is its row: take, don't merge.
-    row = op_pairs["event"].to_numpy()
-    op_pairs["is_kernel"] = (ops["kind"] == "kernel").to_numpy()[row]
     calls = report.api_calls.reset_index(drop=True)
     call_pairs = events_in_ranges(
         ranges, pd.DataFrame({"thread": calls["thread"], "time_ns": calls["start_ns"]})
@@ -179,7 +187,6 @@ def attribute(report: Report, library: np.ndarray, rule: str = "process",
     is_copy = ((ops["kind"] == "memcpy") & ops["copy_kind"].isin(HOST_COPY_KINDS)).to_numpy()
     copies = ops[is_copy].copy()
     copies["range_id"] = _innermost_of(op_pairs, copies.index.to_numpy())
-    op_pairs["is_host_copy"] = is_copy[row]
     att = Attribution(ops, op_pairs, call_pairs, calls, copies, rule)
     if other_threads is not None:
         att.other_threads = other_threads
@@ -309,10 +316,9 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
     first_launch = by_range.min_per_range(att.gpu_ops["launch_start_ns"].to_numpy())
     del by_range
     release_freed_memory(len(pairs))  # the order's arrays and the unions' temporaries
-    is_kernel = pairs["is_kernel"].to_numpy()
     cols = {
         "gpu_ops": proj["count"],
-        "kernels": _count_by_range(pairs["range_id"].to_numpy()[is_kernel]),
+        "kernels": _count_by_range(att, att.kernel_ops()),
         "gpu_busy_ns": proj["busy_ns"], "gpu_span_ns": proj["span_ns"],
         "gpu_idle_ns": proj["idle_ns"], "gpu_first_start_ns": proj["first_start_ns"],
         "gpu_last_end_ns": proj["last_end_ns"], "gaps": proj["gaps"],
@@ -393,7 +399,7 @@ def _host_waits(att: Attribution) -> dict[str, pd.Series]:
     out = {"syncs": call_pairs.groupby("range_id").size(),
            "sync_ns": call_ns.groupby(call_pairs["range_id"]).sum()}
     pairs, ops = att.op_pairs, att.gpu_ops
-    copy_pairs = pairs[pairs["is_host_copy"]]
+    copy_pairs = pairs[att.host_copy_ops()[pairs["event"].to_numpy()]]
     row = copy_pairs["event"].to_numpy()
     copy_pairs = copy_pairs.assign(start_ns=ops["start_ns"].to_numpy()[row],
                                    end_ns=ops["end_ns"].to_numpy()[row],
@@ -419,30 +425,36 @@ def _kernel_latency_median(att: Attribution, group_of_range: np.ndarray | None =
     the latencies are pair-sized (no gathered ranges or groups beside them: 80 MB at
     10 M kernels)."""
     pairs, ops = att.op_pairs, att.gpu_ops
-    is_kernel = pairs["is_kernel"].to_numpy()
+    kernel_op = att.kernel_ops()
     event, range_id = pairs["event"].to_numpy(), pairs["range_id"].to_numpy()
     start, launch = ops["start_ns"].to_numpy(), ops["launch_start_ns"].to_numpy()
     parts = steps(len(pairs))
-    latency = np.empty(int(np.count_nonzero(is_kernel)), dtype="int64")
+    latency = np.empty(sum(int(np.count_nonzero(kernel_op[event[p]])) for p in parts),
+                       dtype="int64")
     at = 0
     for part in parts:
-        rows = event[part][is_kernel[part]]
+        rows = event[part]
+        rows = rows[kernel_op[rows]]
         latency[at:at + len(rows)] = start[rows]
         latency[at:at + len(rows)] -= launch[rows]
         at += len(rows)
 
     def groups():
         for part in parts:
-            ids = range_id[part][is_kernel[part]]
+            ids = range_id[part][kernel_op[event[part]]]
             yield ids if group_of_range is None else group_of_range.take(ids, mode="clip")
 
     return grouped_median_by_steps(latency, groups)
 
 
-def _count_by_range(range_ids: np.ndarray) -> pd.Series:
-    """How many times each range id occurs (ids are small integers: a bincount, not a
-    hash table)."""
-    counts = np.bincount(range_ids) if len(range_ids) else np.zeros(0, dtype="int64")
+def _count_by_range(att: Attribution, op_mask: np.ndarray) -> pd.Series:
+    """How many of each range's operations are in `op_mask` (per gpu_ops row), for the
+    ranges with any. A step of pairs at a time (range ids are small integers: bincounts,
+    not a hash table), without a pair-sized mask or gather."""
+    range_id, event = att.op_pairs["range_id"].to_numpy(), att.op_pairs["event"].to_numpy()
+    counts = np.zeros(int(range_id.max()) + 1 if len(range_id) else 0, dtype="int64")
+    for part in steps(len(range_id)):
+        counts += np.bincount(range_id[part][op_mask[event[part]]], minlength=len(counts))
     ids = np.flatnonzero(counts)
     return pd.Series(counts[ids], index=ids)
 
