@@ -98,9 +98,13 @@ def test_merge_intervals_matches_a_plain_sweep():
         assert [list(p) for p in zip(ms.tolist(), me.tolist(), strict=True)] == want
 
 
-def test_add_pairs_equals_sorting_everything_again():
+def test_add_pairs_equals_sorting_everything_again(monkeypatch):
     """add_pairs merges extra pairs into sorted ones; it must give exactly what sorting the
-    concatenation does (with_innermost): rows, order, innermost flags, ties included."""
+    concatenation does (with_innermost): rows, order, innermost flags, ties included. The
+    moved rows' places are found in steps: here of 5 rows."""
+    from nsyswrap import chunks
+
+    monkeypatch.setattr(chunks, "STEP_ROWS", 5)
     rng = np.random.default_rng(7)
     for _ in range(20):
         n, m = int(rng.integers(0, 300)), int(rng.integers(1, 60))
