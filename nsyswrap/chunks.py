@@ -43,10 +43,14 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
-def even_bounds(n: int, min_rows: int = MIN_ROWS) -> list[tuple[int, int]]:
+def even_bounds(n: int, min_rows: int = MIN_ROWS, *,
+                max_rows: int | None = None) -> list[tuple[int, int]]:
     """[lo, hi) bounds splitting n rows into about two chunks per core (so that one slow
-    chunk does not hold the rest), each of at least min_rows."""
+    chunk does not hold the rest), each of at least min_rows; and, with max_rows, into
+    more chunks where needed for none to exceed it (each chunk's temporaries bounded)."""
     parts = max(1, min(2 * cores(), n // min_rows))
+    if max_rows is not None:
+        parts = max(parts, -(-n // max_rows))
     cuts = [n * i // parts for i in range(parts + 1)]
     return list(zip(cuts[:-1], cuts[1:], strict=True))
 

@@ -138,13 +138,8 @@ def grouped_median_by_steps(values: np.ndarray,
     value_bits = (high - low).bit_length()
     if outside.bit_length() + value_bits > 63:
         return _grouped_median_of_steps(group_steps, values)
-    packed, at = values, 0
-    for g in group_steps():
-        part = slice(at, at + len(g))
-        packed[part] -= low
-        packed[part] |= np.where(g >= 0, g, outside).astype("int64") << value_bits
-        at += len(g)
-    packed.sort()
+    packed = _packed_in_place(values, (np.where(g >= 0, g, outside) for g in group_steps()),
+                              value_bits, low)
     return _medians_of_packed(packed, counts, value_bits, low)
 
 
@@ -165,8 +160,8 @@ def distinct_per_group(key: np.ndarray, width: int) -> pd.Series:
     key.sort()
     key = key[np.r_[True, key[1:] != key[:-1]]] if len(key) else key  # distinct pairs
     key //= width  # the group of each distinct (group, value), in order
-    heads = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if len(key) else key
-    return pd.Series(np.diff(np.r_[heads, len(key)]), index=key[heads])
+    groups, bounds = _runs(key)
+    return pd.Series(np.diff(bounds), index=groups)
 
 
 def _medians_of_packed(packed: np.ndarray, counts: np.ndarray, value_bits: int, low: int
@@ -197,17 +192,29 @@ def _packed_group_values(groups: np.ndarray, values: np.ndarray, consume: bool =
     if int(groups.max()).bit_length() + value_bits > 63 or high >= 2**63:
         return None  # (unsigned values past int64: their median is read back as int64)
     if consume and values.dtype == np.int64 and values.flags.writeable:
-        packed = values  # (value - low) fits value_bits, so no step overflows
-        for part in steps(len(packed)):
-            packed[part] -= low
-            packed[part] |= groups[part].astype("int64") << value_bits
-    else:
-        packed = groups.astype("int64")
-        packed <<= value_bits
-        for part in steps(len(packed)):  # no input-sized temporary beside it
-            packed[part] |= (values[part] - low).astype("int64", copy=False)
+        return (_packed_in_place(values, (groups[part] for part in steps(len(groups))),
+                                 value_bits, low), value_bits, low)
+    packed = groups.astype("int64")
+    packed <<= value_bits
+    for part in steps(len(packed)):  # no input-sized temporary beside it
+        packed[part] |= (values[part] - low).astype("int64", copy=False)
     packed.sort()
     return packed, value_bits, low
+
+
+def _packed_in_place(values: np.ndarray, group_parts: Iterator[np.ndarray], value_bits: int,
+                     low: int) -> np.ndarray:
+    """`values` (int64, the caller's own) overwritten with group << value_bits | value -
+    low, the groups given in consecutive parts, and sorted. (value - low) fits value_bits,
+    so no step overflows."""
+    at = 0
+    for g in group_parts:
+        part = slice(at, at + len(g))
+        values[part] -= low
+        values[part] |= g.astype("int64") << value_bits
+        at += len(g)
+    values.sort()
+    return values
 
 
 def _greedy_lanes(start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -606,7 +613,5 @@ def covered_within(merged_start: np.ndarray, merged_end: np.ndarray, lo: np.ndar
         total -= np.clip(merged_end[last] - w_hi, 0, None)  # the tail after hi
         out[slice(a, b) if by_window else at] = np.where(some, total, 0)
 
-    parts = max(len(even_bounds(n)), -(-n // STEP_ROWS))
-    cuts = [n * k // parts for k in range(parts + 1)]
-    map_chunks(windows, list(zip(cuts[:-1], cuts[1:], strict=True)))
+    map_chunks(windows, even_bounds(n, max_rows=STEP_ROWS))
     return out

@@ -557,11 +557,11 @@ def _device_busy_within(inst: pd.DataFrame, att: Attribution, first: np.ndarray,
     start, end = ops["start_ns"].to_numpy(dtype="int64"), ops["end_ns"].to_numpy(dtype="int64")
     one_device = len(device_of_op) > 0 and device_of_op.min() == device_of_op.max()
     for dev in np.unique(device):
-        rows = position if one_device else position[device == dev]
-        if one_device:  # the usual process: every operation, without copies
-            ms, me = merge_intervals(start, end)
+        if one_device:  # the usual process: every operation and range, without copies
+            rows, (ms, me) = position, merge_intervals(start, end)
         else:
             on_device = device_of_op == dev  # a mask, not a copy of every operation's row
+            rows = position[device == dev]
             ms, me = merge_intervals(start[on_device], end[on_device])
         for values, (lo, hi) in zip(out, windows, strict=True):
             covered_within(ms, me, inst[lo].to_numpy(), inst[hi].to_numpy(), rows, values)
