@@ -37,7 +37,10 @@ def family_names(instances: pd.DataFrame, eligible: np.ndarray,
     name with `{n}` for its counter, or its own name. Only `eligible` rows are grouped by
     the counter rule (the user's own ranges, not the harness's or a library's); `library`
     rows in the default domain by emit_nvtx's counters."""
-    family = instances["name"].astype(str).copy()
+    # No copy of its own: text columns are immutable arrays under pandas' copy-on-write, so
+    # the family shares the names' buffers until a row is renamed (128 MB at 10 M ranges
+    # whose names are no counters). Where pandas copies without it, astype does.
+    family = instances["name"].astype(str)
     if library is not None:
         operators = library & (instances["domain"] == "").to_numpy()
         if operators.any():

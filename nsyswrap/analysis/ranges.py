@@ -345,7 +345,7 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
         out["gpu_busy_other_threads_ns"] = (out["gpu_busy_ns"].to_numpy()
                                             - _by_row(own_busy, ids, position, 0.0))
     else:
-        out["gpu_busy_other_threads_ns"] = out["gpu_busy_ns"] * 0  # 0, or NaN without CUDA
+        out["gpu_busy_other_threads_ns"] = _zero_where_known(out["gpu_busy_ns"])
 
     # Blocking calls and host copies inside the range, nested ranges included.
     waits = host_waits.result()
@@ -360,6 +360,19 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
             # runtime records, buffered and lost with the kernels (docs/nsys-quirks.md).
             out[col] = np.nan
     return out.reset_index(drop=True)[INSTANCE_COLUMNS]
+
+
+def _zero_where_known(values: pd.Series) -> pd.Series:
+    """`values * 0`: 0 where known, NaN where not, as a column whose zeros are pages never
+    written (np.zeros), so not resident: at 10 M ranges with no work from other threads,
+    76 MB fewer. A Series over the array as it is (pandas copies an array set as a column,
+    writing the zeros)."""
+    known = values.to_numpy(dtype="float64")
+    out = np.zeros(len(known))
+    unknown = np.isnan(known)
+    if unknown.any():
+        out[unknown] = np.nan
+    return pd.Series(out, index=values.index, copy=False)
 
 
 def _by_row(values: pd.Series, ids: np.ndarray, position: np.ndarray, fill: float,
