@@ -26,7 +26,7 @@ from .capture import DEFAULT_TRACE
 from .diagnose import Thresholds
 from .errors import BadInputError, NsysWrapError
 from .multi.thresholds import DiffThresholds, RankThresholds
-from .render import RENDERERS, SECTIONS, render
+from .render import RENDERERS, SECTIONS, render_pieces
 
 # Exit codes: 0 fine, 1 failure, 2 bad input or usage, 3 findings matched --fail-on.
 EXIT_FINDINGS = 3
@@ -315,9 +315,10 @@ def compare_command(reports, fmt, output, section, instances, top, thresholds, f
 
 
 def _output(result, fmt: str, output: Path | None, top: int, color: bool | None,
-            renderer=render, steps=None, **options) -> None:
+            renderer=render_pieces, steps=None, **options) -> None:
     """Render `result` to standard output or `output`; colour and width only on a terminal.
-    A page or trace is not dumped onto a terminal: it asks for -o."""
+    A page or trace is not dumped onto a terminal: it asks for -o. `renderer` gives the
+    text, or its pieces (written as they come: millions of instance rows stream)."""
     to_terminal = output is None and sys.stdout.isatty()
     _check_destination(fmt, output)
     use_color = color if color is not None else (to_terminal and "NO_COLOR" not in os.environ)
@@ -327,17 +328,37 @@ def _output(result, fmt: str, output: Path | None, top: int, color: bool | None,
             text = renderer(result, fmt, color=use_color, width=width, top=top, **options)
     else:
         text = renderer(result, fmt, color=use_color, width=width, top=top, **options)
+    pieces = iter([text] if isinstance(text, str) else text)
+    # The first piece before anything is written: a renderer that fails, fails here.
+    first = next(pieces, "")
     if output is None:
-        click.echo(text, nl=False)
+        click.echo(first, nl=False)
+        for piece in pieces:
+            click.echo(piece, nl=False)
         if fmt in FILE_FORMATS:
             _say(f"wrote the {fmt} output to standard output (-o {FILE_FORMATS[fmt]} writes "
                  "a file)")
         return
+    _write_pieces(output, first, pieces)
+    _say(f"wrote {fmt} to {output}")
+
+
+def _write_pieces(output: Path, first: str, rest) -> None:
+    """Write the text to `output`. Should a later piece fail, a regular file is removed
+    rather than left cut short (it would read as a whole document)."""
     try:
-        output.write_text(text, encoding="utf-8")
+        with output.open("w", encoding="utf-8") as f:
+            f.write(first)
+            try:
+                for piece in rest:
+                    f.write(piece)
+            except BaseException:
+                f.close()
+                if output.is_file():
+                    output.unlink()
+                raise
     except OSError as e:
         raise BadInputError(f"cannot write {output}: {e.strerror or e}") from None
-    _say(f"wrote {fmt} to {output}")
 
 
 def _check_destination(fmt: str, output: Path | None) -> None:

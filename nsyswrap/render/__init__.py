@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from importlib import import_module
 from typing import TYPE_CHECKING
 
@@ -32,3 +33,10 @@ def renderer(fmt: str):
 
 def render(c: Comparison, fmt: str = "table", **options) -> str:
     return renderer(fmt)().render(c, **options)
+
+
+def render_pieces(c: Comparison, fmt: str = "table", **options) -> Iterator[str]:
+    """render's text in pieces, for writing as they come: renderers with a `pieces` method
+    (json, csv) stream millions of rows a chunk at a time; the others give one piece."""
+    r = renderer(fmt)()
+    return r.pieces(c, **options) if hasattr(r, "pieces") else iter([r.render(c, **options)])

@@ -5,25 +5,40 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Iterable, Iterator
 
 from ..compare import Comparison
-from .document import section_rows
+from .document import section_chunks
 
 
 class CsvRenderer:
-    def render(self, c: Comparison, *, section: str | None = None, **_) -> str:
+    def render(self, c: Comparison, **options) -> str:
+        return "".join(self.pieces(c, **options))
+
+    def pieces(self, c: Comparison, *, section: str | None = None, **_) -> Iterator[str]:
+        """The section's CSV a chunk of rows at a time (millions of instances stream)."""
         section = section or ("ranges" if not c.analysis.ranges.empty else "kernels")
-        return write_rows(section_rows(c, section))
+        return csv_pieces(section_chunks(c, section))
 
 
 def write_rows(rows: list[dict]) -> str:
     """Rows of one section as CSV; lists and dicts as JSON in their cell."""
-    out = io.StringIO()
-    if not rows:
-        return ""
-    writer = csv.DictWriter(out, fieldnames=list(rows[0]), lineterminator="\n")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({k: json.dumps(v) if isinstance(v, (dict, list)) else
-                         ("" if v is None else v) for k, v in row.items()})
-    return out.getvalue()
+    return "".join(csv_pieces([rows]))
+
+
+def csv_pieces(chunks: Iterable[list[dict]]) -> Iterator[str]:
+    """write_rows over chunks of rows, the text of each chunk as it is written: the header
+    is the first row's keys (nothing at all without rows)."""
+    writer = None
+    for rows in chunks:
+        if not rows:
+            continue
+        out = io.StringIO()
+        if writer is None:
+            writer = csv.DictWriter(out, fieldnames=list(rows[0]), lineterminator="\n")
+            writer.writeheader()
+        else:
+            writer = csv.DictWriter(out, fieldnames=writer.fieldnames, lineterminator="\n")
+        writer.writerows({k: json.dumps(v) if isinstance(v, (dict, list)) else
+                          ("" if v is None else v) for k, v in row.items()} for row in rows)
+        yield out.getvalue()

@@ -4,6 +4,7 @@ format lays out. One place decides what each section holds."""
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -59,34 +60,92 @@ def plain(value: Any) -> Any:
     return value
 
 
+# Rows made into Python values, and written, this many at a time: ten million range
+# instances as Python dicts at once would take tens of GB (docs/performance.md).
+CHUNK_ROWS = 50_000
+
+
+def plain_column(values: pd.Series) -> tuple[list[Any], bool]:
+    """What `plain` makes of each value of a column (as `to_dict("records")` boxes them), a
+    column at a time: numbers by numpy, texts and categories once per distinct value.
+    Also whether every value is a scalar (no list or dict), known without looking at
+    them except in object columns."""
+    dtype = values.dtype
+    if isinstance(dtype, np.dtype) and dtype.kind in "biu":
+        return values.to_numpy().tolist(), True
+    if isinstance(dtype, np.dtype) and dtype.kind == "f":
+        a = values.to_numpy(dtype="float64")
+        out = a.astype(object)
+        whole = np.isfinite(a) & (a == np.trunc(a)) & (np.abs(a) < 2**53)
+        out[whole] = a[whole].astype("int64").astype(object)
+        out[np.isnan(a)] = None
+        return out.tolist(), True
+    if isinstance(dtype, (pd.CategoricalDtype, pd.StringDtype)):
+        # Texts (or NA): hashing cannot merge values that plain() would tell apart.
+        codes, uniques = pd.factorize(values)
+        lookup = np.array([plain(v) for v in np.asarray(uniques, dtype=object)] + [None],
+                          dtype=object)
+        return lookup[codes].tolist(), True
+    out = [plain(v) for v in values.tolist()]
+    return out, not any(isinstance(v, (dict, list)) for v in out)
+
+
+def column_chunks(df: pd.DataFrame, fields: list[str], rows: int = CHUNK_ROWS
+                  ) -> Iterator[tuple[dict[str, list[Any]], bool]]:
+    """`df`'s `fields` as plain values (plain_column), `rows` rows at a time, with whether
+    each chunk holds scalars only. The default NVTX domain ("") has no name: None."""
+    for lo in range(0, len(df), rows):
+        part = df.iloc[lo:lo + rows]
+        columns, scalar = {}, True
+        for f in fields:
+            columns[f], flat = plain_column(part[f])
+            scalar &= flat
+        if "domain" in columns:
+            columns["domain"] = [None if d == "" else d for d in columns["domain"]]
+        yield columns, scalar
+
+
+def record_chunks(df: pd.DataFrame, fields: list[str], rows: int = CHUNK_ROWS
+                  ) -> Iterator[list[dict[str, Any]]]:
+    """records(df, fields), `rows` at a time."""
+    for columns, _ in column_chunks(df, fields, rows):
+        yield [dict(zip(fields, row, strict=True))
+               for row in zip(*columns.values(), strict=True)]
+
+
 def records(df: pd.DataFrame, fields: list[str]) -> list[dict[str, Any]]:
-    rows = []
-    for rec in df[fields].to_dict("records"):
-        row = {k: plain(v) for k, v in rec.items()}
-        if "domain" in row and row["domain"] == "":
-            row["domain"] = None  # the default NVTX domain has no name
-        rows.append(row)
-    return rows
+    return [row for chunk in record_chunks(df, fields) for row in chunk]
+
+
+# Sections that are rows of a frame: (the frame, its fields) of a Comparison.
+def section_frame(c: Comparison, section: str) -> tuple[pd.DataFrame, list[str]]:
+    a = c.analysis
+    if section == "kernels":
+        return a.kernels, KERNEL_FIELDS
+    if section == "ranges":
+        fields = (["pid"] if "pid" in a.ranges else []) + RANGE_FIELDS
+        return a.ranges[~a.ranges["harness"]], fields
+    if section == "processes":
+        return a.processes, PROCESS_FIELDS
+    if section == "benchmarks":
+        return c.benchmarks, BENCHMARK_FIELDS
+    if section == "iterations":
+        return a.iterations, ITERATION_FIELDS
+    if section == "instances":
+        return a.instances, INSTANCE_FIELDS
+    raise ValueError(f"unknown section {section!r}")
+
+
+def section_chunks(c: Comparison, section: str) -> Iterator[list[dict[str, Any]]]:
+    """A section's rows, CHUNK_ROWS at a time (writers that stream: json, csv)."""
+    if section == "findings":
+        yield [plain(f.to_dict()) for f in c.findings]
+        return
+    yield from record_chunks(*section_frame(c, section))
 
 
 def section_rows(c: Comparison, section: str) -> list[dict[str, Any]]:
-    a = c.analysis
-    if section == "kernels":
-        return records(a.kernels, KERNEL_FIELDS)
-    if section == "ranges":
-        fields = (["pid"] if "pid" in a.ranges else []) + RANGE_FIELDS
-        return records(a.ranges[~a.ranges["harness"]], fields)
-    if section == "processes":
-        return records(a.processes, PROCESS_FIELDS)
-    if section == "benchmarks":
-        return records(c.benchmarks, BENCHMARK_FIELDS)
-    if section == "iterations":
-        return records(a.iterations, ITERATION_FIELDS)
-    if section == "instances":
-        return records(a.instances, INSTANCE_FIELDS)
-    if section == "findings":
-        return [plain(f.to_dict()) for f in c.findings]
-    raise ValueError(f"unknown section {section!r}")
+    return [row for chunk in section_chunks(c, section) for row in chunk]
 
 
 def report_block(c: Comparison) -> dict[str, Any]:
