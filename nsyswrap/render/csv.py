@@ -8,7 +8,7 @@ import json
 from collections.abc import Iterable, Iterator
 
 from ..compare import Comparison
-from .document import section_chunks
+from .document import column_chunks, section_chunks, section_frame
 
 
 class CsvRenderer:
@@ -18,7 +18,9 @@ class CsvRenderer:
     def pieces(self, c: Comparison, *, section: str | None = None, **_) -> Iterator[str]:
         """The section's CSV a chunk of rows at a time (millions of instances stream)."""
         section = section or ("ranges" if not c.analysis.ranges.empty else "kernels")
-        return csv_pieces(section_chunks(c, section))
+        if section == "findings":
+            return csv_pieces(section_chunks(c, section))
+        return _frame_pieces(*section_frame(c, section))
 
 
 def write_rows(rows: list[dict]) -> str:
@@ -42,3 +44,24 @@ def csv_pieces(chunks: Iterable[list[dict]]) -> Iterator[str]:
         writer.writerows({k: json.dumps(v) if isinstance(v, (dict, list)) else
                           ("" if v is None else v) for k, v in row.items()} for row in rows)
         yield out.getvalue()
+
+
+def _frame_pieces(frame, fields: list[str]) -> Iterator[str]:
+    """csv_pieces of a frame's rows, each column's cells made at once (document's plain
+    values): what csv_pieces writes for the same rows."""
+    header = False
+    for columns, kinds in column_chunks(frame, fields):
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        if not header:
+            writer.writerow(fields)
+            header = True
+        writer.writerows(zip(*(_cells(columns[f], kinds[f]) for f in fields), strict=True))
+        yield out.getvalue()
+
+
+def _cells(values: list, kind: str) -> list:
+    """A column's cells: csv writes None as an empty cell itself; lists and dicts as JSON."""
+    if kind != "object":
+        return values
+    return [json.dumps(v) if isinstance(v, (dict, list)) else v for v in values]

@@ -65,47 +65,48 @@ def plain(value: Any) -> Any:
 CHUNK_ROWS = 50_000
 
 
-def plain_column(values: pd.Series) -> tuple[list[Any], bool]:
+# What plain_column's values are: "int" (ints), "float" (ints, floats, None), "text" (str,
+# None), "object" (anything plain gives: lists and dicts too). Writers lay each out at once.
+def plain_column(values: pd.Series) -> tuple[list[Any], str]:
     """What `plain` makes of each value of a column (as `to_dict("records")` boxes them), a
-    column at a time: numbers by numpy, texts and categories once per distinct value.
-    Also whether every value is a scalar (no list or dict), known without looking at
-    them except in object columns."""
+    column at a time: numbers by numpy, texts and categories once per distinct value; and
+    the kind of values it holds."""
     dtype = values.dtype
-    if isinstance(dtype, np.dtype) and dtype.kind in "biu":
-        return values.to_numpy().tolist(), True
+    if isinstance(dtype, np.dtype) and dtype.kind in "iu":
+        return values.to_numpy().tolist(), "int"
     if isinstance(dtype, np.dtype) and dtype.kind == "f":
         a = values.to_numpy(dtype="float64")
         out = a.astype(object)
         whole = np.isfinite(a) & (a == np.trunc(a)) & (np.abs(a) < 2**53)
         out[whole] = a[whole].astype("int64").astype(object)
         out[np.isnan(a)] = None
-        return out.tolist(), True
+        return out.tolist(), "float"
     if isinstance(dtype, (pd.CategoricalDtype, pd.StringDtype)):
         # Texts (or NA): hashing cannot merge values that plain() would tell apart.
         codes, uniques = pd.factorize(values)
         lookup = np.array([plain(v) for v in np.asarray(uniques, dtype=object)] + [None],
                           dtype=object)
-        return lookup[codes].tolist(), True
-    out = [plain(v) for v in values.tolist()]
-    return out, not any(isinstance(v, (dict, list)) for v in out)
+        kind = "text" if all(isinstance(v, str) for v in lookup[:-1]) else "object"
+        return lookup[codes].tolist(), kind
+    return [plain(v) for v in values.tolist()], "object"
 
 
-def column_chunks(df: pd.DataFrame, fields: list[str], rows: int = CHUNK_ROWS
-                  ) -> Iterator[tuple[dict[str, list[Any]], bool]]:
-    """`df`'s `fields` as plain values (plain_column), `rows` rows at a time, with whether
-    each chunk holds scalars only. The default NVTX domain ("") has no name: None."""
+def column_chunks(df: pd.DataFrame, fields: list[str], rows: int | None = None
+                  ) -> Iterator[tuple[dict[str, list[Any]], dict[str, str]]]:
+    """`df`'s `fields` as plain values (plain_column), `rows` (CHUNK_ROWS) rows at a time,
+    with each column's kind. The default NVTX domain ("") has no name: None."""
+    rows = rows or CHUNK_ROWS
     for lo in range(0, len(df), rows):
         part = df.iloc[lo:lo + rows]
-        columns, scalar = {}, True
+        columns, kinds = {}, {}
         for f in fields:
-            columns[f], flat = plain_column(part[f])
-            scalar &= flat
+            columns[f], kinds[f] = plain_column(part[f])
         if "domain" in columns:
             columns["domain"] = [None if d == "" else d for d in columns["domain"]]
-        yield columns, scalar
+        yield columns, kinds
 
 
-def record_chunks(df: pd.DataFrame, fields: list[str], rows: int = CHUNK_ROWS
+def record_chunks(df: pd.DataFrame, fields: list[str], rows: int | None = None
                   ) -> Iterator[list[dict[str, Any]]]:
     """records(df, fields), `rows` at a time."""
     for columns, _ in column_chunks(df, fields, rows):

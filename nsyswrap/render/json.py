@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,9 +13,8 @@ from .document import column_chunks, document, section_frame
 # Sections streamed after the document's own (--instances): millions of rows are written a
 # chunk at a time, never held as one list of dicts or one string.
 STREAMED_SECTIONS = ("instances", "iterations")
-# A flat record as json.dumps(indent=2) lays it out two levels deep, by the C encoder:
-# the items' separator carries the newline and the indent.
-_ROW = json.JSONEncoder(ensure_ascii=False, separators=(",\n      ", ": "))
+# json.dumps' text for a str (ensure_ascii=False), in C.
+_text = json.encoder.encode_basestring
 
 
 class JsonRenderer:
@@ -36,19 +36,36 @@ class JsonRenderer:
 
 
 def _json_array(frame, fields: list[str]) -> Iterator[str]:
-    """Rows of `frame` as json.dumps lays out a list of records one level deep."""
+    """Rows of `frame` as json.dumps(indent=2) lays out a list of records one level deep:
+    each column's values made JSON text at once, then each row from a template."""
+    row = "    {\n" + ",\n".join(f"      {json.dumps(f)}: %s" for f in fields) + "\n    }"
     first = True
-    for columns, scalar in column_chunks(frame, fields):
-        rows = (dict(zip(fields, row, strict=True))
-                for row in zip(*columns.values(), strict=True))
-        encode = _flat_record if scalar else _nested_record
-        yield ("[\n" if first else ",\n") + ",\n".join(map(encode, rows))
+    for columns, kinds in column_chunks(frame, fields):
+        texts = [_json_texts(columns[f], kinds[f]) for f in fields]
+        if any(t is None for t in texts):  # lists or dicts in a cell
+            rows = (_nested_record(dict(zip(fields, values, strict=True)))
+                    for values in zip(*columns.values(), strict=True))
+        else:
+            rows = (row % values for values in zip(*texts, strict=True))
+        yield ("[\n" if first else ",\n") + ",\n".join(rows)
         first = False
     yield "[]" if first else "\n  ]"
 
 
-def _flat_record(row: dict[str, Any]) -> str:
-    return "    {\n      " + _ROW.encode(row)[1:-1] + "\n    }"
+def _json_texts(values: list[Any], kind: str) -> list[str] | None:
+    """json.dumps of each value (document.plain_column's, of `kind`); None when some value
+    is a list or dict (laid out over several lines)."""
+    if kind == "int":
+        return list(map(str, values))
+    if kind == "float":
+        # str is float.__repr__, json's text for finite floats.
+        return ["null" if v is None else str(v) if math.isfinite(v) else json.dumps(v)
+                for v in values]
+    if kind == "text":
+        return ["null" if v is None else _text(v) for v in values]
+    if any(isinstance(v, (dict, list)) for v in values):
+        return None
+    return [json.dumps(v, ensure_ascii=False) for v in values]
 
 
 def _nested_record(row: dict[str, Any]) -> str:
