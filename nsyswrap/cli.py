@@ -31,6 +31,7 @@ from .render import RENDERERS, SECTIONS, render_pieces
 # Exit codes: 0 fine, 1 failure, 2 bad input or usage, 3 findings matched --fail-on.
 EXIT_FINDINGS = 3
 EXIT_INTERRUPTED = 130  # as a shell reports a program ended by Ctrl-C
+EXIT_BROKEN_PIPE = 141  # as a shell reports a program ended by SIGPIPE
 DEMO_REPORT = "scenarios-h100.sqlite"
 # Formats that make a file to open elsewhere (a browser, Perfetto), not text to read here.
 FILE_FORMATS = {"html": "FILE.html", "trace": "FILE.json"}
@@ -49,6 +50,12 @@ class _Group(click.Group):
         except KeyboardInterrupt:
             click.echo("nsyswrap: interrupted", err=True)
             ctx.exit(EXIT_INTERRUPTED)
+        except BrokenPipeError:
+            # The reader stopped reading (`| head`): quiet, as a shell reports a program
+            # ended by SIGPIPE. Standard output goes nowhere, so its flush at exit cannot
+            # fail again.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            ctx.exit(EXIT_BROKEN_PIPE)
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
         except Exception as e:  # a bug in nsyswrap: still one line unless asked for more

@@ -7,6 +7,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pandas as pd
@@ -123,3 +125,15 @@ def test_a_file_cut_short_by_a_failure_is_removed(tmp_path):
     assert not out.exists()
     cli._write_pieces(out, "{", iter(["}", "\n"]))
     assert out.read_text() == "{}\n"
+
+
+def test_a_reader_that_stops_early_ends_it_quietly():
+    """`nsyswrap compare --format json --instances | head`: the demo's ~0.7 MB of rows
+    outgrow the pipe's buffer, so writing meets the closed pipe."""
+    p = subprocess.Popen([sys.executable, "-m", "nsyswrap", "compare", "--format", "json",
+                          "--instances"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert p.stdout.read(10) == b'{\n  "schem'
+    p.stdout.close()
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=120) == cli.EXIT_BROKEN_PIPE
+    assert "error" not in err and "Traceback" not in err
