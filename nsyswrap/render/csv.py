@@ -31,18 +31,16 @@ def write_rows(rows: list[dict]) -> str:
 def csv_pieces(chunks: Iterable[list[dict]]) -> Iterator[str]:
     """write_rows over chunks of rows, the text of each chunk as it is written: the header
     is the first row's keys (nothing at all without rows)."""
-    writer = None
+    fields = None
     for rows in chunks:
         if not rows:
             continue
         out = io.StringIO()
-        if writer is None:
-            writer = csv.DictWriter(out, fieldnames=list(rows[0]), lineterminator="\n")
+        writer = csv.DictWriter(out, fieldnames=fields or list(rows[0]), lineterminator="\n")
+        if fields is None:
             writer.writeheader()
-        else:
-            writer = csv.DictWriter(out, fieldnames=writer.fieldnames, lineterminator="\n")
-        writer.writerows({k: json.dumps(v) if isinstance(v, (dict, list)) else
-                          ("" if v is None else v) for k, v in row.items()} for row in rows)
+            fields = writer.fieldnames
+        writer.writerows({k: _cell(v) for k, v in row.items()} for row in rows)
         yield out.getvalue()
 
 
@@ -56,12 +54,11 @@ def _frame_pieces(frame, fields: list[str]) -> Iterator[str]:
         if not header:
             writer.writerow(fields)
             header = True
-        writer.writerows(zip(*(_cells(columns[f], kinds[f]) for f in fields), strict=True))
+        writer.writerows(zip(*(columns[f] if kinds[f] != "object" else map(_cell, columns[f])
+                               for f in fields), strict=True))
         yield out.getvalue()
 
 
-def _cells(values: list, kind: str) -> list:
-    """A column's cells: csv writes None as an empty cell itself; lists and dicts as JSON."""
-    if kind != "object":
-        return values
-    return [json.dumps(v) if isinstance(v, (dict, list)) else v for v in values]
+def _cell(value):
+    """A cell's value: lists and dicts as JSON (csv writes None as an empty cell itself)."""
+    return json.dumps(value) if isinstance(value, (dict, list)) else value
