@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import pandas as pd
 
-from .chunks import STEP_ROWS, even_bounds, map_chunks, steps
+from .chunks import STEP_ROWS, even_bounds, map_chunks, sort_in_place, steps
 
 
 def assign_lanes(ranges: pd.DataFrame) -> np.ndarray:
@@ -154,10 +154,21 @@ def _grouped_median_of_steps(group_steps: Callable[[], Iterator[np.ndarray]],
 
 def distinct_per_group(key: np.ndarray, width: int) -> pd.Series:
     """How many distinct values each group holds, from one integer per row, key = group *
-    width + value (0 <= value < width), sorted in place: by group id, for the groups
-    present. One array of the rows' size, where pandas' grouped nunique (a factorization
-    and a lexsort of the pairs) held five."""
-    key.sort()
+    width + value (0 <= value < width): by group id, for the groups present. Where every
+    (group, value) has a place in a table no longer than the rows (a few streams or
+    processes per range: the usual case), the table marks those present, in linear time;
+    otherwise `key` is sorted in place. Either way at most one array of the rows' size
+    beside `key`, where pandas' grouped nunique (a factorization and a lexsort of the
+    pairs) held five."""
+    places = (int(key.max()) // width + 1) * width if len(key) else 0
+    if places <= len(key):
+        seen = np.zeros(places, dtype=bool)
+        for part in steps(len(key)):
+            seen[key[part]] = True
+        counts = np.count_nonzero(seen.reshape(-1, width), axis=1)
+        groups = np.flatnonzero(counts)
+        return pd.Series(counts[groups].astype("int64"), index=groups)
+    sort_in_place(key)
     key = key[np.r_[True, key[1:] != key[:-1]]] if len(key) else key  # distinct pairs
     key //= width  # the group of each distinct (group, value), in order
     groups, bounds = _runs(key)
@@ -198,7 +209,7 @@ def _packed_group_values(groups: np.ndarray, values: np.ndarray, consume: bool =
     packed <<= value_bits
     for part in steps(len(packed)):  # no input-sized temporary beside it
         packed[part] |= (values[part] - low).astype("int64", copy=False)
-    packed.sort()
+    sort_in_place(packed)
     return packed, value_bits, low
 
 
@@ -213,7 +224,7 @@ def _packed_in_place(values: np.ndarray, group_parts: Iterator[np.ndarray], valu
         values[part] -= low
         values[part] |= g.astype("int64") << value_bits
         at += len(g)
-    values.sort()
+    sort_in_place(values)
     return values
 
 

@@ -37,9 +37,11 @@ def memory() -> str:
 
 
 def timed(name: str, f, *args, **kwargs):
-    t = time.perf_counter()
+    t, cpu = time.perf_counter(), time.process_time()
     out = f(*args, **kwargs)
-    print(f"{name:24s} {time.perf_counter() - t:7.2f} s   {memory()}", flush=True)
+    wall = time.perf_counter() - t
+    print(f"{name:24s} {wall:7.2f} s  cpu {time.process_time() - cpu:6.2f} s   {memory()}",
+          flush=True)
     return out
 
 
