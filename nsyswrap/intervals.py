@@ -243,19 +243,21 @@ def _greedy_lanes(start: np.ndarray, end: np.ndarray) -> np.ndarray:
 
 
 def events_in_ranges(ranges: pd.DataFrame, events: pd.DataFrame,
-                     key: str = "thread") -> pd.DataFrame:
+                     key: str = "thread", *, by_event: bool = True) -> pd.DataFrame:
     """All (range, event) pairs where the event happened inside the range (start <= t <=
     end) and has the range's `key`: its thread (the default), or any column both frames
     carry that is constant per thread (the process, to match events of other threads).
 
     ranges: range_id, thread, start_ns, end_ns, lane (from assign_lanes) and `key`.
     events: time_ns and `key`; the row label identifies the event.
-    Returns columns range_id, event (the event's row label), range_start_ns, innermost
-    (True for the latest-starting range that holds the event: with nesting, the innermost).
+    Returns columns range_id, event (the event's row label) and innermost (True for the
+    latest-starting range that holds the event: with nesting, the innermost), sorted by
+    event (with_innermost). Without `by_event`, range_id and event alone, in the search's
+    order: for a caller that joins them with other pairs and sorts them all at once.
     Per lane and thread of the ranges (where they never overlap), a binary search of the
     events' times among the ranges' starts.
     """
-    cols = {"range_id": "int64", "event": "int64", "range_start_ns": "int64", "innermost": bool}
+    cols = {"range_id": "int64", "event": "int64"} | ({"innermost": bool} if by_event else {})
     if ranges.empty or events.empty:
         return pd.DataFrame({c: pd.Series(dtype=t) for c, t in cols.items()})
     ev_key = events[key].to_numpy(dtype="int64")
@@ -321,7 +323,7 @@ def events_in_ranges(ranges: pd.DataFrame, events: pd.DataFrame,
         # Each pair's event: its range's first event plus its place in the range's slice.
         position = np.repeat(first - (np.cumsum(counts) - counts), counts)
         position += np.arange(total)
-        return r_id[ranges_of], ev_label[e_lo:e_hi][position], r_start[ranges_of]
+        return r_id[ranges_of], ev_label[e_lo:e_hi][position]
 
     # Segments of (lane, thread) among the ranges, on every core (chunks.py), weighed by
     # the events of their key.
@@ -335,12 +337,24 @@ def events_in_ranges(ranges: pd.DataFrame, events: pd.DataFrame,
     # Column by column, each segment's part dropped once joined: the pairs and one column,
     # not the pairs twice (the segments' arrays beside their concatenation).
     columns = {}
-    for i, c in enumerate(("range_id", "event", "range_start_ns")):
+    for i, c in enumerate(("range_id", "event")):
         columns[c] = np.concatenate([p[i] for p in found])
         for p in found:
             p[i] = None
     del found
-    return _sorted_by_event(columns)
+    if not by_event:
+        return pd.DataFrame(columns, copy=False)
+    return _sorted_by_event(columns, range_starts(ranges))
+
+
+def range_starts(ranges: pd.DataFrame) -> np.ndarray:
+    """Each range's start, indexed by range id (ids are small integers): what orders the
+    pairs of one event, looked up where needed rather than carried as a pair-sized column
+    (165 MB at 10 M kernels)."""
+    ids = ranges["range_id"].to_numpy()
+    out = np.zeros(int(ids.max()) + 1 if len(ids) else 0, dtype="int64")
+    out[ids] = ranges["start_ns"].to_numpy(dtype="int64")
+    return out
 
 
 def _runs(sorted_keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -359,116 +373,107 @@ def compact_ids(ids: np.ndarray) -> np.ndarray:
     return ids
 
 
-def with_innermost(pairs: pd.DataFrame, *more: pd.DataFrame) -> pd.DataFrame:
-    """Pairs (the rows of `pairs`, then of `more`: frames with the same columns) sorted by
-    (event, range start) with `innermost` marking each event's latest-starting range (the
-    innermost of nested ranges). Built column by column: with tens of millions of pairs, a
-    concatenated frame and a sorted copy of it at once would double the peak."""
-    frames = [f.drop(columns="innermost", errors="ignore") for f in (pairs, *more)]
+def with_innermost(starts: np.ndarray, *frames: pd.DataFrame) -> pd.DataFrame:
+    """Pairs (the rows of each frame in turn: range_id, event and any other columns, the
+    same in each) sorted by (event, range start), ties in that order, with `innermost`
+    marking each event's latest-starting range (the innermost of nested ranges). `starts`:
+    each range's start by range id (range_starts). The frames are emptied column by
+    column as each is joined: with tens of millions of pairs, the parts and a joined copy
+    of every column at once would double the peak. All pairs sorted at once, not some
+    sorted and others merged in: the sort finds the runs already in order."""
+    columns = {}
+    for name in list(frames[0].columns):
+        parts = [f.pop(name).to_numpy() for f in frames]
+        columns[name] = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        del parts
+    return _sorted_by_event(columns, starts)
 
-    def column(name: str) -> np.ndarray:
-        parts = [f[name].to_numpy() for f in frames]
-        return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
-    return _sorted_by_event({c: column(c) for c in frames[0].columns})
+def _sorted_by_event(columns: dict[str, np.ndarray], starts: np.ndarray) -> pd.DataFrame:
+    """The pairs' columns (range_id, event and any others) sorted by (event, range start:
+    `starts` by range id), ties in their given order (np.lexsort's permutation), with
+    `innermost`. `columns` is emptied as each column is sorted, so an array nothing else
+    holds is freed as its sorted copy is made: the peak is the pairs and one column more,
+    not the pairs twice.
 
-
-def _sorted_by_event(columns: dict[str, np.ndarray]) -> pd.DataFrame:
-    """The pairs' columns (event, range_start_ns and any others) sorted by (event, range
-    start), with `innermost`. `columns` is emptied as each column is sorted, so an array
-    nothing else holds is freed as its sorted copy is made: the peak is the pairs and one
-    column more, not the pairs twice."""
-    order = order_by_event(columns["event"], columns["range_start_ns"])
-    out = {c: columns.pop(c)[order] for c in list(columns)}
+    Pairs arrive lane by lane (outermost first) with each lane's events in time order, so
+    within one event they are mostly in range-start order already: a stable sort by event
+    alone (quick on such nearly sorted input) gives lexsort's order there, ties included.
+    The events where it does not (the process rule's pairs, joined after the launching
+    thread's own, hold ranges that started earlier) are found, not assumed, and only their
+    rows sorted again by range start, stably: the same permutation as lexsort's (a full
+    lexsort of the 20 M pairs at 10 M kernels cost 1.5 s)."""
+    order, event = _stable_order(columns.pop("event"))
+    out = {c: (event if c == "event" else columns.pop(c)[order]) for c in ["range_id", "event"]
+           + [c for c in columns if c != "range_id"]}
+    del order, event
+    _sort_again_by_start(out, starts)
     ev = out["event"]
     out["innermost"] = np.r_[ev[1:] != ev[:-1], True] if len(ev) else np.array([], bool)
     return pd.DataFrame(out, copy=False)
 
 
-def order_by_event(event: np.ndarray, range_start: np.ndarray) -> np.ndarray:
-    """np.lexsort((range_start, event)), the same permutation, fast in the usual case.
-
-    Pairs arrive lane by lane (outermost first) with each lane's events in time order, so
-    within one event they are nearly always in range-start order already: then a stable
-    sort by event alone (quick on such nearly sorted input) gives lexsort's order, ties
-    included. Checked, not assumed: otherwise the full lexsort runs."""
-    order = np.argsort(event, kind="stable")
-    # Checked a step at a time (each step one row into the next): no pair-sized copies of
-    # the events and starts in that order beside the pairs (250 MB at 10 M kernels).
-    for part in steps(max(len(order) - 1, 0)):
-        at = order[part.start:part.stop + 1]
-        ev, rs = event[at], range_start[at]
-        if not np.all((ev[1:] != ev[:-1]) | (rs[1:] >= rs[:-1])):
-            return np.lexsort((range_start, event))
-    return compact_ids(order)  # held while every column is gathered by it
+def _sort_again_by_start(out: dict[str, np.ndarray], starts: np.ndarray) -> None:
+    """Pairs sorted by event (columns in `out`, rewritten in place): the rows of each event
+    whose ranges' starts do not ascend sorted again by start, stably."""
+    event, range_id = out["event"], out["range_id"]
+    bad = events_out_of_start_order(event, range_id, starts)
+    if len(bad) == 0:
+        return
+    lo = np.searchsorted(event, bad, side="left")
+    hi = np.searchsorted(event, bad, side="right")
+    rows = np.repeat(lo - (np.cumsum(hi - lo) - (hi - lo)), hi - lo) + np.arange(
+        int((hi - lo).sum()))  # every row of those events, in order
+    again = rows[np.lexsort((starts[range_id[rows]], event[rows]))]
+    for values in out.values():
+        values[rows] = values[again]
 
 
-def add_pairs(pairs: pd.DataFrame, extra: pd.DataFrame, consume: bool = False,
-              drop: tuple[str, ...] = (),
-              range_starts: np.ndarray | None = None) -> pd.DataFrame:
-    """with_innermost(pairs, extra) for `pairs` already in with_innermost's order and
-    `extra` (same columns) in it too, without sorting everything again: only the events
-    that `extra` touches are re-sorted (with their rows of `pairs`), then merged back by
-    event. The same rows, order and `innermost` flags; with tens of millions of pairs and
-    a few extra, a fraction of the time and of the temporaries. `consume`: each column of
-    `pairs` is deleted from it once merged, so that the peak is the pairs and one column
-    more, not the pairs twice (500 MB at 10 M kernels). `drop`: columns the caller has no
-    further use for (such as range_start_ns, once `innermost` is known), left out of the
-    result rather than merged: each is one pair-sized array fewer at the merge's peak.
-    `range_starts`: each range's start, indexed by range id, for `pairs` that no longer
-    carry range_start_ns (dropped once their innermost flags were known, so that it is not
-    held through the search that made `extra`): it is gathered for the rows that need it."""
-    if extra.empty:
-        return pairs.drop(columns=list(drop), errors="ignore")
-    ev = pairs["event"].to_numpy()
-    touched = np.zeros(int(max(ev.max(initial=-1), extra["event"].max())) + 1, dtype=bool)
-    touched[extra["event"].to_numpy()] = True
-    moved = touched[ev]
-    del touched
-    moved_pairs = pairs[moved]
-    if "range_start_ns" not in pairs:
-        moved_pairs = moved_pairs.assign(
-            range_start_ns=range_starts[moved_pairs["range_id"].to_numpy()])
-    # Columns in extra's order, as with_innermost(pairs, extra) would give them.
-    sub = with_innermost(moved_pairs[[c for c in extra.columns if c != "innermost"]], extra)
-    del moved_pairs
-    keep = ~moved
-    del moved
-    kept_ev = ev[keep]
-    del ev
-    sub_ev = sub["event"].to_numpy()
-    n = len(kept_ev) + len(sub_ev)
-    # Events are disjoint between the two parts, each sorted by event: a merge by event.
-    # Each moved row's place in the merged pairs, a step at a time and 32-bit where it fits
-    # (the search's result, the offsets and their sum at once were three int64 arrays of
-    # the moved rows: ~250 MB at 10 M kernels, on the attribution's peak).
-    at = np.empty(len(sub_ev), dtype=np.int32 if n < 2**31 else np.int64)
-    for part in steps(len(sub_ev)):
-        at[part] = np.searchsorted(kept_ev, sub_ev[part], side="left")
-        at[part] += np.arange(part.start, part.start + len(at[part]))
-    del kept_ev, sub_ev
-    from_kept = np.ones(n, dtype=bool)
-    from_kept[at] = False
-    out = {}
-    for col in drop:
-        if col in sub:
-            del sub[col]
-        if consume and col in pairs:
-            del pairs[col]
-    gathered = {}  # before consume deletes range_id
-    if "range_start_ns" not in pairs and "range_start_ns" not in drop:
-        gathered["range_start_ns"] = range_starts[pairs["range_id"].to_numpy()[keep]]
-    for col in list(sub.columns):  # the columns of pairs and extra, but those dropped
-        kept = gathered.pop(col) if col in gathered else pairs[col].to_numpy()[keep]
-        moved_in = sub.pop(col).to_numpy()  # (sub is this function's own)
-        if consume and col in pairs:
-            del pairs[col]
-        values = np.empty(n, dtype=np.result_type(kept, moved_in))
-        values[at] = moved_in
-        values[from_kept] = kept
-        del kept, moved_in
-        out[col] = values
-    return pd.DataFrame(out, copy=False)
+def events_out_of_start_order(event: np.ndarray, range_id: np.ndarray,
+                              starts: np.ndarray) -> np.ndarray:
+    """The events (sorted, distinct) of pairs sorted by event whose ranges' starts (`starts`
+    by range id) do not ascend. A step at a time (each step one row into the next): no
+    pair-sized temporaries. Where range ids follow the ranges' starts (the loader's order),
+    a start is looked up only where the ids descend (a lookup per pair cost 0.4 s at 10 M
+    kernels)."""
+    by_id = bool(np.all(starts[1:] >= starts[:-1]))
+    found = []
+    for part in steps(max(len(event) - 1, 0)):
+        ev = event[part.start:part.stop + 1]
+        rid = range_id[part.start:part.stop + 1]
+        if by_id:  # ids that ascend have starts that ascend
+            at = np.flatnonzero((ev[1:] == ev[:-1]) & (rid[1:] < rid[:-1]))
+            at = at[starts[rid[at + 1]] < starts[rid[at]]]
+        else:
+            rs = starts[rid]
+            at = np.flatnonzero((ev[1:] == ev[:-1]) & (rs[1:] < rs[:-1]))
+        if len(at):
+            found.append(ev[at])
+    return np.unique(np.concatenate(found)) if found else np.array([], dtype=event.dtype)
+
+
+def _stable_order(event: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(np.argsort(event, kind="stable"), event in that order). For row labels (below
+    2**31) and fewer than 2**32 of them, each label and its position packed into one int64
+    and sorted in place on every core (sort_in_place): the sorted labels come out of the
+    high bits, not from a gather. At 10 M kernels (20 M pairs) 0.3 s against 0.75 s."""
+    n = len(event)
+    if n and (int(event.min()) < 0 or int(event.max()) >= 2**31 or n >= 2**32):
+        order = compact_ids(np.argsort(event, kind="stable"))
+        return order, event[order]
+    dtype = event.dtype
+    packed = event.astype(np.int64)
+    del event  # (the caller's was handed over)
+    packed <<= 32
+    for part in steps(n):
+        packed[part] |= np.arange(part.start, min(part.stop, n))
+    sort_in_place(packed)
+    order = np.empty(n, dtype=np.int32 if n < 2**31 else np.int64)
+    labels = np.empty(n, dtype=dtype)
+    for part in steps(n):
+        order[part] = packed[part] & 0xFFFFFFFF
+        labels[part] = packed[part] >> 32
+    return order, labels
 
 
 UNION_COLUMNS = ["busy_ns", "span_ns", "idle_ns", "first_start_ns", "last_end_ns", "gaps",

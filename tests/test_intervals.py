@@ -6,7 +6,6 @@ import numpy as np
 import pandas as pd
 
 from nsyswrap.intervals import (
-    add_pairs,
     assign_lanes,
     events_in_ranges,
     grouped_median,
@@ -98,50 +97,36 @@ def test_merge_intervals_matches_a_plain_sweep():
         assert [list(p) for p in zip(ms.tolist(), me.tolist(), strict=True)] == want
 
 
-def test_add_pairs_equals_sorting_everything_again(monkeypatch):
-    """add_pairs merges extra pairs into sorted ones; it must give exactly what sorting the
-    concatenation does (with_innermost): rows, order, innermost flags, ties included. The
-    moved rows' places are found in steps: here of 5 rows."""
+def test_with_innermost_sorts_the_frames_rows_as_lexsort_does(monkeypatch):
+    """The frames' rows in turn, sorted by (event, range start) with ties in that order
+    (np.lexsort's permutation of the concatenation), innermost on each event's last row;
+    the frames emptied. Ranges' starts with many ties, by range id in and out of order;
+    rows within each event in and out of start order (the stable sort, and the sort again),
+    checked in steps of 5 rows."""
     from nsyswrap import chunks
 
     monkeypatch.setattr(chunks, "STEP_ROWS", 5)
     rng = np.random.default_rng(7)
-    for _ in range(20):
+    for trial in range(20):
         n, m = int(rng.integers(0, 300)), int(rng.integers(1, 60))
-
-        starts = rng.integers(0, 25, 40)  # each range's start: many ties
-
-        def frame(k, other, starts=starts):
+        starts = rng.integers(0, 25, 40)  # each range's start, by range id
+        if trial % 4 >= 2:  # ids in start order (the loader's): found by the ids first
+            starts = np.sort(starts)
+        frames = []
+        for k, other in ((n, False), (m, True)):
             range_id = rng.integers(0, 40, k)
-            return pd.DataFrame({"range_id": range_id,
-                                 "event": rng.integers(0, 80, k),
-                                 "range_start_ns": starts[range_id],
-                                 "other_thread": np.full(k, other)})
-
-        pairs = with_innermost(frame(n, False))
-        extra = with_innermost(frame(m, True))
-        expected = with_innermost(pairs, extra)
-        got = add_pairs(pairs, extra)
-        pd.testing.assert_frame_equal(got.reset_index(drop=True),
-                                      expected.reset_index(drop=True))
-        consumed = pairs.copy()
-        got = add_pairs(consumed, extra, consume=True)
-        pd.testing.assert_frame_equal(got.reset_index(drop=True),
-                                      expected.reset_index(drop=True))
-        assert consumed.columns.empty or extra.empty  # its columns moved into the result
-        consumed = pairs.copy()
-        got = add_pairs(consumed, extra, consume=True, drop=("range_start_ns",))
-        pd.testing.assert_frame_equal(
-            got.reset_index(drop=True),
-            expected.drop(columns="range_start_ns").reset_index(drop=True))
-        # Pairs that no longer carry their ranges' starts: gathered from range_starts.
-        without = pairs.drop(columns="range_start_ns")
-        for drop in [("range_start_ns",), ()]:
-            got = add_pairs(without.copy(), extra, consume=True, drop=drop,
-                            range_starts=starts)
-            pd.testing.assert_frame_equal(
-                got.reset_index(drop=True),
-                expected.drop(columns=list(drop)).reset_index(drop=True))
+            if trial % 2:  # starts ascending within each event: the stable sort alone
+                range_id = range_id[np.argsort(starts[range_id], kind="stable")]
+            frames.append(pd.DataFrame({"range_id": range_id, "event": rng.integers(0, 80, k),
+                                        "other_thread": np.full(k, other)}))
+        whole = pd.concat(frames, ignore_index=True)
+        order = np.lexsort((starts[whole["range_id"].to_numpy()], whole["event"].to_numpy()))
+        expected = whole.iloc[order].reset_index(drop=True)
+        ev = expected["event"].to_numpy()
+        expected["innermost"] = np.r_[ev[1:] != ev[:-1], True] if len(ev) else []
+        got = with_innermost(starts, *frames)
+        pd.testing.assert_frame_equal(got, expected)
+        assert all(f.columns.empty for f in frames)
 
 
 def test_chunks_on_threads_give_what_one_chunk_gives(monkeypatch):
@@ -331,6 +316,11 @@ def test_distinct_per_group_is_pandas_nunique():
         pd.testing.assert_series_equal(_distinct_by_group(groups, vals),
                                        pd.Series(vals).groupby(groups).nunique(),
                                        check_names=False, check_index_type=False)
+    dense = rng.integers(0, 50, 3000)  # every (group, value) place fits the rows: the table
+    key = dense.astype("int64") * 9 + values
+    pd.testing.assert_series_equal(distinct_per_group(key, 9),
+                                   pd.Series(values).groupby(dense).nunique(),
+                                   check_names=False, check_index_type=False)
     assert distinct_per_group(np.array([], "int64"), 1).empty
 
 
@@ -363,20 +353,29 @@ def test_lanes_and_pairs_do_not_depend_on_the_ranges_order():
         ordered, events_in_ranges(shuffled.assign(lane=lanes[shuffled.index]), events))
 
 
-def test_order_by_event_is_lexsorts_permutation(monkeypatch):
+def test_sorted_by_event_is_lexsorts_permutation(monkeypatch):
     """Pairs in range-start order within each event (the usual case, taken by a stable
-    sort) and pairs out of it (the lexsort), checked a few rows at a time: a disorder that
-    sits across two steps must still send it to the lexsort."""
+    sort) and pairs out of it (sorted again), checked a few rows at a time: a disorder that
+    sits across two steps must still be sorted again. Ties (equal event and start) keep
+    their given order, as in np.lexsort."""
     from nsyswrap import chunks
-    from nsyswrap.intervals import order_by_event
+    from nsyswrap.intervals import _sorted_by_event
 
     monkeypatch.setattr(chunks, "STEP_ROWS", 4)
     rng = np.random.default_rng(9)
+    starts = rng.integers(0, 10**4, 60) // 100  # each range's start, with ties
     event = rng.integers(0, 30, 200)
-    range_start = rng.integers(0, 10**6, 200)
-    by_start = np.argsort(range_start, kind="stable")
-    in_order = (event[by_start], range_start[by_start])  # starts ascend within each event
-    for ev, rs in (in_order, (event, range_start)):
-        assert np.array_equal(order_by_event(ev, rs), np.lexsort((rs, ev)))
-    ev, rs = np.array([1, 0, 1, 1, 1, 1]), np.array([5, 0, 6, 9, 8, 10])  # 9 > 8 across steps
-    assert np.array_equal(order_by_event(ev, rs), np.lexsort((rs, ev)))
+    range_id = rng.integers(0, 60, 200)
+    by_start = np.argsort(starts[range_id], kind="stable")
+    in_order = (event[by_start], range_id[by_start])  # starts ascend within each event
+    across = (np.array([1, 0, 1, 1, 1, 1]), np.array([0, 1, 2, 3, 4, 5]))
+    across_starts = np.array([5, 0, 6, 9, 8, 10])  # 9 > 8 across steps
+    for (ev, rid), st in ((in_order, starts), ((event, range_id), starts),
+                          (across, across_starts)):
+        row = np.arange(len(ev))
+        got = _sorted_by_event({"range_id": rid.copy(), "event": ev.copy(), "row": row}, st)
+        order = np.lexsort((st[rid], ev))
+        assert np.array_equal(got["row"].to_numpy(), order)
+        assert np.array_equal(got["event"].to_numpy(), ev[order])
+        assert np.array_equal(got["innermost"].to_numpy(),
+                              np.r_[ev[order][1:] != ev[order][:-1], True])

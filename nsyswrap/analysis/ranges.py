@@ -26,7 +26,6 @@ import pandas as pd
 from .._memory import release_freed_memory
 from ..chunks import STEP_ROWS, steps
 from ..intervals import (
-    add_pairs,
     assign_lanes,
     compact_ids,
     covered_within,
@@ -35,7 +34,9 @@ from ..intervals import (
     group_bounds,
     grouped_median_by_steps,
     merge_intervals,
+    range_starts,
     union_stats_sorted,
+    with_innermost,
 )
 from ..report import Report
 
@@ -169,16 +170,19 @@ def attribute(report: Report, library: np.ndarray, rule: str = "process",
     ranges["process"] = ranges["thread"].to_numpy(dtype="int64") >> 24
     ops = gpu_ops(report, consume)
     launches = _launches(ops)
-    op_pairs = events_in_ranges(ranges, launches)  # nsys's rule: the launching thread's
-    op_pairs["other_thread"] = False
-    release_freed_memory(len(op_pairs))  # the search's temporaries, before the next one
+    # nsys's rule: the launching thread's ranges. In the search's order: sorted by event
+    # once, with the process rule's pairs.
+    own = events_in_ranges(ranges, launches, by_event=False)
+    own["other_thread"] = np.zeros(len(own), dtype=bool)
+    release_freed_memory(len(own))  # the search's temporaries, before the next one
+    starts = range_starts(ranges)
     other_threads = None
-    # range_start_ns served its purpose (innermost): not held through the process rule's
-    # search (a pair-sized column at its peak), whose merge gathers it where needed.
-    del op_pairs["range_start_ns"]
     if rule == "process":
-        op_pairs, other_threads = _add_other_threads_work(ranges, ~library, launches,
-                                                          op_pairs)
+        op_pairs, other_threads = _with_other_threads_work(ranges, ~library, launches, own,
+                                                           starts)
+    else:
+        op_pairs = with_innermost(starts, own)
+    del own
     calls = report.api_calls.reset_index(drop=True)
     call_pairs = events_in_ranges(
         ranges, pd.DataFrame({"thread": calls["thread"], "time_ns": calls["start_ns"]})
@@ -220,14 +224,15 @@ def _innermost_of(pairs: pd.DataFrame, events: np.ndarray) -> np.ndarray:
     return np.where(inner_events[i] == events, inner_ranges[i], -1).astype("int64")
 
 
-def _add_other_threads_work(ranges: pd.DataFrame, user: np.ndarray, launches: pd.DataFrame,
-                            pairs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _with_other_threads_work(ranges: pd.DataFrame, user: np.ndarray, launches: pd.DataFrame,
+                             pairs: pd.DataFrame, starts: np.ndarray
+                             ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The process rule: launches whose thread had no range of the user's own (`user`, per
     range) open go to the user's ranges of the same process that were open at that moment
-    (on other threads: on its own thread there was none). Returns all pairs, and per
-    launching thread how many GPU operations went to other threads' ranges. `pairs` (without
-    range_start_ns) is emptied: its columns move into the returned pairs (add_pairs,
-    consume)."""
+    (on other threads: on its own thread there was none). Returns all pairs, sorted by
+    event (with_innermost; `starts`: range_starts), and per launching thread how many GPU
+    operations went to other threads' ranges. `pairs`, the launching threads' own (in any
+    order), is emptied: its columns move into the returned pairs."""
     user_ids = ranges["range_id"].to_numpy()[user]
     # Lookups by position (range ids and event rows are small integers), not np.isin and
     # np.unique: sorting tens of millions of pairs cost seconds.
@@ -238,19 +243,17 @@ def _add_other_threads_work(ranges: pd.DataFrame, user: np.ndarray, launches: pd
     owned[pairs["event"].to_numpy()[is_user[pairs["range_id"].to_numpy()]]] = True
     orphans = launches[~owned[launches.index.to_numpy()]]
     orphans = orphans.assign(process=orphans["thread"].to_numpy() >> 24)
-    extra = events_in_ranges(ranges[user], orphans, key="process")
+    extra = events_in_ranges(ranges[user], orphans, key="process", by_event=False)
     del orphans
     counts = pd.DataFrame({"thread": pd.Series(dtype="int64"),
                            "gpu_ops": pd.Series(dtype="int64")})
     if extra.empty:
-        return pairs, counts
-    extra["other_thread"] = True
-    range_starts = np.zeros(len(is_user), dtype="int64")
-    range_starts[ranges["range_id"].to_numpy()] = ranges["start_ns"].to_numpy()
-    combined = add_pairs(pairs, extra, consume=True, drop=("range_start_ns",),
-                         range_starts=range_starts)
+        return with_innermost(starts, pairs), counts
+    extra["other_thread"] = np.ones(len(extra), dtype=bool)
     taken = np.zeros(n_events, dtype=bool)
     taken[extra["event"].to_numpy()] = True
+    combined = with_innermost(starts, pairs, extra)
+    del extra
     # In event order, as np.unique would list them (value_counts breaks ties by order).
     by_thread = pd.Series(launches["thread"].to_numpy()[taken[launches.index.to_numpy()]]
                           ).value_counts()
