@@ -574,26 +574,29 @@ def _union_sorted(g: np.ndarray, start: np.ndarray, end: np.ndarray) -> dict[str
 
 def merge_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The union of [start, end) intervals (end >= start, as the loader guarantees) as
-    sorted, disjoint intervals. Each merged interval ends at the running maximum of the
-    ends at its last member: the ends before it all fall short of its first start, which
-    its own first end reaches. Three input-sized arrays at a time (every operation of a
-    device at 10 M kernels: ~260 MB, where a group number per row and a scatter of the
-    maxima took twice that)."""
+    sorted, disjoint intervals, from the starts and the ends each sorted on its own (no
+    argsort, no gathers: each a copy sorted in place, sort_in_place). With both sorted,
+    the union breaks after the i-th start exactly where the i-th end falls short of the
+    next start: then the i + 1 intervals that end before it are the i + 1 that start
+    before it (an interval ends at or after its start), so none of them reaches it and
+    their merged interval ends at the i-th end, the greatest of theirs. Touching intervals
+    merge. Two input-sized arrays at a time."""
     if len(start) == 0:
         return np.array([], dtype="int64"), np.array([], dtype="int64")
-    order = compact_ids(np.argsort(start, kind="stable"))  # held through both gathers
-    s = start[order]
-    running = end[order]
-    del order
-    np.maximum.accumulate(running, out=running)
-    new = np.empty(len(s), dtype=bool)
-    new[0] = True
-    np.greater(s[1:], running[:-1], out=new[1:])
-    heads = np.flatnonzero(new)
-    del new
-    merged_start = s[heads]
+    s = np.array(start, dtype="int64")
+    sort_in_place(s)
+    e = np.array(end, dtype="int64")
+    sort_in_place(e)
+    breaks = np.flatnonzero(s[1:] > e[:-1])  # after these, a gap
+    at = np.empty(len(breaks) + 1, dtype=breaks.dtype)  # the merged intervals' first rows
+    at[0] = 0
+    np.add(breaks, 1, out=at[1:])
+    merged_start = s[at]
     del s
-    return merged_start, running[np.r_[heads[1:] - 1, len(running) - 1]]
+    at[:-1] = breaks  # their last rows
+    at[-1] = len(e) - 1
+    del breaks
+    return merged_start, e[at]
 
 
 def covered_within(merged_start: np.ndarray, merged_end: np.ndarray, lo: np.ndarray,

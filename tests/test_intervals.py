@@ -379,3 +379,41 @@ def test_sorted_by_event_is_lexsorts_permutation(monkeypatch):
         assert np.array_equal(got["event"].to_numpy(), ev[order])
         assert np.array_equal(got["innermost"].to_numpy(),
                               np.r_[ev[order][1:] != ev[order][:-1], True])
+
+
+def test_sorts_on_every_core_give_one_sorts_answer(monkeypatch):
+    """sort_in_place in parts on four threads (parts of a few rows, merged by one more
+    sort) gives np.sort's array: random values with many repeats, values in order, in
+    reverse, negative and unsigned; and what is built on it (merge_intervals, the packed
+    medians, the distinct counts, the pairs by event) gives its one-part answer."""
+    from nsyswrap import chunks
+    from nsyswrap.intervals import _sorted_by_event, distinct_per_group, sort_in_place
+
+    rng = np.random.default_rng(11)
+    arrays = [rng.integers(-50, 50, 1001), np.arange(300), np.arange(300)[::-1].copy(),
+              rng.integers(0, 2**40, 777), rng.integers(0, 9, 64).astype(np.uint16)]
+    start = rng.integers(0, 3000, 900)
+    end = start + rng.integers(0, 40, 900)
+    groups, values = rng.integers(0, 30, 900), rng.integers(-5, 10**6, 900)
+    key = rng.integers(0, 200, 900) * 7 + rng.integers(0, 7, 900)  # sparse: the sort
+    starts = rng.integers(0, 100, 50)
+    pairs = {"range_id": rng.integers(0, 50, 900), "event": rng.integers(0, 300, 900)}
+
+    def answers():
+        return ([merge_intervals(start, end)], [grouped_median(groups, values.copy(), True)],
+                [distinct_per_group(key.copy(), 7)],
+                [_sorted_by_event({c: v.copy() for c, v in pairs.items()}, starts)])
+
+    whole = answers()
+    monkeypatch.setattr(chunks, "cores", lambda: 4)
+    monkeypatch.setattr(chunks, "PARALLEL_SORT_ROWS", 8)
+    for a in arrays:
+        got = a.copy()
+        sort_in_place(got)
+        assert np.array_equal(got, np.sort(a))
+    split = answers()
+    for (ms, me), (ws, we) in zip(split[0], whole[0], strict=True):
+        assert np.array_equal(ms, ws) and np.array_equal(me, we)
+    pd.testing.assert_series_equal(split[1][0], whole[1][0])
+    pd.testing.assert_series_equal(split[2][0], whole[2][0])
+    pd.testing.assert_frame_equal(split[3][0], whole[3][0])
