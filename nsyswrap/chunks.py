@@ -38,24 +38,51 @@ def steps(n: int) -> list[slice]:
 # Elements from which sort_in_place spreads one sort over the cores: below this, a part's
 # sort is too short to pay for the threads and the final merge.
 PARALLEL_SORT_ROWS = 1 << 21
+# Elements of the slice on which sort_in_place times numpy's two sorts (~1-5 ms), and the
+# least array it does this for (below, the default sort: the choice saves little there).
+SORT_TRIAL_ROWS = 1 << 16
+SORT_TRIAL_FROM = 1 << 18
 
 
 def sort_in_place(values: np.ndarray) -> None:
-    """values.sort() for integers, by timsort (numpy's kind="stable" for 32- and 64-bit
-    integers), which finds the runs already in order: the analysis sorts keys that follow
-    time (pairs in event order, each range's GPU work after the last's), and there it is
-    several times quicker than numpy's default sort (20 M packed latencies at 10 M
-    kernels: 0.15 s against 1.47 s on the 2-core machine; on random keys 1.2x slower).
-    A big array is sorted in consecutive parts, each on a thread of its own (numpy's sorts
-    release the GIL), whose sorted runs one more timsort then merges. The result is the same
-    array however it is reached: integers that compare equal are the same value."""
+    """values.sort() for integers, by whichever of numpy's two sorts is quicker on them on
+    this machine: the analysis sorts keys that mostly follow time (pairs in event order,
+    each range's GPU work after the last's), where timsort (kind="stable") finds the runs
+    already in order, but the default sort is vectorized on some CPUs and several times
+    quicker than timsort on keys in no order. Measured (20 M int64): on the 2-core AMD
+    machine the default sort takes 1.3-1.5 s on any keys, timsort 0.15 s on the packed
+    latencies of 10 M kernels and 1.6 s on random keys; on the 16-core Intel host the
+    default sort takes 0.28-0.39 s, timsort 0.03 s on sorted keys and 3.5 s on random
+    ones. So both are timed on a slice from the middle of the array, and the quicker one
+    sorts it. Timsort goes over consecutive parts on threads of their own (numpy's sorts
+    release the GIL), and one more timsort merges their runs. The result is the same array
+    either way: integers that compare equal are the same value."""
+    if values.dtype.kind not in "iu" or len(values) < SORT_TRIAL_FROM or not _timsort_quicker(
+            values):
+        values.sort()
+        return
     parts = min(cores(), MAX_THREADS, len(values) // PARALLEL_SORT_ROWS)
-    if parts > 1 and values.dtype.kind in "iu":
+    if parts > 1:
         n = len(values)
         cuts = [n * i // parts for i in range(parts + 1)]
         map_chunks(lambda lo, hi: values[lo:hi].sort(kind="stable"),
                    list(zip(cuts[:-1], cuts[1:], strict=True)))
     values.sort(kind="stable")
+
+
+def _timsort_quicker(values: np.ndarray) -> bool:
+    """Whether timsort beats the default sort on a slice from the middle of `values`."""
+    import time
+
+    mid = len(values) // 2
+    trial = values[mid - SORT_TRIAL_ROWS // 2:mid + SORT_TRIAL_ROWS // 2]
+    took = {}
+    for kind in ("stable", "quicksort"):
+        copy = trial.copy()
+        t = time.perf_counter()
+        copy.sort(kind=kind)
+        took[kind] = time.perf_counter() - t
+    return took["stable"] < took["quicksort"]
 
 
 def cores() -> int:

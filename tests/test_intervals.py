@@ -382,10 +382,11 @@ def test_sorted_by_event_is_lexsorts_permutation(monkeypatch):
 
 
 def test_sorts_on_every_core_give_one_sorts_answer(monkeypatch):
-    """sort_in_place in parts on four threads (parts of a few rows, merged by one more
-    sort) gives np.sort's array: random values with many repeats, values in order, in
-    reverse, negative and unsigned; and what is built on it (merge_intervals, the packed
-    medians, the distinct counts, the pairs by event) gives its one-part answer."""
+    """sort_in_place by either sort, timsort in parts on four threads (parts of a few
+    rows, merged by one more sort), gives np.sort's array: random values with many
+    repeats, values in order, in reverse, negative and unsigned; and what is built on it
+    (merge_intervals, the packed medians, the distinct counts, the pairs by event) gives
+    its one-part answer."""
     from nsyswrap import chunks
     from nsyswrap.intervals import _sorted_by_event, distinct_per_group, sort_in_place
 
@@ -407,13 +408,19 @@ def test_sorts_on_every_core_give_one_sorts_answer(monkeypatch):
     whole = answers()
     monkeypatch.setattr(chunks, "cores", lambda: 4)
     monkeypatch.setattr(chunks, "PARALLEL_SORT_ROWS", 8)
-    for a in arrays:
-        got = a.copy()
-        sort_in_place(got)
-        assert np.array_equal(got, np.sort(a))
-    split = answers()
-    for (ms, me), (ws, we) in zip(split[0], whole[0], strict=True):
-        assert np.array_equal(ms, ws) and np.array_equal(me, we)
-    pd.testing.assert_series_equal(split[1][0], whole[1][0])
-    pd.testing.assert_series_equal(split[2][0], whole[2][0])
-    pd.testing.assert_frame_equal(split[3][0], whole[3][0])
+    monkeypatch.setattr(chunks, "SORT_TRIAL_FROM", 16)
+    monkeypatch.setattr(chunks, "SORT_TRIAL_ROWS", 8)
+    timed = chunks._timsort_quicker
+    for timsort in (True, False):  # either sort, whichever the trial picks
+        for a in arrays:
+            monkeypatch.setattr(chunks, "_timsort_quicker", lambda v, t=timsort: t)
+            got = a.copy()
+            sort_in_place(got)
+            assert np.array_equal(got, np.sort(a))
+        split = answers()
+        for (ms, me), (ws, we) in zip(split[0], whole[0], strict=True):
+            assert np.array_equal(ms, ws) and np.array_equal(me, we)
+        pd.testing.assert_series_equal(split[1][0], whole[1][0])
+        pd.testing.assert_series_equal(split[2][0], whole[2][0])
+        pd.testing.assert_frame_equal(split[3][0], whole[3][0])
+    assert isinstance(timed(np.arange(40)), bool)  # the trial itself runs
