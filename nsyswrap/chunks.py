@@ -48,14 +48,16 @@ def sort_in_place(values: np.ndarray) -> None:
     """values.sort() for integers, by whichever of numpy's two sorts is quicker on them on
     this machine: the analysis sorts keys that mostly follow time (pairs in event order,
     each range's GPU work after the last's), where timsort (kind="stable") finds the runs
-    already in order, but the default sort is vectorized on some CPUs and several times
-    quicker than timsort on keys in no order. Measured (20 M int64): on the 2-core AMD
-    machine the default sort takes 1.3-1.5 s on any keys, timsort 0.15 s on the packed
-    latencies of 10 M kernels and 1.6 s on random keys; on the 16-core Intel host the
-    default sort takes 0.28-0.39 s, timsort 0.03 s on sorted keys and 3.5 s on random
-    ones. So both are timed on a slice from the middle of the array, and the quicker one
-    sorts it. Timsort goes over consecutive parts on threads of their own (numpy's sorts
-    release the GIL), and one more timsort merges their runs. The result is the same array
+    already in order, but the default sort is vectorized where numpy finds AVX2 or AVX-512
+    and then several times quicker than timsort on keys in no order. Which wins depends on
+    the CPU (20 M int64, scripts/bench_sort.py; docs/performance.md, "Since (stop 24)"):
+    where numpy used no vectorized sort, the default sort took 1.3-1.5 s on any keys and
+    timsort 0.15 s on packed latencies; on an AVX2 Zen 3 and the 16-core Intel host the
+    default sort takes 0.23-0.39 s on any keys, timsort 0.01-0.03 s on sorted keys, about
+    as long on packed groups, and 2.1-3.5 s on random ones. So both are timed on a slice
+    from the middle of the array, and the quicker one sorts it. Timsort goes over
+    consecutive parts on threads of their own (numpy's sorts release the GIL), and one
+    more timsort merges their runs. The result is the same array
     either way: integers that compare equal are the same value."""
     if values.dtype.kind not in "iu" or len(values) < SORT_TRIAL_FROM or not _timsort_quicker(
             values):
