@@ -5,7 +5,10 @@ the same grown reports, in the same run.
         [--sizes 1000000 10000000] [--ranges 2000000] [--demo] [--runs 3]
         [--old OLD_CODE_DIR] [--timeout 600] [--workdir /tmp/nsyswrap-bench] [--no-nsys]
 
-(--runs 0 makes the reports and stops.)
+(--runs 0 makes the reports and stops.) --ranges with no number after it skips the
+range-heavy report, which the default includes: nsys stats' NVTX projection of its 10 M
+ranges runs for many minutes (a device call of 600 s ran out in it), so time that report
+with --no-nsys.
 
 Reports are made once and kept in WORKDIR (grown_<source>_<size>.sqlite by
 scripts/make_big_report.py; ranges_<n>.sqlite by scripts/make_range_report.py, five nested
