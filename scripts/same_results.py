@@ -1,14 +1,16 @@
 """Check that two versions of nsyswrap give the same JSON document on the same report.
 
     python scripts/same_results.py REPORT.sqlite --old OLD_CODE_DIR [--new NEW_CODE_DIR]
-        [--attribution process thread]
+        [--attribution process thread] [--no-instances]
 
 OLD_CODE_DIR holds an `nsyswrap` package, e.g. main's code unpacked with
 `git archive main nsyswrap | tar -x -C /tmp/main-code`. Each version runs
 `python -m nsyswrap compare REPORT --format json --instances` in its own process (so the
 peak memory of one cannot hide in the other's), and the documents are compared field by
 field; only fields that name the files or the tool version may differ. Exit 1 on a
-difference, listing the first few.
+difference, listing the first few. Both documents are loaded whole: a 10 M-range report's
+pair with `--instances` (6.3 GB of JSON each) took this script past 24 GB and the kernel's
+OOM killer, so compare such reports with `--no-instances`.
 """
 
 from __future__ import annotations
@@ -25,10 +27,11 @@ HERE = Path(__file__).resolve().parent
 IGNORED = {("report", "path"), ("report", "source"), ("tool", "version")}
 
 
-def run(code: Path, report: Path, attribution: str, out: Path) -> dict:
+def run(code: Path, report: Path, attribution: str, out: Path, instances: bool) -> dict:
     env = dict(os.environ, PYTHONPATH=str(code), PYTHONDONTWRITEBYTECODE="1")
     subprocess.run([sys.executable, "-m", "nsyswrap", "compare", str(report), "--format",
-                    "json", "--instances", "--attribution", attribution, "-o", str(out)],
+                    "json", *(["--instances"] if instances else []), "--attribution",
+                    attribution, "-o", str(out)],
                    env=env, check=True, cwd=code, stderr=subprocess.DEVNULL)
     return json.loads(out.read_text())
 
@@ -57,12 +60,16 @@ def main() -> None:
     p.add_argument("--old", type=Path, required=True)
     p.add_argument("--new", type=Path, default=HERE.parent)
     p.add_argument("--attribution", nargs="+", default=["process", "thread"])
+    p.add_argument("--no-instances", dest="instances", action="store_false",
+                   help="leave out the instance rows (for reports too big to hold twice)")
     a = p.parse_args()
     failed = False
     with tempfile.TemporaryDirectory() as tmp:
         for rule in a.attribution:
-            old = run(a.old.resolve(), a.report.resolve(), rule, Path(tmp) / "old.json")
-            new = run(a.new.resolve(), a.report.resolve(), rule, Path(tmp) / "new.json")
+            old = run(a.old.resolve(), a.report.resolve(), rule, Path(tmp) / "old.json",
+                      a.instances)
+            new = run(a.new.resolve(), a.report.resolve(), rule, Path(tmp) / "new.json",
+                      a.instances)
             diff = differences(old, new)
             rows = {k: len(old.get(k, [])) for k in ("kernels", "ranges", "instances",
                                                       "findings")}
