@@ -5,6 +5,7 @@ issue 11 asks of a 16-core host (docs/performance.md)."""
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from itertools import groupby
@@ -74,8 +75,6 @@ def sort_in_place(values: np.ndarray) -> None:
 
 def _timsort_quicker(values: np.ndarray) -> bool:
     """Whether timsort beats the default sort on a slice from the middle of `values`."""
-    import time
-
     mid = len(values) // 2
     trial = values[mid - SORT_TRIAL_ROWS // 2:mid + SORT_TRIAL_ROWS // 2]
     took = {}

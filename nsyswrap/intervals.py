@@ -321,9 +321,7 @@ def events_in_ranges(ranges: pd.DataFrame, events: pd.DataFrame,
             return None
         ranges_of = np.repeat(np.arange(lo, hi), counts)
         # Each pair's event: its range's first event plus its place in the range's slice.
-        position = np.repeat(first - (np.cumsum(counts) - counts), counts)
-        position += np.arange(total)
-        return r_id[ranges_of], ev_label[e_lo:e_hi][position]
+        return r_id[ranges_of], ev_label[e_lo:e_hi][_rows_of_runs(first, counts)]
 
     # Segments of (lane, thread) among the ranges, on every core (chunks.py), weighed by
     # the events of their key.
@@ -355,6 +353,13 @@ def range_starts(ranges: pd.DataFrame) -> np.ndarray:
     out = np.zeros(int(ids.max()) + 1 if len(ids) else 0, dtype="int64")
     out[ids] = ranges["start_ns"].to_numpy(dtype="int64")
     return out
+
+
+def _rows_of_runs(first: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Every index of the runs [first[i], first[i] + counts[i]), run after run."""
+    rows = np.repeat(first - (np.cumsum(counts) - counts), counts)
+    rows += np.arange(len(rows))
+    return rows
 
 
 def _runs(sorted_keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -421,9 +426,7 @@ def _sort_again_by_start(out: dict[str, np.ndarray], starts: np.ndarray) -> None
     if len(bad) == 0:
         return
     lo = np.searchsorted(event, bad, side="left")
-    hi = np.searchsorted(event, bad, side="right")
-    rows = np.repeat(lo - (np.cumsum(hi - lo) - (hi - lo)), hi - lo) + np.arange(
-        int((hi - lo).sum()))  # every row of those events, in order
+    rows = _rows_of_runs(lo, np.searchsorted(event, bad, side="right") - lo)  # in order
     again = rows[np.lexsort((starts[range_id[rows]], event[rows]))]
     for values in out.values():
         values[rows] = values[again]
