@@ -401,9 +401,9 @@ def test_sorts_on_every_core_give_one_sorts_answer(monkeypatch):
     pairs = {"range_id": rng.integers(0, 50, 900), "event": rng.integers(0, 300, 900)}
 
     def answers():
-        return ([merge_intervals(start, end)], [grouped_median(groups, values.copy(), True)],
-                [distinct_per_group(key.copy(), 7)],
-                [_sorted_by_event({c: v.copy() for c, v in pairs.items()}, starts)])
+        return (merge_intervals(start, end), grouped_median(groups, values.copy(), True),
+                distinct_per_group(key.copy(), 7),
+                _sorted_by_event({c: v.copy() for c, v in pairs.items()}, starts))
 
     whole = answers()
     monkeypatch.setattr(chunks, "cores", lambda: 4)
@@ -412,15 +412,15 @@ def test_sorts_on_every_core_give_one_sorts_answer(monkeypatch):
     monkeypatch.setattr(chunks, "SORT_TRIAL_ROWS", 8)
     timed = chunks._timsort_quicker
     for timsort in (True, False):  # either sort, whichever the trial picks
+        monkeypatch.setattr(chunks, "_timsort_quicker", lambda v, t=timsort: t)
         for a in arrays:
-            monkeypatch.setattr(chunks, "_timsort_quicker", lambda v, t=timsort: t)
             got = a.copy()
             sort_in_place(got)
             assert np.array_equal(got, np.sort(a))
         split = answers()
-        for (ms, me), (ws, we) in zip(split[0], whole[0], strict=True):
-            assert np.array_equal(ms, ws) and np.array_equal(me, we)
-        pd.testing.assert_series_equal(split[1][0], whole[1][0])
-        pd.testing.assert_series_equal(split[2][0], whole[2][0])
-        pd.testing.assert_frame_equal(split[3][0], whole[3][0])
+        (ms, me), (ws, we) = split[0], whole[0]
+        assert np.array_equal(ms, ws) and np.array_equal(me, we)
+        pd.testing.assert_series_equal(split[1], whole[1])
+        pd.testing.assert_series_equal(split[2], whole[2])
+        pd.testing.assert_frame_equal(split[3], whole[3])
     assert isinstance(timed(np.arange(40)), bool)  # the trial itself runs
