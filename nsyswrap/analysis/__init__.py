@@ -33,6 +33,7 @@ from .reconcile import (
     iterations,
     pairs_in,
 )
+from .texts import text_where
 
 
 @dataclass
@@ -108,7 +109,7 @@ def analyze(report: Report, by_process: bool = False, attribution: str = "proces
     runs = benchmark_runs(report.marks)
     harness = harness_range_names(runs)
     # Which harness benchmark a range belongs to ("" for the user's own ranges).
-    instances["benchmark"] = instances["name"].where(pairs_in(instances, harness), "")
+    instances["benchmark"] = text_where(instances["name"], pairs_in(instances, harness), "")
     instances["library"] = library  # range_instances keeps the report's ranges' order
     instances["family"] = family_names(
         instances, (instances["benchmark"] == "").to_numpy() & ~library, library)

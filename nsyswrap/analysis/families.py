@@ -24,6 +24,7 @@ import pandas as pd
 from ..chunks import steps
 from ..intervals import compact_ids, small_key_order
 from .domains import EMIT_NVTX_COUNTER
+from .texts import text_copy, with_texts
 
 COUNTER = re.compile(r"^(?P<stem>.*\D)(?P<number>\d+)$")
 MIN_DISTINCT = 3
@@ -37,23 +38,21 @@ def family_names(instances: pd.DataFrame, eligible: np.ndarray,
     name with `{n}` for its counter, or its own name. Only `eligible` rows are grouped by
     the counter rule (the user's own ranges, not the harness's or a library's); `library`
     rows in the default domain by emit_nvtx's counters."""
-    # No copy of its own: text columns are immutable arrays under pandas' copy-on-write, so
-    # the family shares the names' buffers until a row is renamed (128 MB at 10 M ranges
-    # whose names are no counters). Where pandas copies without it, astype does.
-    family = instances["name"].astype(str)
+    family = text_copy(instances["name"])
+    renames: list[tuple[np.ndarray, object]] = []
     if library is not None:
         operators = library & (instances["domain"] == "").to_numpy()
         if operators.any():
-            family.iloc[np.flatnonzero(operators)] = _operator_families(
-                instances["name"][operators])
+            renames.append((np.flatnonzero(operators),
+                            _operator_families(instances["name"][operators])))
     if not eligible.any():
-        return family
+        return with_texts(family, renames)
     # The regular expression runs once per distinct name: millions of ranges share a few.
     codes, uniques = pd.factorize(instances["name"][eligible])
     parts = pd.Series(np.asarray(uniques, dtype=object)).astype(str).str.extract(COUNTER)
     numbered = parts["stem"].notna().to_numpy()[codes]
     if not numbered.any():
-        return family
+        return with_texts(family, renames)
     rows = np.flatnonzero(eligible)[numbered]
     codes = codes[numbered]
     candidates = pd.DataFrame({
@@ -64,11 +63,11 @@ def family_names(instances: pd.DataFrame, eligible: np.ndarray,
         "pid": instances["pid"].to_numpy()[rows],
         "start_ns": instances["start_ns"].to_numpy()[rows],
     })
-    for (_domain, stem), g in candidates.groupby(["domain", "stem"], sort=False):
+    for (_domain, stem), g in candidates.groupby(["domain", "stem"], sort=False, observed=True):
         if g["number"].nunique() < MIN_DISTINCT or not _counts_up(g):
             continue
-        family.iloc[g["row"].to_numpy()] = f"{stem}{PLACEHOLDER}"
-    return family
+        renames.append((g["row"].to_numpy(), f"{stem}{PLACEHOLDER}"))
+    return with_texts(family, renames)
 
 
 def _counts_up(g: pd.DataFrame) -> bool:

@@ -76,7 +76,8 @@ class _Windows:
         if not mask.any():  # taking no rows of ten million instances cost 0.3-0.4 s
             return
         frame = instances[mask].sort_values("start_ns", kind="stable")
-        self.groups = {key: g for key, g in frame.groupby(["domain", "name", "pid"], sort=False)}
+        self.groups = dict(iter(frame.groupby(["domain", "name", "pid"], sort=False,
+                                              observed=True)))
 
     def last(self, run: dict, range_name: str, n: int) -> pd.DataFrame | None:
         """The last `n` instances of `range_name` that the run's process opened before its
@@ -165,7 +166,8 @@ def benchmark_summary(it: pd.DataFrame, runs: list[dict],
         "calls", "event_ns", "gpu_busy_ns", "gpu_span_ns", "overhead_ns", "host_ns",
         "gpu_first_start_ns", "gpu_last_end_ns", "start_ns", "end_ns")}
     cache = it["cache"].to_numpy()
-    for (name, run_index), idx in it.groupby(["benchmark", "run"], sort=False).indices.items():
+    rows_of_run = it.groupby(["benchmark", "run"], sort=False, observed=True).indices
+    for (name, run_index), idx in rows_of_run.items():
         c = {k: v[idx] for k, v in cols.items()}
         calls = int(c["calls"][0])
         event, busy = c["event_ns"] / calls, c["gpu_busy_ns"] / calls

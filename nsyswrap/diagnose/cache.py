@@ -13,7 +13,7 @@ MIN_PER_MODE = 3
 
 def check(a: Analysis, t: Thresholds) -> list[Finding]:
     findings = []
-    for (name, _run), g in a.iterations.groupby(["benchmark", "run"], sort=False):
+    for (name, _run), g in a.iterations.groupby(["benchmark", "run"], sort=False, observed=True):
         calls = float(g["calls"].iloc[0])
         flushed, hot = g[g["cache"] == "flushed"], g[g["cache"] == "hot"]
         if min(len(flushed), len(hot)) < MIN_PER_MODE or g["gpu_busy_ns"].isna().all():

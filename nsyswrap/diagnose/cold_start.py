@@ -67,7 +67,7 @@ def _evidence(cold: dict[str, _Cold], skip: int, instances: int) -> dict:
 def _harness_runs(a: Analysis, t: Thresholds) -> list[Finding]:
     """Timed harness iterations that are still warming up: warmup was too short."""
     findings = []
-    for (name, run), g in a.iterations.groupby(["benchmark", "run"], sort=False):
+    for (name, run), g in a.iterations.groupby(["benchmark", "run"], sort=False, observed=True):
         if len(g) < t.cold_min_instances:
             continue
         cold = _cold_metrics(g, HARNESS_METRICS, t)

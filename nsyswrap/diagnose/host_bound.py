@@ -39,7 +39,7 @@ def _host_bound(host: float, busy: float, t: Thresholds) -> bool:
 
 def _harness(a: Analysis, t: Thresholds) -> list[Finding]:
     findings = []
-    for (name, run), g in a.iterations.groupby(["benchmark", "run"], sort=False):
+    for (name, run), g in a.iterations.groupby(["benchmark", "run"], sort=False, observed=True):
         if g["gpu_busy_ns"].isna().all():
             continue
         calls = float(g["calls"].iloc[0])

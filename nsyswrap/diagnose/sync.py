@@ -18,9 +18,9 @@ def check(a: Analysis, t: Thresholds) -> list[Finding]:
     inst = a.instances.set_index("range_id")
     calls = calls.join(inst[["domain", "family", "cpu_ns"]], on="range_id")
     calls = calls.assign(blocked_ns=calls["end_ns"] - calls["start_ns"])
-    counts = a.instances.groupby(["domain", "family"]).size()
+    counts = a.instances.groupby(["domain", "family"], observed=True).size()
     findings = []
-    for (domain, name), g in calls.groupby(["domain", "family"], sort=False):
+    for (domain, name), g in calls.groupby(["domain", "family"], sort=False, observed=True):
         per_instance = g.groupby("range_id").agg(blocked_ns=("blocked_ns", "sum"),
                                                  cpu_ns=("cpu_ns", "first"))
         share = float((per_instance["blocked_ns"] / per_instance["cpu_ns"]).median())

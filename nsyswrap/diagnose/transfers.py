@@ -40,7 +40,7 @@ def check(a: Analysis, t: Thresholds) -> list[Finding]:
     )
     counts = np.bincount(inst["family_id"].to_numpy())  # instances per family
     findings = []
-    for (domain, name), g in copies.groupby(["domain", "family"], sort=False):
+    for (domain, name), g in copies.groupby(["domain", "family"], sort=False, observed=True):
         per_instance = g.groupby("range_id").agg(copy_ns=("copy_ns", "sum"),
                                                  wall_ns=("wall_ns", "first"))
         share = float((per_instance["copy_ns"] / per_instance["wall_ns"]).median())

@@ -43,7 +43,7 @@ def event_floor(a: Analysis, run: int) -> float:
 
 def check(a: Analysis, t: Thresholds) -> list[Finding]:
     findings = []
-    for (name, run), g in a.iterations.groupby(["benchmark", "run"], sort=False):
+    for (name, run), g in a.iterations.groupby(["benchmark", "run"], sort=False, observed=True):
         if g["gpu_busy_ns"].isna().all():
             continue  # no CUDA trace: nothing to reconcile against
         m = _medians(g)

@@ -112,19 +112,19 @@ def _collectives(ranks: list[RankSummary], notes: list[str]
             notes.append("some ranks ran no NCCL kernels: no collective waits")
         return pd.DataFrame(columns=cols), clock
     all_c = pd.concat(frames, ignore_index=True)
-    per = all_c.groupby(["name", "ordinal"]).size()
+    per = all_c.groupby(["name", "ordinal"], observed=True).size()
     complete = per[per == len(ranks)].index
-    counts = all_c.groupby(["name", "rank"]).size().unstack()
+    counts = all_c.groupby(["name", "rank"], observed=True).size().unstack()
     uneven = counts[counts.nunique(axis=1) > 1]
     for name, row in uneven.iterrows():
         notes.append(f"{name}: {', '.join(f'rank {r}: {int(n)}' for r, n in row.items())} "
                      f"kernels; the first {int(row.min())} of each are matched")
     keyed = all_c.set_index(["name", "ordinal"])
     m = keyed.loc[keyed.index.isin(complete)].reset_index()
-    fastest = m.groupby(["name", "ordinal"])["duration_ns"].transform("min")
+    fastest = m.groupby(["name", "ordinal"], observed=True)["duration_ns"].transform("min")
     m["wait_ns"] = m["duration_ns"] - fastest
     m["last"] = m["duration_ns"] == fastest
-    ends = m.groupby(["name", "ordinal"])["end_abs_ns"]
+    ends = m.groupby(["name", "ordinal"], observed=True)["end_abs_ns"]
     skew = (ends.max() - ends.min()).dropna()
     if len(skew):
         same = len({r.source for r in ranks}) == 1
@@ -173,7 +173,7 @@ def _kept_instances(ranks: list[RankSummary], t: RankThresholds) -> pd.DataFrame
     frames = []
     for r in ranks:
         inst = r.instances
-        for (_domain, family), g in inst.groupby(["domain", "family"], sort=False):
+        for (_domain, family), g in inst.groupby(["domain", "family"], sort=False, observed=True):
             g = g[_keep(g["index"], len(g), t)]
             frames.append(pd.DataFrame({
                 "rank": r.rank, "family": family, "index": g["index"].to_numpy(),
@@ -189,7 +189,7 @@ def _families(inst: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=["family", "rank", "count", "cpu_median_ns",
                                      "work_median_ns", "gpu_busy_median_ns",
                                      "compute_median_ns"])
-    g = inst.groupby(["family", "rank"], sort=False)
+    g = inst.groupby(["family", "rank"], sort=False, observed=True)
     out = g.agg(count=("index", "size"), cpu_median_ns=("cpu_ns", "median"),
                 work_median_ns=("work_ns", "median"),
                 gpu_busy_median_ns=("gpu_busy_ns", "median"),

@@ -69,10 +69,10 @@ def diff_samples(c: Comparison, kernels: pd.DataFrame | None = None) -> DiffSide
         if a.runs:
             k = k[~k["short"].isin(HARNESS_KERNELS)]
         side.kernel_time_ns = float(k["ns"].sum())
-        for name, g in k.groupby("name", sort=False):
+        for name, g in k.groupby("name", sort=False, observed=True):
             _add(side, "kernel", str(name), "duration", g["ns"])
     inst = a.user_instances()
-    for (domain, family), g in inst.groupby(["domain", "family"], sort=False):
+    for (domain, family), g in inst.groupby(["domain", "family"], sort=False, observed=True):
         _add_range(side, range_label(domain, family), g)
     _add_benchmarks(side, a.iterations)
     side.findings = [{"code": f.code, "severity": f.severity, "range": f.range,
@@ -97,7 +97,7 @@ def _add_benchmarks(side: DiffSide, its: pd.DataFrame) -> None:
         return
     calls = its["calls"].where(its["calls"] > 0, 1) if "calls" in its else 1
     its = its.assign(busy=its["gpu_busy_ns"] / calls, event=its["event_ns"] / calls)
-    for name, g in its.groupby("benchmark", sort=False):
+    for name, g in its.groupby("benchmark", sort=False, observed=True):
         _add(side, "benchmark", str(name), "busy_per_call", g["busy"])
         _add(side, "benchmark", str(name), "event_per_call", g["event"])
 
@@ -142,7 +142,8 @@ def from_analysis_json(path: Path) -> DiffSide:
         fam = inst.get("family", inst["name"])
         inst = inst.assign(family=fam)
         mine = [(d, f) in user for d, f in zip(inst["domain"], inst["family"], strict=True)]
-        for (domain, family), g in inst[mine].groupby(["domain", "family"], sort=False):
+        families = inst[mine].groupby(["domain", "family"], sort=False, observed=True)
+        for (domain, family), g in families:
             _add_range(side, range_label(domain, family), g.astype({"cpu_ns": "float64"}))
     else:
         for r in doc.get("ranges", []):

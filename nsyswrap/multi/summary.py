@@ -124,7 +124,7 @@ def _rank_summary(c: Comparison, pid: int, name: str, devices: list[int], rank: 
         "launch_ns": coll["launch_start_ns"].to_numpy(dtype="int64"),
         "event": coll.index.to_numpy(),
     }).sort_values("start_ns", kind="stable", ignore_index=True)
-    coll["ordinal"] = coll.groupby("name", sort=False).cumcount()
+    coll["ordinal"] = coll.groupby("name", sort=False, observed=True).cumcount()
     coll["step"] = _step_of(coll["event"].to_numpy(), inst, step, a.attribution.op_pairs)
 
     # GPU totals over the steps' GPU window (the whole process's GPU activity without steps).
@@ -187,7 +187,7 @@ def _with_comm_split(inst: pd.DataFrame, att, nccl_op: np.ndarray) -> pd.DataFra
 def _step_family(inst: pd.DataFrame) -> str | None:
     """The step: the repeated family (3 instances or more) that holds the most host time
     and is not nested in another repeated family's instances."""
-    counts = inst.groupby("family")["cpu_ns"].agg(["size", "sum"])
+    counts = inst.groupby("family", observed=True)["cpu_ns"].agg(["size", "sum"])
     repeated = counts[counts["size"] >= 3].sort_values("sum", ascending=False)
     return str(repeated.index[0]) if len(repeated) else None
 

@@ -91,7 +91,7 @@ class _Page(HtmlPage):
                   zip(inst["domain"].fillna(""), family.astype(str), strict=True)]
         inst = inst.assign(_label=labels)
         busy = inst["gpu_busy_ns"].fillna(0)
-        order = (inst.assign(_busy=busy).groupby("_label", sort=False)
+        order = (inst.assign(_busy=busy).groupby("_label", sort=False, observed=True)
                  .agg(busy=("_busy", "sum"), cpu=("cpu_ns", "sum"), n=("cpu_ns", "size"))
                  .sort_values(["busy", "cpu"], ascending=False))
         return [{"label": label, "instances": inst[inst["_label"] == label]

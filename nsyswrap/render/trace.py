@@ -224,7 +224,7 @@ def _findings(c: Comparison, origin: int) -> list[dict[str, Any]]:
                        index=inst.index, dtype="object") if len(inst) else pd.Series([])
     first_iteration = {}
     if not its.empty:
-        for name, g in its.groupby("benchmark", sort=False):
+        for name, g in its.groupby("benchmark", sort=False, observed=True):
             first_iteration[f"nsyswrap:{name}"] = int(g.sort_values("start_ns")["range_id"]
                                                       .iloc[0])
     out = []

@@ -33,7 +33,7 @@ def candidates(a: RankAnalysis, t: RankThresholds) -> list[dict]:
     if len(a.ranks) < 2 or a.instances.empty:
         return out
     step_ns = float(a.steps["cpu_ns"].median()) if len(a.steps) else np.nan
-    for family, g in a.instances.groupby("family", sort=False):
+    for family, g in a.instances.groupby("family", sort=False, observed=True):
         for measure, label in MEASURES.items():
             m = g.pivot_table(index="index", columns="rank", values=measure, aggfunc="first")
             m = m.dropna()

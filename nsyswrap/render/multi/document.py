@@ -21,7 +21,7 @@ def collective_rows(a: RankAnalysis) -> list[dict[str, Any]]:
     c = a.collectives
     if c.empty:
         return []
-    g = c.groupby(["name", "rank"], sort=False)
+    g = c.groupby(["name", "rank"], sort=False, observed=True)
     out = g.agg(count=("ordinal", "size"), total_ns=("duration_ns", "sum"),
                 wait_ns=("wait_ns", "sum"), last_arrivals=("last", "sum")).reset_index()
     return records(out, ["name", "rank", "count", "total_ns", "wait_ns", "last_arrivals"])
