@@ -32,6 +32,7 @@ from ..intervals import (
     distinct_per_group,
     events_in_ranges,
     group_bounds,
+    grouped_median,
     grouped_median_by_steps,
     merge_intervals,
     range_starts,
@@ -342,7 +343,7 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
         out[col] = _by_row(cols.pop(col), ids, position, 0.0 if zero else np.nan)
 
     out["gpu_device_busy_ns"], out["gpu_device_busy_cpu_ns"] = _device_busy_within(
-        out, att, first_rows,
+        out, position, att, first_rows,
         [("gpu_first_start_ns", "gpu_last_end_ns"), ("start_ns", "end_ns")])
     if own_busy is not None:
         out["gpu_busy_other_threads_ns"] = (out["gpu_busy_ns"].to_numpy()
@@ -551,21 +552,24 @@ def _distinct_streams(att: Attribution) -> pd.Series:
     return distinct_per_group(key, width)
 
 
-def _device_busy_within(inst: pd.DataFrame, att: Attribution, first: np.ndarray,
-                        windows: list[tuple[str, str]]) -> list[pd.Series]:
+def _device_busy_within(inst: pd.DataFrame, row_of_range: np.ndarray, att: Attribution,
+                        first: np.ndarray, windows: list[tuple[str, str]]) -> list[pd.Series]:
     """Per window [lo, hi) of columns of `inst` (its GPU span, or its CPU time): GPU time
     busy with *any* work (any thread, stream or process) inside each range's window, on the
     device of its first operation; NaN for ranges without GPU work. A range's own gaps are
     not idle GPU time when other threads fill them. Each device's busy intervals are merged
-    once for all windows. `first`: the op_pairs row of each range's earliest operation."""
+    once for all windows. `row_of_range`: each range id's row of `inst` (_lookup_table);
+    `first`: the op_pairs row of each range's earliest operation."""
     out = [np.full(len(inst), np.nan) for _ in windows]
     pairs, ops = att.op_pairs, att.gpu_ops
     if pairs.empty:
-        return [pd.Series(o, index=inst.index) for o in out]
+        return [pd.Series(o, index=inst.index, copy=False) for o in out]
     # Positions, not labels: assigning by label into a frame of a million ranges is slow.
     # Range-sized arrays are copied only where some ranges are left out (without GPU work,
-    # or on another device): with ten million ranges each copy is 40-80 MB.
-    position = compact_ids(inst.index.get_indexer(pairs["range_id"].to_numpy()[first]))
+    # or on another device): with ten million ranges each copy is 40-80 MB. Looked up by
+    # gathers, not by the index's hash table (~300 MB at 10 M ranges).
+    position = row_of_range.take(pairs["range_id"].to_numpy()[first].astype("int64"),
+                                 mode="clip")
     device = att.pair_values("device_id")[first]
     if (position < 0).any():
         device, position = device[position >= 0], position[position >= 0]
@@ -581,7 +585,9 @@ def _device_busy_within(inst: pd.DataFrame, att: Attribution, first: np.ndarray,
             ms, me = merge_intervals(start[on_device], end[on_device])
         for values, (lo, hi) in zip(out, windows, strict=True):
             covered_within(ms, me, inst[lo].to_numpy(), inst[hi].to_numpy(), rows, values)
-    return [pd.Series(o, index=inst.index) for o in out]
+    # Over the arrays as they are (pandas' constructor copies an array: 152 MB at 10 M
+    # ranges, on that report's peak).
+    return [pd.Series(o, index=inst.index, copy=False) for o in out]
 
 
 SUMMARY_COLUMNS = [
@@ -624,24 +630,29 @@ def range_summary(instances: pd.DataFrame, att: Attribution,
     # report's peak.
     latency_by_group = _kernel_latency_median(
         att, _lookup_table(instances["range_id"].to_numpy(), group))
-    span = inst["gpu_span_ns"]
-    inst["idle_share"] = (inst["gpu_idle_ns"] / span).where(span > 0)
     g = inst.groupby(group, sort=False)
     out = g.agg(
         count=("range_id", "size"),
-        cpu_total_ns=("cpu_ns", "sum"), cpu_median_ns=("cpu_ns", "median"),
+        cpu_total_ns=("cpu_ns", "sum"),
         cpu_min_ns=("cpu_ns", "min"), cpu_max_ns=("cpu_ns", "max"),
         gpu_busy_total_ns=("gpu_busy_ns", "sum"),
-        gpu_busy_median_ns=("gpu_busy_ns", "median"),
         gpu_busy_min_ns=("gpu_busy_ns", "min"), gpu_busy_max_ns=("gpu_busy_ns", "max"),
-        gpu_busy_other_threads_median_ns=("gpu_busy_other_threads_ns", "median"),
-        gpu_span_median_ns=("gpu_span_ns", "median"),
-        gpu_idle_share_median=("idle_share", "median"),
         gpu_ops=("gpu_ops", "sum"),
         kernels=("kernels", "sum"),
         syncs=("syncs", "sum"), sync_ns=("sync_ns", "sum"), copies=("copies", "sum"),
         copy_bytes=("copy_bytes", "sum"), pageable_copies=("pageable_copies", "sum"),
     )
+    # Medians a column at a time, by packed sort where the values are whole numbers (times
+    # are): pandas' grouped median of five columns held ~300 MB over the instances and
+    # took 2 s at 10 M ranges, on that report's peak.
+    for name, column in (("cpu_median_ns", "cpu_ns"), ("gpu_busy_median_ns", "gpu_busy_ns"),
+                         ("gpu_busy_other_threads_median_ns", "gpu_busy_other_threads_ns"),
+                         ("gpu_span_median_ns", "gpu_span_ns")):
+        out[name] = _whole_median(group, inst[column].to_numpy()).reindex(out.index)
+    span = inst["gpu_span_ns"]
+    idle_share = (inst["gpu_idle_ns"] / span).where(span > 0)
+    out["gpu_idle_share_median"] = idle_share.groupby(group).median().reindex(out.index)
+    del idle_share
     out["launch_latency_median_ns"] = latency_by_group.reindex(out.index)
     out["names"] = _distinct_by_group(group, pd.factorize(instances["name"])[0]
                                       ).reindex(out.index)
@@ -661,6 +672,20 @@ def range_summary(instances: pd.DataFrame, att: Attribution,
     return out.sort_values("cpu_total_ns", ascending=False, kind="stable", ignore_index=True)[
         columns
     ]
+
+
+def _whole_median(group: np.ndarray, values: np.ndarray) -> pd.Series:
+    """`pd.Series(values).groupby(group).median()` (NaN left out; groups with no value
+    absent) for non-negative integer groups and integer or float values: floats that are
+    whole numbers below 2**53 (nanoseconds) are medians of the same integers, in one packed
+    array sorted in place (grouped_median); other floats by pandas."""
+    if values.dtype.kind == "f":
+        known = ~np.isnan(values)
+        whole = values[known]
+        if not (np.all(np.abs(whole) < EXACT_FLOAT_SUM) and np.all(whole == np.trunc(whole))):
+            return pd.Series(values).groupby(group).median().dropna()
+        return grouped_median(group[known], whole.astype("int64"), consume=True)
+    return grouped_median(group, values)
 
 
 def _distinct_by_group(group: np.ndarray, values: np.ndarray) -> pd.Series:
