@@ -150,3 +150,29 @@ def test_family_numbers_are_groupbys_ngroup_and_cumcount(monkeypatch, few_keys):
     assert index.tolist() == groups.cumcount().tolist()
     empty_id, empty_index = family_numbers(frame["domain"][:0], frame["family"][:0])
     assert len(empty_id) == len(empty_index) == 0
+
+
+def test_text_helpers_give_the_same_texts_on_text_and_categorical_columns():
+    """text_where and with_texts (the benchmark column, the families' renames) give the
+    same texts whether names are text or a categorical, and a categorical keeps sorted
+    categories with none left that no row holds."""
+    import numpy as np
+    import pandas as pd
+
+    from nsyswrap.analysis.texts import text_copy, text_where, with_texts
+
+    names = ["step 2", "layer", "step 1", "layer", "zeta", "step 3"]
+    keep = np.array([True, False, True, True, False, True])
+    renames = [(np.array([0, 2, 5]), "step {n}"), (np.array([4]), np.array(["alpha"]))]
+    results = []
+    for column in (pd.Series(names, dtype=str),
+                   pd.Series(pd.Categorical(names, categories=sorted(set(names))))):
+        family = with_texts(text_copy(column), renames)
+        results.append((text_where(column, keep, "").astype(str).tolist(),
+                        family.astype(str).tolist()))
+        assert column.astype(str).tolist() == names  # the copy was renamed, not the column
+        if isinstance(family.dtype, pd.CategoricalDtype):
+            assert family.cat.categories.tolist() == ["alpha", "layer", "step {n}"]
+    assert results[0] == results[1]
+    assert results[0] == (["step 2", "", "step 1", "layer", "", "step 3"],
+                          ["step {n}", "layer", "step {n}", "layer", "alpha", "step {n}"])

@@ -55,6 +55,34 @@ def test_nvtx_text_from_text_and_string_ids():
     assert {"iteration", "step", "startend"} <= expected
 
 
+@pytest.mark.parametrize("name, repeat", [("h100_torch_train.sqlite", True),
+                                          ("h100_torch_emit_nvtx.sqlite", False),
+                                          ("cpu2022_families.sqlite", True)])
+def test_range_names_that_repeat_are_codes_and_distinct_ones_text(name, repeat):
+    """Names that repeat (a step's, a layer's) load as a categorical, a code per range;
+    names that are mostly distinct (emit_nvtx's, one per operator call) as text. Either
+    way every range's name is its text in SQL, and the categories are sorted, so sorting
+    and grouping by name go as for text."""
+    import pandas as pd
+    from conftest import DATA
+
+    path = DATA / name
+    r = nsyswrap.load(path)
+    names = r.ranges["name"]
+    assert isinstance(names.dtype, pd.CategoricalDtype) == repeat
+    if repeat:
+        categories = names.cat.categories.tolist()
+        assert categories == sorted(categories)
+        assert isinstance(r.ranges["domain"].dtype, pd.CategoricalDtype)
+    # The loader's order: by start, ties in the table's order.
+    expected = [n for (n,) in sql(path, """
+        SELECT coalesce(e.text, s.value, '') FROM NVTX_EVENTS e
+        LEFT JOIN StringIds s ON s.id = e.textId
+        WHERE eventType IN (59, 60) AND e."end" IS NOT NULL AND e."end" >= e.start
+        ORDER BY e.start, e.rowid""")]
+    assert names.astype(str).tolist() == expected
+
+
 def test_domains_named_from_domain_create_events():
     r = nsyswrap.load(GPU_MIX)
     (app_id,) = sql(GPU_MIX, "SELECT domainId FROM NVTX_EVENTS WHERE eventType = 75 "
