@@ -381,6 +381,41 @@ def test_sorted_by_event_is_lexsorts_permutation(monkeypatch):
                               np.r_[ev[order][1:] != ev[order][:-1], True])
 
 
+def test_range_order_is_lexsorts_permutation(monkeypatch):
+    """The pairs (distinct, and sorted by event, as with_innermost makes them) by (range, their
+    operation's GPU start), ties in pair order: np.lexsort((start, range_id))'s order, from
+    one packed integer per pair sorted in place, or from lexsort where the pairs are not by
+    event. Operations whose starts follow their rows (the usual export) and starts in no
+    order, both with ties; some pairs another thread's; a few rows a step."""
+    from nsyswrap import chunks
+    from nsyswrap.analysis.ranges import Attribution, _RangeOrder
+
+    monkeypatch.setattr(chunks, "STEP_ROWS", 4)
+    rng = np.random.default_rng(11)
+    n_ops = 80
+    for start in (np.sort(rng.integers(0, 10**4, n_ops)) // 100,  # in row order, ties
+                  rng.integers(0, 10**4, n_ops) // 100):  # in no order, ties
+        for by_event in (True, False):
+            # Distinct (range, operation) pairs, as the attribution makes them.
+            pair = rng.choice(40 * n_ops, 300, replace=False)
+            if by_event:
+                pair = pair[np.argsort(pair % n_ops, kind="stable")]
+            event, range_id = (pair % n_ops).astype("int32"), (pair // n_ops).astype("int32")
+            other = rng.random(300) < 0.3
+            ops = pd.DataFrame({"start_ns": start, "end_ns": start + 5})
+            pairs = pd.DataFrame({"range_id": range_id, "event": event, "other_thread": other})
+            att = Attribution(ops, pairs, *(pd.DataFrame() for _ in range(3)))
+            got = _RangeOrder.of(att)
+            order = np.lexsort((start[event], range_id))
+            assert np.array_equal(got.range_id, range_id[order])
+            assert np.array_equal(got.rows, event[order])
+            assert np.array_equal(got.other_thread, other[order])
+            heads = np.r_[True, range_id[order][1:] != range_id[order][:-1]]
+            first_range, first_op = got.firsts()
+            assert np.array_equal(first_range, range_id[order][heads])
+            assert np.array_equal(first_op, event[order][heads])
+
+
 def test_sorts_on_every_core_give_one_sorts_answer(monkeypatch):
     """sort_in_place by either sort, timsort in parts on four threads (parts of a few
     rows, merged by one more sort), gives np.sort's array: random values with many

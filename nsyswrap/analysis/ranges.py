@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from .._memory import release_freed_memory
-from ..chunks import STEP_ROWS, steps
+from ..chunks import STEP_ROWS, sort_in_place, steps
 from ..intervals import (
     assign_lanes,
     compact_ids,
@@ -313,10 +313,10 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
         if by_range is None:
             by_range = _RangeOrder.of(att)
     proj = by_range.union()
-    other = pairs["other_thread"].to_numpy()
     # What the other threads' work added to each range's busy time (process rule).
-    own_busy = by_range.union(~other)["busy_ns"] if other.any() else None
-    first_rows = by_range.first_rows()
+    own_busy = (by_range.union(own_only=True)["busy_ns"]
+                if by_range.other_thread is not None else None)
+    firsts = by_range.firsts()
     first_launch = by_range.min_per_range(att.gpu_ops["launch_start_ns"].to_numpy())
     del by_range
     release_freed_memory(len(pairs))  # the order's arrays and the unions' temporaries
@@ -343,7 +343,7 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
         out[col] = _by_row(cols.pop(col), ids, position, 0.0 if zero else np.nan)
 
     out["gpu_device_busy_ns"], out["gpu_device_busy_cpu_ns"] = _device_busy_within(
-        out, position, att, first_rows,
+        out, position, att, firsts,
         [("gpu_first_start_ns", "gpu_last_end_ns"), ("start_ns", "end_ns")])
     if own_busy is not None:
         out["gpu_busy_other_threads_ns"] = (out["gpu_busy_ns"].to_numpy()
@@ -478,31 +478,74 @@ def _count_by_range(att: Attribution, op_mask: np.ndarray) -> pd.Series:
 
 @dataclass
 class _RangeOrder:
-    """The (range, operation) pairs sorted once by (range, GPU start): the order that each
-    range's union sweep reads. It holds the order and each pair's operation row, not the
-    operations' times in that order: the unions gather those chunk by chunk (two 20 M-element
-    int64 arrays fewer, 330 MB, at 10 M kernels)."""
+    """The (range, operation) pairs sorted once by (range, GPU start), ties in pair order:
+    the order that each range's union sweep reads. It holds each pair's range, operation
+    row and whether another thread launched it, not the operations' times in that order:
+    the unions gather those chunk by chunk (two 20 M-element int64 arrays fewer, 330 MB, at
+    10 M kernels)."""
 
-    order: np.ndarray  # rows of op_pairs in that order
     range_id: np.ndarray
     rows: np.ndarray  # each one's row of gpu_ops
+    other_thread: np.ndarray | None  # None: no pair is another thread's (a thread's own)
     start_ns: np.ndarray  # gpu_ops' columns, by row
     end_ns: np.ndarray
 
     @classmethod
     def of(cls, att: Attribution) -> _RangeOrder:
-        rid = att.op_pairs["range_id"].to_numpy()
-        # Held through every union below: 32-bit where the pairs' rows fit (at 10 M
-        # kernels, 80 MB fewer; the ids are already compact, see compact_ids).
-        order = compact_ids(np.lexsort((att.pair_values("start_ns"), rid)))
-        ops = att.gpu_ops
-        return cls(order, rid[order], att.op_pairs["event"].to_numpy()[order],
-                   ops["start_ns"].to_numpy(dtype="int64"), ops["end_ns"].to_numpy(dtype="int64"))
+        """np.lexsort((each pair's GPU start, range_id)), in the pairs' order. Where it fits
+        in 63 bits, each pair is one integer, (range, its operation's place in GPU start
+        order, other thread), sorted in place: no gathered starts and no 64-bit
+        permutation beside the pairs (~250 MB at 10 M kernels, on that report's peak), and
+        a sort of one array instead of lexsort's two keys. That is lexsort's order
+        because the pairs come sorted by operation (with_innermost) and each operation's
+        place breaks ties in start by its row."""
+        pairs, ops = att.op_pairs, att.gpu_ops
+        start = ops["start_ns"].to_numpy(dtype="int64")
+        end = ops["end_ns"].to_numpy(dtype="int64")
+        rid, event = pairs["range_id"].to_numpy(), pairs["event"].to_numpy()
+        other = pairs["other_thread"].to_numpy()
+        other = other if other.any() else None
+        place_bits = max(len(ops) - 1, 1).bit_length()
+        range_bits = (int(rid.max()) if len(rid) else 0).bit_length()
+        if range_bits + place_bits + 1 > 63 or not _ascending(event):
+            order = np.lexsort((start[event], rid))
+            return cls(rid[order], event[order], None if other is None else other[order],
+                       start, end)
+        # The operations in GPU start order, ties by row (a stable sort: they are exported
+        # nearly in that order), and each one's place in it.
+        by_start = compact_ids(np.argsort(start, kind="stable"))
+        place = np.empty(len(by_start), dtype=by_start.dtype)
+        place[by_start] = np.arange(len(by_start), dtype=by_start.dtype)
+        key = np.empty(len(rid), dtype="int64")
+        for part in steps(len(rid)):
+            k = key[part]
+            k[:] = rid[part]
+            k <<= place_bits
+            k |= place[event[part]]
+            k <<= 1
+            if other is not None:
+                k |= other[part]
+        del place
+        sort_in_place(key)
+        range_id = np.empty(len(key), dtype=rid.dtype)
+        rows = np.empty(len(key), dtype=by_start.dtype)
+        in_order = None if other is None else np.empty(len(key), dtype=bool)
+        mask = (1 << place_bits) - 1
+        for part in steps(len(key)):
+            k = key[part]
+            range_id[part] = k >> (place_bits + 1)
+            rows[part] = by_start[(k >> 1) & mask]
+            if in_order is not None:
+                in_order[part] = (k & 1).astype(bool)
+        return cls(range_id, rows, in_order, start, end)
 
-    def union(self, keep: np.ndarray | None = None) -> pd.DataFrame:
-        """union_stats per range of all pairs, or of those where `keep` (per op_pairs row)."""
-        return union_stats_sorted(self.range_id, self.start_ns, self.end_ns,
-                                  None if keep is None else keep[self.order], rows=self.rows)
+    def union(self, own_only: bool = False) -> pd.DataFrame:
+        """union_stats per range of all pairs, or of the launching thread's own only."""
+        keep = None
+        if own_only and self.other_thread is not None:
+            keep = ~self.other_thread
+        return union_stats_sorted(self.range_id, self.start_ns, self.end_ns, keep,
+                                  rows=self.rows)
 
     def min_per_range(self, op_values: np.ndarray) -> pd.Series:
         """The least of `op_values` (per gpu_ops row) among each range's operations, indexed
@@ -519,10 +562,20 @@ class _RangeOrder:
         heads = np.flatnonzero(np.r_[True, rid[1:] != rid[:-1]])
         return pd.Series(np.concatenate(parts), index=rid[heads])
 
-    def first_rows(self) -> np.ndarray:
-        """The op_pairs row of each range's earliest operation."""
+    def firsts(self) -> tuple[np.ndarray, np.ndarray]:
+        """(range id, gpu_ops row) of each range's earliest operation."""
         rid = self.range_id
-        return self.order[np.r_[True, rid[1:] != rid[:-1]]] if len(rid) else self.order
+        heads = np.r_[True, rid[1:] != rid[:-1]] if len(rid) else np.zeros(0, dtype=bool)
+        return rid[heads], self.rows[heads]
+
+
+def _ascending(values: np.ndarray) -> bool:
+    """Whether `values` never decrease, a step at a time (each step one row into the next)."""
+    for part in steps(max(len(values) - 1, 0)):
+        v = values[part.start:part.stop + 1]
+        if not np.all(v[1:] >= v[:-1]):
+            return False
+    return True
 
 
 def _distinct_streams(att: Attribution) -> pd.Series:
@@ -553,13 +606,14 @@ def _distinct_streams(att: Attribution) -> pd.Series:
 
 
 def _device_busy_within(inst: pd.DataFrame, row_of_range: np.ndarray, att: Attribution,
-                        first: np.ndarray, windows: list[tuple[str, str]]) -> list[pd.Series]:
+                        firsts: tuple[np.ndarray, np.ndarray],
+                        windows: list[tuple[str, str]]) -> list[pd.Series]:
     """Per window [lo, hi) of columns of `inst` (its GPU span, or its CPU time): GPU time
     busy with *any* work (any thread, stream or process) inside each range's window, on the
     device of its first operation; NaN for ranges without GPU work. A range's own gaps are
     not idle GPU time when other threads fill them. Each device's busy intervals are merged
     once for all windows. `row_of_range`: each range id's row of `inst` (_lookup_table);
-    `first`: the op_pairs row of each range's earliest operation."""
+    `firsts`: (range id, gpu_ops row) of each range's earliest operation."""
     out = [np.full(len(inst), np.nan) for _ in windows]
     pairs, ops = att.op_pairs, att.gpu_ops
     if pairs.empty:
@@ -568,9 +622,9 @@ def _device_busy_within(inst: pd.DataFrame, row_of_range: np.ndarray, att: Attri
     # Range-sized arrays are copied only where some ranges are left out (without GPU work,
     # or on another device): with ten million ranges each copy is 40-80 MB. Looked up by
     # gathers, not by the index's hash table (~300 MB at 10 M ranges).
-    position = row_of_range.take(pairs["range_id"].to_numpy()[first].astype("int64"),
-                                 mode="clip")
-    device = att.pair_values("device_id")[first]
+    first_range, first_op = firsts
+    position = row_of_range.take(first_range.astype("int64"), mode="clip")
+    device = ops["device_id"].to_numpy()[first_op]
     if (position < 0).any():
         device, position = device[position >= 0], position[position >= 0]
     device_of_op = ops["device_id"].to_numpy()
