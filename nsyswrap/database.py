@@ -45,6 +45,11 @@ SLICE_ROWS = 100_000
 # last slice. Two per thread balance the cores: 10 M kernels, 2 cores, load 7.2-7.6 s
 # against 9.0-9.2 s with one slice per thread (two, four or eight per thread alike).
 SLICES_PER_READER = 2
+# Rows per slice, at most: each reader holds its slice's Arrow table and what its reducer
+# makes of it until the slice is done, so a big table read in a few slices held several
+# 100 MB per reader (the 43 M runtime calls of 10 M kernels in four slices on two cores:
+# 5.8 M launches in one), on the load's peak. Slices of a million rows bound that.
+MAX_SLICE_ROWS = 1_000_000
 # Rows per record batch from the ADBC SQLite driver (its default is 1024). Each batch is a
 # few small allocations per column, freed only when every column of that batch is: with
 # 1024-row batches, 10 M NVTX ranges read as 9766 batches took 583 MiB of RSS for 471 MiB
@@ -243,8 +248,8 @@ class Database:
 
     def _slices(self, sql: str) -> list[str]:
         """A bulk query written with ROWS (a scan of one table) as queries over disjoint
-        rowid slices, in rowid order: one per SLICE_ROWS rows, at most SLICES_PER_READER per
-        core."""
+        rowid slices, in rowid order: SLICES_PER_READER per core, or more where such slices
+        would span more than MAX_SLICE_ROWS rowids, and none under SLICE_ROWS."""
         if ROWS not in sql:
             return [sql]
         table, alias = re.search(r"\bFROM\s+(\w+)(?:\s+AS\s+(\w+))?", sql).groups()
@@ -258,7 +263,9 @@ class Database:
             lo = hi = None
         if lo is None or hi is None:  # empty, or a view (whose rowid SQLite reads as NULL)
             return [sql.replace(ROWS, "1")]
-        parts = max(1, min(SLICES_PER_READER * cores(), (hi - lo + 1) // SLICE_ROWS))
+        rows = hi - lo + 1
+        parts = max(1, min(max(SLICES_PER_READER * cores(), -(-rows // MAX_SLICE_ROWS)),
+                           rows // SLICE_ROWS))
         cuts = [lo - 1 + (hi - lo + 1) * i // parts for i in range(parts + 1)]
         return [sql.replace(ROWS, f"{rowid} > {a} AND {rowid} <= {b}")
                 for a, b in zip(cuts, cuts[1:], strict=False)]

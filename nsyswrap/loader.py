@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ._memory import release_freed_memory
-from .chunks import even_bounds, map_chunks
+from .chunks import STEP_ROWS, even_bounds, map_chunks
 from .database import Database, OpenReport, open_report
 from .intervals import compact_ids
 from .progress import NO_PROGRESS, Progress
@@ -85,6 +85,10 @@ def _read_report(opened: OpenReport) -> Report:
     transfers = _transfers(db, queries.transfers)
     launches, api_calls = _runtime_calls(db, runtime)
     kernels, transfers = _attach_launches(db, launches, kernels, transfers)
+    last_call_ns = int(launches.start_ns.max()) if len(launches.start_ns) else None
+    # Not held through the NVTX reads: 24 bytes a launch (260 MB at 10 M kernels), on the
+    # load's peak.
+    del launches
     kernels, transfers = kernels[KERNEL_COLUMNS], transfers[TRANSFER_COLUMNS]
     domains = _nvtx_domains(db, queries)
     ranges, unterminated = _nvtx_ranges(db, queries, domains)
@@ -109,7 +113,7 @@ def _read_report(opened: OpenReport) -> Report:
     if not info.has_nvtx:
         info.notes.append("no NVTX events in this report (profile with -t nvtx and annotate "
                           "code with nsyswrap.annotate): no per-range analysis")
-    _check_gpu_trace(info, launches, kernels, transfers, ranges)
+    _check_gpu_trace(info, last_call_ns, kernels, transfers, ranges)
     # By hashing (pd.unique), not sorting: ten million kernels share a few pids.
     active_pids = set().union(*(pd.unique(f["pid"].to_numpy(dtype="int64")).tolist()
                                 for f in (kernels, transfers, ranges)))
@@ -158,14 +162,15 @@ def _drop_reversed(frame: pd.DataFrame, what: str, notes: list[str]) -> pd.DataF
     return frame[~reversed_].reset_index(drop=True)
 
 
-def _check_gpu_trace(info: ReportInfo, launches: _Launches, kernels: pd.DataFrame,
+def _check_gpu_trace(info: ReportInfo, last_call_ns: int | None, kernels: pd.DataFrame,
                      transfers: pd.DataFrame, ranges: pd.DataFrame) -> None:
     """Say loudly when CUDA was traced and NVTX ranges are there but no GPU activity is: a
     process that dies by a signal never writes the CUDA activity it buffered (kernels, and
     the runtime calls too), while its NVTX ranges all reach the report (docs/nsys-quirks.md,
-    "Signals"). GPU times are then unknown, not 0."""
-    if len(launches.start_ns):
-        info.last_cuda_call_ns = int(launches.start_ns.max())
+    "Signals"). GPU times are then unknown, not 0. `last_call_ns`: the start of the last
+    runtime call that could launch GPU work, None without any."""
+    if last_call_ns is not None:
+        info.last_cuda_call_ns = last_call_ns
     if not info.has_cuda or ranges.empty or len(kernels) or len(transfers):
         return
     info.gpu_trace_lost = True
@@ -303,7 +308,10 @@ class _Launches:
             start[rows] = self.start_ns[i]
             thread[rows] = self.thread[i]
 
-        map_chunks(part, even_bounds(len(key)))
+        # Chunks of STEP_ROWS at most: each holds five chunk-sized arrays (order, probes,
+        # places, matches, rows), ~200 MB at once on two cores with 10 M kernels in four
+        # chunks, on the load's peak.
+        map_chunks(part, even_bounds(len(key), max_rows=STEP_ROWS))
         return start, thread
 
 

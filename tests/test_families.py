@@ -176,3 +176,31 @@ def test_text_helpers_give_the_same_texts_on_text_and_categorical_columns():
     assert results[0] == results[1]
     assert results[0] == (["step 2", "", "step 1", "layer", "", "step 3"],
                           ["step {n}", "layer", "step {n}", "layer", "alpha", "step {n}"])
+
+
+def test_every_groupby_on_a_text_key_passes_observed():
+    """Names, domains, families and benchmarks may be categoricals (the loader's codes):
+    grouped by them, pandas 2's default observed=False makes a group of every category,
+    present or not (and of every combination with a second key). Each such groupby in the
+    package says observed=True. Found in the source by its syntax: a groupby whose key is
+    one of those column names, or a list holding one."""
+    import ast
+    from pathlib import Path
+
+    import nsyswrap
+
+    text_keys = {"name", "domain", "family", "benchmark", "short_name"}
+    missing = []
+    for path in Path(nsyswrap.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "groupby" and node.args):
+                continue
+            key = node.args[0]
+            keys = key.elts if isinstance(key, ast.List) else [key]
+            if not any(isinstance(k, ast.Constant) and k.value in text_keys for k in keys):
+                continue
+            if not any(kw.arg == "observed" and isinstance(kw.value, ast.Constant)
+                       and kw.value.value is True for kw in node.keywords):
+                missing.append(f"{path.name}:{node.lineno}")
+    assert not missing, missing

@@ -140,6 +140,16 @@ def test_reads_in_rowid_slices_give_the_same_rows_in_the_same_order(monkeypatch)
     assert max(len(s) for s in slices) == 5 * database.SLICES_PER_READER
     for name in ("kernels", "transfers", "api_calls", "ranges", "marks"):
         pd.testing.assert_frame_equal(getattr(sliced, name), getattr(whole, name))
+    # One core, but slices of at most 50 rowids: more slices than two.
+    slices.clear()
+    monkeypatch.setattr(database, "cores", lambda: 1)
+    monkeypatch.setattr(database, "MAX_SLICE_ROWS", 50)
+    bounded = nsyswrap.load(GPU_MIX)
+    rows = max(sql(GPU_MIX, f"SELECT max(rowid) - min(rowid) + 1 FROM {t}")[0][0]
+               for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME"))
+    assert max(len(s) for s in slices) == -(-rows // 50) > database.SLICES_PER_READER
+    for name in ("kernels", "transfers", "api_calls", "ranges", "marks"):
+        pd.testing.assert_frame_equal(getattr(bounded, name), getattr(whole, name))
 
 
 def test_record_batches_of_any_size_give_the_same_report(monkeypatch):
