@@ -527,9 +527,8 @@ def union_stats_sorted(g: np.ndarray, start: np.ndarray, end: np.ndarray,
 
     parts = map_chunks(chunk, group_bounds(g, UNION_CHUNK))
     # One frame from the chunks' arrays (a frame per chunk and their concat cost seconds
-    # at ten million ranges).
-    # Each column's parts dropped as they are joined: the parts and the joined columns at
-    # once were sixteen range-sized arrays (1.2 GB at 10 M ranges).
+    # at ten million ranges), each column's parts dropped as they are joined (the parts and
+    # the joined columns at once were sixteen range-sized arrays: 1.2 GB at 10 M ranges).
     index = np.concatenate([p.pop("group") for p in parts])
     return pd.DataFrame({c: np.concatenate([p.pop(c) for p in parts]).astype("int64", copy=False)
                          for c in UNION_COLUMNS}, index=pd.Index(index), copy=False)

@@ -417,8 +417,8 @@ def _texts(codes: np.ndarray, values: list[str], index: pd.Index) -> pd.Series:
                      index=index, copy=False)
 
 
-def _range_names(column) -> pd.Series:
-    """The ranges' names (an Arrow text column): as a categorical with sorted categories
+def _range_names(names: pd.Series) -> pd.Series:
+    """The ranges' names (a text column): as a categorical with sorted categories
     where names repeat (a step's or a layer's range, millions of times: a code per range
     where the text took ~13 bytes, 128 MB at 10 M ranges, held by the ranges and their
     instances to the end, and every later grouping by name works on the codes); as text
@@ -427,25 +427,23 @@ def _range_names(column) -> pd.Series:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    encoded = pc.dictionary_encode(column)
-    names = encoded.dictionary
-    if len(names) > len(encoded) // 2:
-        return column.cast(pa.large_string()).to_pandas()
-    order = pc.array_sort_indices(names)
+    encoded = pc.dictionary_encode(pa.array(names))
+    distinct = encoded.dictionary
+    if len(distinct) > len(encoded) // 2:
+        return names
+    order = pc.array_sort_indices(distinct)
     # Each code's place among the sorted names.
-    rank = np.empty(len(names), dtype="int64")
-    rank[order.to_numpy()] = np.arange(len(names))
+    rank = np.empty(len(distinct), dtype="int64")
+    rank[order.to_numpy()] = np.arange(len(distinct))
     codes = compact_ids(rank[encoded.indices.to_numpy()])
-    return pd.Series(pd.Categorical.from_codes(codes, categories=names.take(order).to_pylist()),
-                     copy=False)
+    return pd.Series(pd.Categorical.from_codes(
+        codes, categories=distinct.take(order).to_pylist()), index=names.index, copy=False)
 
 
 def _nvtx_ranges(db: Database, queries: BulkQueries,
                  domains: dict[tuple[int, int], str]) -> tuple[pd.DataFrame, int]:
     if NVTX_TABLE not in db.tables:
         return empty(RANGE_COLUMNS), 0
-    import pyarrow as pa
-
     pushpop = queries.event_types["NvtxPushPopRange"]
     df = _frame(db, queries.nvtx_ranges).sort_values("start_ns", kind="stable",
                                                            ignore_index=True)
@@ -459,7 +457,7 @@ def _nvtx_ranges(db: Database, queries: BulkQueries,
     df["style"] = pd.Series(pd.Categorical.from_codes(
         (df.pop("event_type") != pushpop).to_numpy().astype("int8"), ["pushpop", "startend"]),
         index=df.index, copy=False)
-    df["name"] = _range_names(pa.array(df.pop("name"))).set_axis(df.index)
+    df["name"] = _range_names(df.pop("name").astype(str))
     return df[RANGE_COLUMNS], int(unterminated)
 
 

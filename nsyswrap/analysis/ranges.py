@@ -626,10 +626,10 @@ def _device_busy_within(inst: pd.DataFrame, row_of_range: np.ndarray, att: Attri
     # gathers, not by the index's hash table (~300 MB at 10 M ranges).
     first_range, first_op = firsts
     position = row_of_range.take(first_range.astype("int64"), mode="clip")
-    device = ops["device_id"].to_numpy()[first_op]
+    device_of_op = ops["device_id"].to_numpy()
+    device = device_of_op[first_op]
     if (position < 0).any():
         device, position = device[position >= 0], position[position >= 0]
-    device_of_op = ops["device_id"].to_numpy()
     start, end = ops["start_ns"].to_numpy(dtype="int64"), ops["end_ns"].to_numpy(dtype="int64")
     one_device = len(device_of_op) > 0 and device_of_op.min() == device_of_op.max()
     for dev in np.unique(device):
@@ -706,9 +706,9 @@ def range_summary(instances: pd.DataFrame, att: Attribution,
                          ("gpu_span_median_ns", "gpu_span_ns")):
         out[name] = _whole_median(group, inst[column].to_numpy()).reindex(out.index)
     span = inst["gpu_span_ns"]
-    idle_share = (inst["gpu_idle_ns"] / span).where(span > 0)
-    out["gpu_idle_share_median"] = idle_share.groupby(group).median().reindex(out.index)
-    del idle_share
+    # Not kept among the instance columns: freed once its median is taken.
+    out["gpu_idle_share_median"] = _whole_median(
+        group, (inst["gpu_idle_ns"] / span).where(span > 0).to_numpy()).reindex(out.index)
     out["launch_latency_median_ns"] = latency_by_group.reindex(out.index)
     out["names"] = _distinct_by_group(group, pd.factorize(instances["name"])[0]
                                       ).reindex(out.index)
