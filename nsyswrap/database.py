@@ -48,7 +48,9 @@ SLICES_PER_READER = 2
 # Rows per slice, at most: each reader holds its slice's Arrow table and what its reducer
 # makes of it until the slice is done, so a big table read in a few slices held several
 # 100 MB per reader (the 43 M runtime calls of 10 M kernels in four slices on two cores:
-# 5.8 M launches in one), on the load's peak. Slices of a million rows bound that.
+# 5.8 M launches in one). Slices of a million rows bound that (the reads' part of the load
+# then stayed near 0.95 GiB, where it had reached 1.4 GiB in one traced run; the load's
+# peak as a whole did not move measurably: docs/performance.md, stop 25).
 MAX_SLICE_ROWS = 1_000_000
 # Rows per record batch from the ADBC SQLite driver (its default is 1024). Each batch is a
 # few small allocations per column, freed only when every column of that batch is: with

@@ -86,8 +86,7 @@ def _read_report(opened: OpenReport) -> Report:
     launches, api_calls = _runtime_calls(db, runtime)
     kernels, transfers = _attach_launches(db, launches, kernels, transfers)
     last_call_ns = int(launches.start_ns.max()) if len(launches.start_ns) else None
-    # Not held through the NVTX reads: 24 bytes a launch (260 MB at 10 M kernels), on the
-    # load's peak.
+    # Not held through the NVTX reads: 24 bytes a launch (260 MB at 10 M kernels).
     del launches
     kernels, transfers = kernels[KERNEL_COLUMNS], transfers[TRANSFER_COLUMNS]
     domains = _nvtx_domains(db, queries)
@@ -310,7 +309,7 @@ class _Launches:
 
         # Chunks of STEP_ROWS at most: each holds five chunk-sized arrays (order, probes,
         # places, matches, rows), ~200 MB at once on two cores with 10 M kernels in four
-        # chunks, on the load's peak.
+        # chunks.
         map_chunks(part, even_bounds(len(key), max_rows=STEP_ROWS))
         return start, thread
 
