@@ -45,6 +45,16 @@ SORT_TRIAL_ROWS = 1 << 16
 SORT_TRIAL_FROM = 1 << 18
 
 
+def ascending(values: np.ndarray) -> bool:
+    """Whether `values` never decrease, a step at a time (each step one row into the next):
+    no array-sized temporaries."""
+    for part in steps(max(len(values) - 1, 0)):
+        v = values[part.start:part.stop + 1]
+        if not (v[1:] >= v[:-1]).all():
+            return False
+    return True
+
+
 def sort_in_place(values: np.ndarray) -> None:
     """values.sort() for integers, by whichever of numpy's two sorts is quicker on them on
     this machine: the analysis sorts keys that mostly follow time (pairs in event order,

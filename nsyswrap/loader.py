@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ._memory import release_freed_memory
-from .chunks import STEP_ROWS, even_bounds, map_chunks
+from .chunks import STEP_ROWS, ascending, even_bounds, map_chunks, steps
 from .database import Database, OpenReport, open_report
 from .intervals import compact_ids
 from .progress import NO_PROGRESS, Progress
@@ -400,52 +400,88 @@ def _nvtx_domains(db: Database, queries: BulkQueries) -> dict[tuple[int, int], s
 
 
 def _domain_names(df: pd.DataFrame, domains: dict[tuple[int, int], str]) -> pd.Series:
-    """Each row's domain name, from (process, domain id); "" for the default domain."""
-    key = (_process_key(df["thread"]) << 32) | df.pop("domain_id").to_numpy(dtype="int64")
+    """Each row's domain name, from (process, domain id); "" for the default domain. As a
+    categorical whose categories are the distinct names in sorted order (so it sorts and
+    groups as the text column would): a code per row where text held 8 bytes of offset
+    and the text (a domain, shared by millions of ranges). A step of rows at a time: the
+    keys and their lookups were three range-sized int64 arrays (240 MB at 10 M ranges)."""
+    thread = df["thread"].to_numpy(dtype="int64")
+    domain_id = df.pop("domain_id").to_numpy(dtype="int64")
     known = pd.Index([(p << 32) | d for p, d in domains], dtype="int64")
-    return _texts(known.get_indexer(key) + 1, ["", *domains.values()], df.index)
+    labels, inverse = np.unique(np.array(["", *domains.values()], dtype=object),
+                                return_inverse=True)
+    codes = np.empty(len(thread), dtype="int8" if len(labels) < 128 else "int32")
+    for part in steps(len(thread)):
+        key = ((thread[part] >> TID_BITS) << 32) | domain_id[part]
+        codes[part] = inverse[known.get_indexer(key) + 1]
+    return pd.Series(pd.Categorical.from_codes(codes, categories=labels.tolist()),
+                     index=df.index, copy=False)
 
 
-def _texts(codes: np.ndarray, values: list[str], index: pd.Index) -> pd.Series:
-    """values[code] per row, as a categorical whose categories are the distinct values in
-    sorted order (so it sorts and groups as the text column would): a code per row where a
-    text column held 8 bytes of offset and the text (a domain, shared by millions of
-    ranges)."""
-    labels, inverse = np.unique(np.array(values, dtype=object), return_inverse=True)
-    return pd.Series(pd.Categorical.from_codes(inverse[codes], categories=labels.tolist()),
-                     index=index, copy=False)
-
-
-def _range_names(names: pd.Series) -> pd.Series:
-    """The ranges' names (a text column): as a categorical with sorted categories
-    where names repeat (a step's or a layer's range, millions of times: a code per range
-    where the text took ~13 bytes, 128 MB at 10 M ranges, held by the ranges and their
-    instances to the end, and every later grouping by name works on the codes); as text
-    where most are distinct (emit_nvtx's one name per operator call), which a categorical
-    would only make larger."""
+def _range_names(slices: list, order: np.ndarray | None, index: pd.Index) -> pd.Series:
+    """The ranges' names from the slices' dictionary-encoded names (queries.RangeSlice),
+    in the rows' `order` (None: as read): as a categorical with sorted categories where
+    names repeat (a step's or a layer's range, millions of times: a code per range where
+    the text took ~13 bytes, 128 MB at 10 M ranges, held by the ranges and their instances
+    to the end, and every later grouping by name works on the codes); as text where most
+    are distinct (emit_nvtx's one name per operator call), which a categorical would only
+    make larger. The slices are emptied."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    encoded = pc.dictionary_encode(pa.array(names))
-    distinct = encoded.dictionary
-    if len(distinct) > len(encoded) // 2:
-        return names
-    order = pc.array_sort_indices(distinct)
+    dictionaries = [s.names for s in slices]
+    # One dictionary for all slices: each slice's codes become codes into it.
+    everyone = pc.dictionary_encode(
+        pa.concat_arrays([d.cast(pa.large_string()) for d in dictionaries])
+        if dictionaries else pa.array([], pa.large_string()))
+    distinct = everyone.dictionary
+    to_common = everyone.indices.to_numpy()
+    codes, at = [], 0
+    for s, d in zip(slices, dictionaries, strict=True):
+        codes.append(to_common[at:at + len(d)][s.name_codes])
+        at += len(d)
+        s.name_codes = None
+    del dictionaries, everyone, to_common
+    codes = (np.concatenate(codes) if codes else np.array([], "int32")).astype(
+        "int32", copy=False)
+    if order is not None:
+        codes = codes[order]
+    if len(distinct) > len(codes) // 2:
+        text = distinct.take(pa.array(codes)) if len(distinct) else pa.array(
+            [""] * len(codes), pa.large_string())
+        del codes
+        return pd.Series(text.to_pandas(), index=index, copy=False).astype(str)
+    sort = pc.array_sort_indices(distinct)
     # Each code's place among the sorted names.
-    rank = np.empty(len(distinct), dtype="int64")
-    rank[order.to_numpy()] = np.arange(len(distinct))
-    codes = compact_ids(rank[encoded.indices.to_numpy()])
+    rank = np.empty(len(distinct), dtype="int32")  # codes are int32 (queries.RangeSlice)
+    rank[sort.to_numpy()] = np.arange(len(distinct))
+    codes = rank[codes]
     return pd.Series(pd.Categorical.from_codes(
-        codes, categories=distinct.take(order).to_pylist()), index=names.index, copy=False)
+        codes, categories=distinct.take(sort).to_pylist()), index=index, copy=False)
 
 
 def _nvtx_ranges(db: Database, queries: BulkQueries,
                  domains: dict[tuple[int, int], str]) -> tuple[pd.DataFrame, int]:
     if NVTX_TABLE not in db.tables:
         return empty(RANGE_COLUMNS), 0
-    pushpop = queries.event_types["NvtxPushPopRange"]
-    df = _frame(db, queries.nvtx_ranges).sort_values("start_ns", kind="stable",
-                                                           ignore_index=True)
+    # Slice by slice, as the reader threads made them compact (queries.RangeSlice), in
+    # start order (stable: rowid order among equal starts) by one permutation, a column at
+    # a time: sorting a frame copies all of its columns at once.
+    slices = db.slices(queries.nvtx_ranges)
+    start = _joined([s.columns for s in slices], "start_ns")
+    order = None if ascending(start) else np.argsort(start, kind="stable")
+    data = {"start_ns": start if order is None else start[order]}
+    del start
+    for c in ("end_ns", "thread", "domain_id", "startend"):
+        values = _joined([s.columns for s in slices], c)
+        data[c] = values if order is None else values[order]
+        del values
+    df = pd.DataFrame(data, copy=False)
+    del data
+    name = _range_names(slices, order, df.index)
+    del slices, order
+    # The slices' arrays, freed a million rows at a time, stay with the allocator.
+    release_freed_memory(len(df))
     unterminated = int(_frame(db, queries.unterminated)["n"].iloc[0])
     df["range_id"] = np.arange(len(df), dtype="int64")
     df["pid"] = _pid(df["thread"])
@@ -454,9 +490,8 @@ def _nvtx_ranges(db: Database, queries: BulkQueries,
     # Two values: a categorical (one byte a range), where text took 15 bytes (144 MB at
     # 10 M ranges, held by the ranges and their instances to the end).
     df["style"] = pd.Series(pd.Categorical.from_codes(
-        (df.pop("event_type") != pushpop).to_numpy().astype("int8"), ["pushpop", "startend"]),
-        index=df.index, copy=False)
-    df["name"] = _range_names(df.pop("name").astype(str))
+        df.pop("startend").to_numpy(), ["pushpop", "startend"]), index=df.index, copy=False)
+    df["name"] = name
     return df[RANGE_COLUMNS], int(unterminated)
 
 

@@ -90,6 +90,9 @@ class BulkQueries:
         if self.runtime.calls_sql is not None:
             out[self.runtime.calls_sql] = functools.partial(
                 RuntimeSlice.of, blocking_ids=tuple(sorted(self.runtime.blocking)))
+        if self.nvtx_ranges is not None:
+            out[self.nvtx_ranges] = functools.partial(
+                RangeSlice.of, pushpop=self.event_types["NvtxPushPopRange"])
         return out
 
     def in_order(self) -> list[str | None]:
@@ -219,6 +222,33 @@ class RuntimeSlice:
             launches[name] = values[order]
             del values
         return cls(launches, blocking)
+
+
+@dataclass
+class RangeSlice:
+    """One rowid slice of the NVTX range read (nvtx_ranges_sql), made compact on its reader
+    thread: numbers as numpy columns, the push/pop-or-start/end type as one byte, and the
+    names dictionary-encoded (a code per range and the slice's distinct names), so that
+    the loader never holds ten million names as text beside their Arrow and pandas copies
+    (the 10 M-range load peaked there: docs/performance.md, stop 26)."""
+
+    columns: dict[str, np.ndarray]  # start_ns, end_ns, thread, domain_id (int64); startend
+    name_codes: np.ndarray  # int32: each range's name, a row of `names`
+    names: Any  # pyarrow.StringArray: the slice's distinct names
+
+    @classmethod
+    def of(cls, table, pushpop: int) -> RangeSlice:
+        import numpy as np
+        import pyarrow.compute as pc
+
+        encoded = pc.dictionary_encode(table["name"].combine_chunks())
+        box = [table.drop_columns(["name"])]
+        del table  # the box holds the only reference: see _numpy_columns
+        columns = _numpy_columns(box, ["start_ns", "end_ns", "thread", "domain_id",
+                                       "event_type"])
+        columns["startend"] = (columns.pop("event_type") != pushpop).astype("int8")
+        return cls(columns, np.asarray(encoded.indices.to_numpy(), dtype="int32"),
+                   encoded.dictionary)
 
 
 def _numpy_columns(box: list, names: list[str]) -> dict[str, np.ndarray]:

@@ -1,7 +1,7 @@
 """Where one `compare`'s memory peaks, line by line: a report's load and analysis while a
 thread samples the resident set every 2 ms with the main thread's current nsyswrap lines.
 
-    python scripts/peak_lines.py REPORT.sqlite [--top 15]
+    python scripts/peak_lines.py REPORT.sqlite [--top 15] [--load-only]
 
 Prints the highest RSS seen at each (function:line < caller < caller) of nsyswrap, highest
 first, the load included. Work on other threads (the reads, the kernel table,
@@ -31,6 +31,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("report")
     p.add_argument("--top", type=int, default=15)
+    p.add_argument("--load-only", action="store_true", help="stop after the load")
     a = p.parse_args()
     main_thread = threading.get_ident()
     peaks: dict[str, int] = {}
@@ -54,7 +55,9 @@ def main() -> None:
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
-    analysis.analyze(load(a.report), consume=True)
+    report = load(a.report)
+    if not a.load_only:
+        analysis.analyze(report, consume=True)
     done.set()
     sampler.join()
     for line, rss in sorted(peaks.items(), key=lambda kv: -kv[1])[:a.top]:

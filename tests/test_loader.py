@@ -8,6 +8,7 @@ import pytest
 from conftest import (
     ALL_REPORTS,
     CPU_2022,
+    DATA,
     GPU_GRAPH_WHOLE,
     GPU_MIX,
     GPU_NO_CUDA,
@@ -55,17 +56,24 @@ def test_nvtx_text_from_text_and_string_ids():
     assert {"iteration", "step", "startend"} <= expected
 
 
+@pytest.mark.parametrize("sliced", [False, True], ids=["one read", "slices"])
 @pytest.mark.parametrize("name, repeat", [("h100_torch_train.sqlite", True),
                                           ("h100_torch_emit_nvtx.sqlite", False),
                                           ("cpu2022_families.sqlite", True)])
-def test_range_names_that_repeat_are_codes_and_distinct_ones_text(name, repeat):
+def test_range_names_that_repeat_are_codes_and_distinct_ones_text(name, repeat, sliced,
+                                                                  monkeypatch):
     """Names that repeat (a step's, a layer's) load as a categorical, a code per range;
     names that are mostly distinct (emit_nvtx's, one per operator call) as text. Either
     way every range's name is its text in SQL, and the categories are sorted, so sorting
-    and grouping by name go as for text."""
+    and grouping by name go as for text. Each reader slice encodes its own names: read in
+    many slices (a name in several of them, under different codes), the same names."""
     import pandas as pd
-    from conftest import DATA
 
+    from nsyswrap import database
+
+    if sliced:
+        monkeypatch.setattr(database, "SLICE_ROWS", 7)
+        monkeypatch.setattr(database, "cores", lambda: 5)
     path = DATA / name
     r = nsyswrap.load(path)
     names = r.ranges["name"]
@@ -185,26 +193,26 @@ def test_text_columns_do_not_keep_the_drivers_batches(monkeypatch):
 
     from nsyswrap import database, loader
 
-    monkeypatch.setattr(database, "BATCH_ROWS", 5)
-    with database.open_report(GPU_MIX) as opened:
-        table = opened.db.arrow(opened.queries.nvtx_ranges)
+    monkeypatch.setattr(database, "BATCH_ROWS", 1)  # the harness's two marks, two batches
+    harness = DATA / "h100_harness_clock.sqlite"
+    with database.open_report(harness) as opened:  # the marks' text: the harness's JSON
+        table = opened.db.arrow(opened.queries.nvtx_marks)
         types = opened.queries.event_types
-    names = table.column("name")
+    names = table.column("text")
     assert names.num_chunks > 1
     # Held here, the read's buffers stay allocated: no address can be reused meanwhile.
     read_buffers = [b for chunk in names.chunks for b in chunk.buffers() if b is not None]
     del names
     frame = loader._pandas(table)
     del table
-    text = frame["name"].array.__arrow_array__()
+    text = frame["text"].array.__arrow_array__()
     own = {b.address for chunk in text.chunks for b in chunk.buffers() if b is not None}
     assert own and not own & {b.address for b in read_buffers}
-    con = sqlite3.connect(GPU_MIX)
+    con = sqlite3.connect(harness)
     expected = sorted(str(v) for (v,) in con.execute(
         "SELECT coalesce(e.text, s.value) FROM NVTX_EVENTS e LEFT JOIN StringIds s "
-        "ON e.textId = s.id WHERE e.eventType IN (?, ?) AND e.\"end\" IS NOT NULL",
-        (types["NvtxPushPopRange"], types["NvtxStartEndRange"])))
-    assert sorted(frame["name"]) == expected
+        "ON e.textId = s.id WHERE e.eventType = ?", (types["NvtxMark"],)))
+    assert sorted(frame["text"]) == expected
 
 
 def test_a_table_that_is_a_view_is_read_whole(tmp_path, monkeypatch):

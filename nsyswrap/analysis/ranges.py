@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from .._memory import release_freed_memory
-from ..chunks import STEP_ROWS, sort_in_place, steps
+from ..chunks import STEP_ROWS, ascending, sort_in_place, steps
 from ..intervals import (
     assign_lanes,
     compact_ids,
@@ -509,7 +509,7 @@ class _RangeOrder:
         other = other if other.any() else None
         place_bits = max(len(ops) - 1, 1).bit_length()
         range_bits = (int(rid.max()) if len(rid) else 0).bit_length()
-        if range_bits + place_bits + 1 > 63 or not _ascending(event):
+        if range_bits + place_bits + 1 > 63 or not ascending(event):
             order = np.lexsort((start[event], rid))
             return cls(rid[order], event[order], None if other is None else other[order],
                        start, end)
@@ -569,15 +569,6 @@ class _RangeOrder:
         rid = self.range_id
         heads = np.r_[True, rid[1:] != rid[:-1]] if len(rid) else np.zeros(0, dtype=bool)
         return rid[heads], self.rows[heads]
-
-
-def _ascending(values: np.ndarray) -> bool:
-    """Whether `values` never decrease, a step at a time (each step one row into the next)."""
-    for part in steps(max(len(values) - 1, 0)):
-        v = values[part.start:part.stop + 1]
-        if not np.all(v[1:] >= v[:-1]):
-            return False
-    return True
 
 
 def _distinct_streams(att: Attribution) -> pd.Series:
