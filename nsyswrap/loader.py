@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ._memory import release_freed_memory
+from ._memory import analysing, release_freed_memory
 from .chunks import STEP_ROWS, ascending, even_bounds, map_chunks, steps
 from .database import Database, OpenReport, open_report
 from .intervals import compact_ids
@@ -75,6 +75,7 @@ def load(path: str | os.PathLike | OpenReport, *,
     with opened, progress.step(f"loading {opened.db.path.name}"):
         report = _read_report(opened)
     release_freed_memory(len(report.kernels) + len(report.transfers) + len(report.ranges))
+    analysing()
     return report
 
 
