@@ -115,6 +115,38 @@ def grouped_median(groups: np.ndarray, values: np.ndarray, consume: bool = False
     return _medians_of_packed(packed, np.bincount(groups), value_bits, low)
 
 
+# Groups up to which few_groups_median finds each group's median on its own.
+FEW_GROUPS = 64
+
+
+def few_groups_median(groups: np.ndarray, values: np.ndarray) -> pd.Series:
+    """`pd.Series(values).groupby(groups).median()`, bit for bit, for groups that are
+    non-negative integers below FEW_GROUPS (a report's few range names): each group's
+    values picked by a mask and its two middle values found by selection (np.partition,
+    linear time), where a grouped sort orders every row (10 M instances: one 80 MB packed
+    array and the sort's buffer, ~1 s a column). NaN is left out; a group with none but
+    NaN has NaN. As pandas, each middle value is a float before their mean (a monotone
+    conversion, so the same elements)."""
+    present, medians = [], []
+    for g in range(int(groups.max()) + 1 if len(groups) else 0):
+        mask = groups == g
+        if not mask.any():
+            continue
+        v = values[mask]
+        del mask
+        if v.dtype.kind == "f":
+            v = v[~np.isnan(v)]
+        present.append(g)
+        if len(v) == 0:
+            medians.append(np.nan)
+            continue
+        middle = sorted({(len(v) - 1) // 2, len(v) // 2})
+        v.partition(middle)  # v is a copy of the group's values: partitioned in place
+        below, above = v[(len(v) - 1) // 2], v[len(v) // 2]
+        medians.append((np.float64(below) + np.float64(above)) / 2)
+    return pd.Series(np.array(medians, dtype="float64"), index=pd.Index(present, dtype="int64"))
+
+
 def grouped_median_by_steps(values: np.ndarray,
                             group_steps: Callable[[], Iterator[np.ndarray]]) -> pd.Series:
     """grouped_median(groups, values, consume=True) where the groups come a step at a time

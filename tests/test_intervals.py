@@ -8,6 +8,7 @@ import pandas as pd
 from nsyswrap.intervals import (
     assign_lanes,
     events_in_ranges,
+    few_groups_median,
     grouped_median,
     grouped_median_by_steps,
     merge_intervals,
@@ -266,6 +267,32 @@ def test_grouped_median_is_pandas_bit_for_bit():
     pd.testing.assert_series_equal(grouped_median(pairs, near),
                                    pd.Series(near).groupby(pairs).median(), check_exact=True)
     assert grouped_median(np.array([], "int64"), np.array([], "int64")).empty
+
+
+def test_few_groups_median_is_pandas_bit_for_bit():
+    """Each group on its own, by selection: odd and even counts, ties, one-value groups,
+    unnumbered groups, values near 2**62 whose float sum rounds, unsigned values past
+    int64, floats with NaN left out and a group of NaN only (NaN, as pandas gives)."""
+    rng = np.random.default_rng(3)
+    groups = np.r_[rng.integers(0, 10, 5001) * 3, [40], [63, 63]].astype("int64")
+    nan_only = groups == 40
+    floats = rng.normal(size=len(groups))
+    floats[::7] = np.nan
+    floats[nan_only] = np.nan
+    for values in (rng.integers(-50, 50, len(groups)),
+                   rng.integers(2**62 - 1000, 2**62, len(groups)),
+                   rng.integers(0, 50, len(groups)).astype("uint64") + np.uint64(2**63),
+                   floats):
+        before = values.copy()
+        want = pd.Series(values).groupby(groups).median()
+        pd.testing.assert_series_equal(few_groups_median(groups, values), want,
+                                       check_exact=True)
+        assert np.array_equal(values, before, equal_nan=values.dtype.kind == "f")
+    pairs = np.repeat(np.arange(5), 2)
+    near = np.array([2**62 - 1, 2**62 - 1024] * 5, dtype="int64")
+    pd.testing.assert_series_equal(few_groups_median(pairs, near),
+                                   pd.Series(near).groupby(pairs).median(), check_exact=True)
+    assert few_groups_median(np.array([], "int64"), np.array([], "int64")).empty
 
 
 def test_grouped_median_by_steps_is_pandas_without_the_ungrouped():

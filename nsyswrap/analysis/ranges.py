@@ -26,11 +26,13 @@ import pandas as pd
 from .._memory import release_freed_memory
 from ..chunks import STEP_ROWS, ascending, sort_in_place, steps
 from ..intervals import (
+    FEW_GROUPS,
     assign_lanes,
     compact_ids,
     covered_within,
     distinct_per_group,
     events_in_ranges,
+    few_groups_median,
     group_bounds,
     grouped_median,
     grouped_median_by_steps,
@@ -725,7 +727,10 @@ def _whole_median(group: np.ndarray, values: np.ndarray) -> pd.Series:
     """`pd.Series(values).groupby(group).median()` (NaN left out; groups with no value
     absent) for non-negative integer groups and integer or float values: floats that are
     whole numbers below 2**53 (nanoseconds) are medians of the same integers, in one packed
-    array sorted in place (grouped_median); other floats by pandas."""
+    array sorted in place (grouped_median); other floats by pandas. A few groups (the
+    usual few range names) each by selection (few_groups_median), any values."""
+    if len(group) and int(group.max()) < FEW_GROUPS and int(group.min()) >= 0:
+        return few_groups_median(group, values).dropna()
     if values.dtype.kind == "f":
         known = ~np.isnan(values)
         whole = values[known]
