@@ -535,14 +535,22 @@ def union_stats(intervals: pd.DataFrame, key: str) -> pd.DataFrame:
 
 def union_stats_sorted(g: np.ndarray, start: np.ndarray, end: np.ndarray,
                        keep: np.ndarray | None = None,
-                       rows: np.ndarray | None = None) -> pd.DataFrame:
+                       rows: np.ndarray | None = None,
+                       into: tuple[np.ndarray, dict[str, np.ndarray]] | None = None
+                       ) -> pd.DataFrame | None:
     """union_stats of intervals already sorted by (group, start): for callers that sort
     once and take several unions (all operations, a subset of them) from that order.
     `keep`: only the rows where it is True, taken chunk by chunk (not three copies of the
     kept rows: ~400 MB at 10 M kernels). `rows`: the intervals are start[rows] and
     end[rows] (rows of bigger arrays, in the sorted order), gathered chunk by chunk instead
-    of held as sorted copies."""
+    of held as sorted copies. `into`: (place, columns): each chunk writes its groups'
+    numbers straight into the caller's arrays (UNION_COLUMNS -> array) at their places
+    (place[group], -1 for none; groups past its end have none) and nothing is returned:
+    no frame of every group beside the caller's columns (at 10 M ranges, nine range-sized
+    arrays and their chunks' parts, on that report's peak)."""
     if len(g) == 0:
+        if into is not None:
+            return None
         return pd.DataFrame(columns=UNION_COLUMNS, index=pd.Index([]), dtype="int64")
     # Whole groups at a time, about UNION_CHUNK rows each, on every core (chunks.py): the
     # temporaries of the sweep stay bounded however many (range, operation) pairs a report
@@ -555,9 +563,19 @@ def union_stats_sorted(g: np.ndarray, start: np.ndarray, end: np.ndarray,
             k = keep[lo:hi]
             group = group[k]
             at = np.flatnonzero(k) + lo if rows is None else at[k]
-        return _union_sorted(group, start[at], end[at])
+        union = _union_sorted(group, start[at], end[at])
+        if into is None:
+            return union
+        place = into[0].take(union.pop("group"), mode="clip")
+        known = place >= 0
+        place = place[known]
+        for c, values in into[1].items():
+            values[place] = union.pop(c)[known]
+        return None
 
     parts = map_chunks(chunk, group_bounds(g, UNION_CHUNK))
+    if into is not None:
+        return None
     # One frame from the chunks' arrays (a frame per chunk and their concat cost seconds
     # at ten million ranges), each column's parts dropped as they are joined (the parts and
     # the joined columns at once were sixteen range-sized arrays: 1.2 GB at 10 M ranges).
@@ -673,5 +691,5 @@ def covered_within(merged_start: np.ndarray, merged_end: np.ndarray, lo: np.ndar
         total -= np.clip(merged_end[last] - w_hi, 0, None)  # the tail after hi
         out[slice(a, b) if by_window else at] = np.where(some, total, 0)
 
-    map_chunks(windows, even_bounds(n, max_rows=STEP_ROWS))
+    map_chunks(windows, even_bounds(n, max_rows=STEP_ROWS // 4))
     return out

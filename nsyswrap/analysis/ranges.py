@@ -275,6 +275,14 @@ INSTANCE_COLUMNS = [
 ]
 
 
+# The union's numbers (union_stats) and the instance columns they make.
+UNION_INSTANCE_COLUMNS = {
+    "count": "gpu_ops", "busy_ns": "gpu_busy_ns", "span_ns": "gpu_span_ns",
+    "idle_ns": "gpu_idle_ns", "first_start_ns": "gpu_first_start_ns",
+    "last_end_ns": "gpu_last_end_ns", "gaps": "gaps", "max_gap_ns": "max_gap_ns",
+}
+
+
 # What an instance's GPU work makes: unknown (NaN) where the report lost it.
 GPU_INSTANCE_COLUMNS = [
     "gpu_ops", "kernels", "gpu_busy_ns", "gpu_span_ns", "gpu_idle_ns", "gpu_first_start_ns",
@@ -314,42 +322,54 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
         streams, latency = streams.result(), latency.result()
         if by_range is None:
             by_range = _RangeOrder.of(att)
-    proj = by_range.union()
-    # What the other threads' work added to each range's busy time (process rule).
-    own_busy = (by_range.union(own_only=True)["busy_ns"]
-                if by_range.other_thread is not None else None)
+    has_gpu = report.info.has_gpu_activity
+    ids = out.index.to_numpy()
+    position = _lookup_table(ids, np.arange(len(out)))
+
+    def fill(col: str) -> float:
+        """What a range without GPU work has: 0 for counts and times, where the report
+        traced CUDA; unknown (NaN) otherwise, and for the first and last times."""
+        zero = has_gpu and col in ("gpu_ops", "kernels", "gpu_busy_ns", "gpu_span_ns",
+                                   "gpu_idle_ns", "gaps", "max_gap_ns", "streams")
+        return 0.0 if zero else np.nan
+
+    def column(col: str) -> np.ndarray:
+        # Zeros from np.zeros: pages not resident until a range's value is written.
+        return np.zeros(len(out)) if fill(col) == 0 else np.full(len(out), np.nan)
+
+    # The unions write their numbers into the instances' columns, at each range's row.
+    union = {c: column(col) for c, col in UNION_INSTANCE_COLUMNS.items()}
+    by_range.union(into=(position, union))
+    own_busy = None
+    if by_range.other_thread is not None:
+        # What the other threads' work added to each range's busy time (process rule).
+        own_busy = np.zeros(len(out))
+        by_range.union(own_only=True, into=(position, {"busy_ns": own_busy}))
     firsts = by_range.firsts()
     first_launch = by_range.min_per_range(att.gpu_ops["launch_start_ns"].to_numpy())
     del by_range
     release_freed_memory(len(pairs))  # the order's arrays and the unions' temporaries
+    for c, col in UNION_INSTANCE_COLUMNS.items():
+        # Over the array as it is (pandas' constructor copies one).
+        out[col] = pd.Series(union.pop(c), index=out.index, copy=False)
     cols = {
-        "gpu_ops": proj["count"],
         "kernels": _count_by_range(att, att.kernel_ops()),
-        "gpu_busy_ns": proj["busy_ns"], "gpu_span_ns": proj["span_ns"],
-        "gpu_idle_ns": proj["idle_ns"], "gpu_first_start_ns": proj["first_start_ns"],
-        "gpu_last_end_ns": proj["last_end_ns"], "gaps": proj["gaps"],
-        "max_gap_ns": proj["max_gap_ns"], "launch_latency_ns": latency,
+        "launch_latency_ns": latency,
         "first_launch_ns": first_launch,
         "streams": streams,
     }
     del streams, latency
-    del proj
-    has_gpu = report.info.has_gpu_activity
     # Each per-range result is dropped as soon as its column is made: with ten million
     # ranges they are 80-160 MB each, and kept to the end they set the peak.
-    ids = out.index.to_numpy()
-    position = _lookup_table(ids, np.arange(len(out)))
     for col in list(cols):
-        zero = has_gpu and col in ("gpu_ops", "kernels", "gpu_busy_ns", "gpu_span_ns",
-                                   "gpu_idle_ns", "gaps", "max_gap_ns", "streams")
-        out[col] = _by_row(cols.pop(col), ids, position, 0.0 if zero else np.nan)
+        out[col] = _by_row(cols.pop(col), ids, position, fill(col))
 
     out["gpu_device_busy_ns"], out["gpu_device_busy_cpu_ns"] = _device_busy_within(
         out, position, att, firsts,
         [("gpu_first_start_ns", "gpu_last_end_ns"), ("start_ns", "end_ns")])
     if own_busy is not None:
-        out["gpu_busy_other_threads_ns"] = (out["gpu_busy_ns"].to_numpy()
-                                            - _by_row(own_busy, ids, position, 0.0))
+        own_busy = np.subtract(out["gpu_busy_ns"].to_numpy(), own_busy, out=own_busy)
+        out["gpu_busy_other_threads_ns"] = pd.Series(own_busy, index=out.index, copy=False)
     else:
         out["gpu_busy_other_threads_ns"] = _zero_where_known(out["gpu_busy_ns"])
 
@@ -543,13 +563,16 @@ class _RangeOrder:
                 in_order[part] = (k & 1).astype(bool)
         return cls(range_id, rows, in_order, start, end)
 
-    def union(self, own_only: bool = False) -> pd.DataFrame:
-        """union_stats per range of all pairs, or of the launching thread's own only."""
+    def union(self, own_only: bool = False,
+              into: tuple[np.ndarray, dict[str, np.ndarray]] | None = None
+              ) -> pd.DataFrame | None:
+        """union_stats per range of all pairs, or of the launching thread's own only;
+        `into`: written into the caller's arrays instead (union_stats_sorted)."""
         keep = None
         if own_only and self.other_thread is not None:
             keep = ~self.other_thread
         return union_stats_sorted(self.range_id, self.start_ns, self.end_ns, keep,
-                                  rows=self.rows)
+                                  rows=self.rows, into=into)
 
     def min_per_range(self, op_values: np.ndarray) -> pd.Series:
         """The least of `op_values` (per gpu_ops row) among each range's operations, indexed
