@@ -35,50 +35,21 @@ def limit_malloc_arenas(arenas: int = 2) -> None:
         libc.mallopt(M_ARENA_MAX, arenas)
 
 
-M_MMAP_THRESHOLD = -3  # mallopt parameter (malloc.h)
-# Blocks from this size get pages of their own (mmap) while a report is read, so they go
-# back to the system when freed. The reader threads make many blocks of a few MB (a slice's
-# columns), and glibc's threshold, which rises by itself to the size of the blocks freed,
-# put them on the heap, where freed blocks stayed resident: 10 M kernels, 2 cores, the
-# load's peak 1380-1413 MiB against 1182-1197 MiB with 1 MiB (docs/performance.md, stop 26).
-READ_MMAP_THRESHOLD = 1 << 20
-# And after the reads, for the analysis: glibc's own highest (DEFAULT_MMAP_THRESHOLD_MAX).
-# Its passes go in steps of a million rows (8 MB arrays, made and freed over and over): a
-# threshold under their size maps and faults in fresh pages each time (1 MiB: +4 s of CPU
-# at 10 M kernels).
-ANALYSIS_MMAP_THRESHOLD = 32 << 20
-_tuned = False
-
-
-def tune_allocator() -> None:
-    """This process's allocator, tuned for `compare`: capped heaps (limit_malloc_arenas),
-    and big blocks mapped while reports are read (reading, analysing). For the CLI
-    process only: a library must not change its host's allocator."""
-    global _tuned
-    limit_malloc_arenas()
-    _tuned = True
-    reading()
-
-
-def reading() -> None:
-    """A report's reads begin (database.open_report); see READ_MMAP_THRESHOLD."""
-    _mmap_threshold(READ_MMAP_THRESHOLD)
-
-
-def analysing() -> None:
-    """The reads are done (loader.load); see ANALYSIS_MMAP_THRESHOLD."""
-    _mmap_threshold(ANALYSIS_MMAP_THRESHOLD)
-
-
-def _mmap_threshold(size: int) -> None:
-    libc = _libc()
-    if _tuned and libc is not None and hasattr(libc, "mallopt"):
-        libc.mallopt(M_MMAP_THRESHOLD, size)
-
-
 # Below this many rows (operations, ranges) there is little to give back, and a full
 # garbage collection costs ~70 ms of a small report's ~1.4 s.
 SMALL_REPORT_ROWS = 200_000
+
+
+def trim_heap() -> None:
+    """Give the heap's free pages back to the system: malloc_trim alone, without a
+    garbage collection (a few ms), for the loader between its big joins. The reader
+    threads' slices are arrays of a few MB, which glibc places on the heap; freed as the
+    loader joins them, they stayed resident beside the joined columns (10 M kernels,
+    16 cores: the load's peak 1685-1762 MiB without, 1388-1413 MiB with:
+    docs/performance.md, stop 26)."""
+    libc = _libc()
+    if libc is not None:
+        libc.malloc_trim(0)
 
 
 def release_freed_memory(rows: int | None = None) -> None:

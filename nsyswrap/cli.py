@@ -9,9 +9,9 @@ import os
 # when the user chose nothing (pyarrow reads this when first imported).
 os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
 
-from ._memory import tune_allocator  # noqa: E402
+from ._memory import limit_malloc_arenas  # noqa: E402
 
-tune_allocator()
+limit_malloc_arenas()
 import shutil
 import sys
 from importlib import resources

@@ -19,7 +19,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ._memory import reading
 from .chunks import cores
 from .errors import BadInputError
 from .progress import NO_PROGRESS, Progress
@@ -107,7 +106,6 @@ def open_report(path: str | os.PathLike, *, cache_dir: str | os.PathLike | None 
             f"`nsyswrap import {source}` (or QdstrmImporter -i {source}), then compare that"
         )
     check_sqlite_file(sqlite_path)
-    reading()
     db = Database(sqlite_path)
     try:
         if not ({"StringIds"} & db.tables

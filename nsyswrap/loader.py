@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ._memory import analysing, release_freed_memory
+from ._memory import release_freed_memory, trim_heap
 from .chunks import STEP_ROWS, ascending, even_bounds, map_chunks, steps
 from .database import Database, OpenReport, open_report
 from .intervals import compact_ids
@@ -75,7 +75,6 @@ def load(path: str | os.PathLike | OpenReport, *,
     with opened, progress.step(f"loading {opened.db.path.name}"):
         report = _read_report(opened)
     release_freed_memory(len(report.kernels) + len(report.transfers) + len(report.ranges))
-    analysing()
     return report
 
 
@@ -83,8 +82,10 @@ def _read_report(opened: OpenReport) -> Report:
     db, queries, notes = opened.db, opened.queries, list(opened.notes)
     runtime = queries.runtime
     kernels = _kernels(db, queries.kernels)
+    trim_heap()  # the kernel slices' arrays, freed as they were joined (_memory.trim_heap)
     transfers = _transfers(db, queries.transfers)
     launches, api_calls = _runtime_calls(db, runtime)
+    trim_heap()  # the merge's parts, before the lookups' results
     kernels, transfers = _attach_launches(db, launches, kernels, transfers)
     last_call_ns = int(launches.start_ns.max()) if len(launches.start_ns) else None
     # Not held through the NVTX reads: 24 bytes a launch (260 MB at 10 M kernels).
@@ -338,6 +339,7 @@ def _merged_launches(parts: list) -> _Launches:
     as one stable sort of all of them would give. `parts` are emptied as they are joined."""
     launches = [p.launches for p in parts]
     key = _joined(launches, "launch_key")
+    trim_heap()  # the slices' keys, before the sort's arrays
     if len(parts) == 1:
         return _Launches(key, _joined(launches, "start_ns"), _joined(launches, "thread"))
     # Sorted runs, one per slice: a stable sort merges them (timsort finds the runs). The

@@ -439,28 +439,3 @@ def test_runtime_slices_split_and_merge_as_one_stable_sort():
         s for s, i in zip(table["start_ns"].to_pylist(), table["name_id"].to_pylist(), strict=True)
         if i in (2, 5)]
 
-
-def test_big_blocks_are_mapped_while_reading_only_where_the_cli_asked(monkeypatch):
-    """The CLI maps big blocks while a report is read and raises the threshold for the
-    analysis (_memory.tune_allocator); a library caller's allocator is left alone."""
-    from nsyswrap import _memory
-
-    calls = []
-
-    class Libc:
-        def mallopt(self, parameter, value):
-            calls.append((parameter, value))
-
-        def malloc_trim(self, pad):
-            pass
-
-    monkeypatch.setattr(_memory, "_libc", lambda: Libc())
-    monkeypatch.setattr(_memory, "_tuned", False)
-    nsyswrap.load(GPU_MIX)
-    assert calls == []
-    _memory.tune_allocator()
-    calls.clear()
-    nsyswrap.load(GPU_MIX)
-    threshold = _memory.M_MMAP_THRESHOLD
-    assert calls == [(threshold, _memory.READ_MMAP_THRESHOLD),
-                     (threshold, _memory.ANALYSIS_MMAP_THRESHOLD)]
