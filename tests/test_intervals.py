@@ -36,6 +36,36 @@ def test_union_of_overlaps_and_gaps():
     assert s.loc[2, "busy_ns"] == 1
 
 
+def test_union_written_into_columns_is_the_frames_numbers(monkeypatch):
+    """union_stats_sorted(..., into=(place, columns)) writes each group's numbers at its
+    place, chunk by chunk on several threads, and leaves the rest as they were: groups
+    with no place (-1), groups past the place table's end, and places of no group. The
+    same numbers as the frame it returns otherwise, with rows taken through `rows` and a
+    `keep` subset."""
+    from nsyswrap import intervals
+
+    monkeypatch.setattr(intervals, "UNION_CHUNK", 7)  # many chunks, each whole groups
+    rng = np.random.default_rng(7)
+    g = np.sort(rng.integers(0, 40, 600))
+    start = rng.integers(0, 10_000, 600)
+    end = start + rng.integers(0, 500, 600)
+    rows = rng.permutation(600)  # the intervals are start[rows], end[rows], in g's order
+    keep = rng.random(600) < 0.7
+    for kw in ({}, {"keep": keep}):
+        want = union_stats_sorted(g, start[rows], end[rows], **kw)
+        place = np.full(35, -1)  # groups 35-39: past the table's end
+        place[:30] = rng.permutation(60)[:30]  # groups 30-34: no place
+        columns = {c: np.full(60, -1.0) for c in intervals.UNION_COLUMNS}
+        assert union_stats_sorted(g, start, end, rows=rows, into=(place, columns), **kw) is None
+        written = np.zeros(60, dtype=bool)
+        for group, numbers in want.iterrows():
+            if group < 30:
+                written[place[group]] = True
+                assert [columns[c][place[group]] for c in intervals.UNION_COLUMNS] == [
+                    float(numbers[c]) for c in intervals.UNION_COLUMNS]
+        assert all((values[~written] == -1).all() for values in columns.values())
+
+
 def test_contained_interval_adds_nothing():
     iv = pd.DataFrame({"g": [0, 0, 0], "start_ns": [0, 2, 50], "end_ns": [100, 3, 60]})
     s = union_stats(iv, "g")
