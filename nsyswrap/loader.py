@@ -188,11 +188,6 @@ def _pid(global_id: pd.Series) -> np.ndarray:
     return ((global_id.to_numpy(dtype="int64") >> TID_BITS) & ID_MASK).astype(np.int32)
 
 
-def _process_key(global_id: pd.Series) -> np.ndarray:
-    """Unique per process across the report (the pid alone could repeat across hosts)."""
-    return global_id.to_numpy(dtype="int64") >> TID_BITS
-
-
 def _with_launch_ids(columns: pd.DataFrame | dict[str, np.ndarray]) -> None:
     """pid and correlation_id, unpacked from the launch_key column (of a frame, or of the
     numpy columns of one being built), as int32 where they fit: always for the pid (24
@@ -415,6 +410,7 @@ def _domain_names(df: pd.DataFrame, domains: dict[tuple[int, int], str]) -> pd.S
                                 return_inverse=True)
     codes = np.empty(len(thread), dtype="int8" if len(labels) < 128 else "int32")
     for part in steps(len(thread)):
+        # The process as the global id's high bits: unique across hosts, where pids repeat.
         key = ((thread[part] >> TID_BITS) << 32) | domain_id[part]
         codes[part] = inverse[known.get_indexer(key) + 1]
     return pd.Series(pd.Categorical.from_codes(codes, categories=labels.tolist()),
@@ -434,24 +430,23 @@ def _range_names(slices: list, order: np.ndarray | None, index: pd.Index) -> pd.
 
     dictionaries = [s.names for s in slices]
     # One dictionary for all slices: each slice's codes become codes into it.
-    everyone = pc.dictionary_encode(
+    common = pc.dictionary_encode(
         pa.concat_arrays([d.cast(pa.large_string()) for d in dictionaries])
         if dictionaries else pa.array([], pa.large_string()))
-    distinct = everyone.dictionary
-    to_common = everyone.indices.to_numpy()
+    distinct = common.dictionary
+    to_common = common.indices.to_numpy()
     codes, at = [], 0
     for s, d in zip(slices, dictionaries, strict=True):
         codes.append(to_common[at:at + len(d)][s.name_codes])
         at += len(d)
         s.name_codes = None
-    del dictionaries, everyone, to_common
+    del dictionaries, common, to_common
     codes = (np.concatenate(codes) if codes else np.array([], "int32")).astype(
         "int32", copy=False)
     if order is not None:
         codes = codes[order]
-    if len(distinct) > len(codes) // 2:
-        text = distinct.take(pa.array(codes)) if len(distinct) else pa.array(
-            [""] * len(codes), pa.large_string())
+    if len(distinct) > len(codes) // 2:  # (never with no ranges: 0 > 0 is false)
+        text = distinct.take(pa.array(codes))
         del codes
         return pd.Series(text.to_pandas(), index=index, copy=False).astype(str)
     sort = pc.array_sort_indices(distinct)
