@@ -327,8 +327,9 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
     position = _lookup_table(ids, np.arange(len(out)))
 
     def fill(col: str) -> float:
-        """What a range without GPU work has: 0 for counts and times, where the report
-        traced CUDA; unknown (NaN) otherwise, and for the first and last times."""
+        """What a range without GPU work has: 0 for its counts and busy, span, idle and
+        gap times, where the report traced CUDA; unknown (NaN) otherwise, and for its
+        first and last GPU times, launch latency and first launch."""
         zero = has_gpu and col in ("gpu_ops", "kernels", "gpu_busy_ns", "gpu_span_ns",
                                    "gpu_idle_ns", "gaps", "max_gap_ns", "streams")
         return 0.0 if zero else np.nan
