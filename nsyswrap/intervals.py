@@ -140,10 +140,9 @@ def few_groups_median(groups: np.ndarray, values: np.ndarray) -> pd.Series:
         if len(v) == 0:
             medians.append(np.nan)
             continue
-        middle = sorted({(len(v) - 1) // 2, len(v) // 2})
-        v.partition(middle)  # v is a copy of the group's values: partitioned in place
-        below, above = v[(len(v) - 1) // 2], v[len(v) // 2]
-        medians.append((np.float64(below) + np.float64(above)) / 2)
+        below, above = (len(v) - 1) // 2, len(v) // 2  # one place for an odd count
+        v.partition(sorted({below, above}))  # v is a copy of the group's values
+        medians.append((np.float64(v[below]) + np.float64(v[above])) / 2)
     return pd.Series(np.array(medians, dtype="float64"), index=pd.Index(present, dtype="int64"))
 
 

@@ -466,16 +466,17 @@ def _nvtx_ranges(db: Database, queries: BulkQueries,
     # start order (stable: rowid order among equal starts) by one permutation, a column at
     # a time: sorting a frame copies all of its columns at once.
     slices = db.slices(queries.nvtx_ranges)
-    start = _joined([s.columns for s in slices], "start_ns")
+    columns = [s.columns for s in slices]
+    start = _joined(columns, "start_ns")
     order = None if ascending(start) else np.argsort(start, kind="stable")
     data = {"start_ns": start if order is None else start[order]}
     del start
     for c in ("end_ns", "thread", "domain_id", "startend"):
-        values = _joined([s.columns for s in slices], c)
+        values = _joined(columns, c)
         data[c] = values if order is None else values[order]
         del values
     df = pd.DataFrame(data, copy=False)
-    del data
+    del data, columns
     name = _range_names(slices, order, df.index)
     del slices, order
     # The slices' arrays, freed a million rows at a time, stay with the allocator.

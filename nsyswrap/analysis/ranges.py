@@ -334,12 +334,8 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
                                    "gpu_idle_ns", "gaps", "max_gap_ns", "streams")
         return 0.0 if zero else np.nan
 
-    def column(col: str) -> np.ndarray:
-        # Zeros from np.zeros: pages not resident until a range's value is written.
-        return np.zeros(len(out)) if fill(col) == 0 else np.full(len(out), np.nan)
-
     # The unions write their numbers into the instances' columns, at each range's row.
-    union = {c: column(col) for c, col in UNION_INSTANCE_COLUMNS.items()}
+    union = {c: _filled(len(out), fill(col)) for c, col in UNION_INSTANCE_COLUMNS.items()}
     by_range.union(into=(position, union))
     own_busy = None
     if by_range.other_thread is not None:
@@ -414,11 +410,17 @@ def _by_row(values: pd.Series, ids: np.ndarray, position: np.ndarray, fill: floa
     keys = values.index.to_numpy()
     if len(keys) == len(ids) and np.array_equal(keys, ids):
         return values.to_numpy(dtype=dtype, copy=True)
-    out = np.zeros(len(ids), dtype) if fill == 0 else np.full(len(ids), fill, dtype)
+    out = _filled(len(ids), fill, dtype)
     at = position.take(keys.astype("int64", copy=False), mode="clip")
     known = at >= 0
     out[at[known]] = values.to_numpy(dtype=dtype)[known]
     return out
+
+
+def _filled(n: int, fill: float, dtype: str = "float64") -> np.ndarray:
+    """`n` values of `fill`. A fill of 0 comes from np.zeros: pages the OS has not handed
+    over yet, resident only where a value is later written."""
+    return np.zeros(n, dtype) if fill == 0 else np.full(n, fill, dtype)
 
 
 # Syncs and host copies: runtime calls and copies, known only where the CUDA trace is.
