@@ -350,9 +350,15 @@ def events_in_ranges(ranges: pd.DataFrame, events: pd.DataFrame,
         total = int(counts.sum())
         if total == 0:
             return None
-        ranges_of = np.repeat(np.arange(lo, hi), counts)
-        # Each pair's event: its range's first event plus its place in the range's slice.
-        return r_id[ranges_of], ev_label[e_lo:e_hi][_rows_of_runs(first, counts)]
+        # Each pair's range, repeated from the ids themselves, and its event: its range's
+        # first event plus its place in the range's slice, 32-bit where the key's events
+        # and the pairs number under 2**31. A segment can hold most of a report's pairs
+        # (the outermost lane of the main thread, under the process rule): every
+        # pair-sized temporary here is 4 bytes a pair, not 8 (a 64-bit range number per
+        # pair, and 64-bit rows and their offsets, were ~190 MB at 6 M pairs).
+        rows = _rows_of_runs(first, counts,
+                             np.int32 if max(e_hi - e_lo, total) < 2**31 else np.int64)
+        return np.repeat(r_id[lo:hi], counts), ev_label[e_lo:e_hi][rows]
 
     # Segments of (lane, thread) among the ranges, on every core (chunks.py), weighed by
     # the events of their key.
@@ -386,10 +392,13 @@ def range_starts(ranges: pd.DataFrame) -> np.ndarray:
     return out
 
 
-def _rows_of_runs(first: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Every index of the runs [first[i], first[i] + counts[i]), run after run."""
-    rows = np.repeat(first - (np.cumsum(counts) - counts), counts)
-    rows += np.arange(len(rows))
+def _rows_of_runs(first: np.ndarray, counts: np.ndarray, dtype=np.int64) -> np.ndarray:
+    """Every index of the runs [first[i], first[i] + counts[i]), run after run, as `dtype`
+    (which must hold every index and the number of them). The place of each row is added a
+    step at a time: no second array of the rows' size."""
+    rows = np.repeat((first - (np.cumsum(counts) - counts)).astype(dtype), counts)
+    for part in steps(len(rows)):
+        rows[part] += np.arange(part.start, min(part.stop, len(rows)), dtype=dtype)
     return rows
 
 
@@ -439,10 +448,16 @@ def _sorted_by_event(columns: dict[str, np.ndarray], starts: np.ndarray) -> pd.D
     thread's own, hold ranges that started earlier) are found, not assumed, and only their
     rows sorted again by range start, stably: the same permutation as lexsort's (a full
     lexsort of the 20 M pairs at 10 M kernels cost 1.5 s)."""
+    dtype = columns["event"].dtype
     order, event = _stable_order(columns.pop("event"))
-    out = {c: (event if c == "event" else columns.pop(c)[order]) for c in ["range_id", "event"]
+    out = {c: (None if c == "event" else columns.pop(c)[order]) for c in ["range_id", "event"]
            + [c for c in columns if c != "range_id"]}
-    del order, event
+    del order
+    # The labels copied out (where they are a view of the sorted keys) only once the other
+    # columns are gathered: the keys, then, are the one pair-sized array beside the
+    # columns (a pair-sized 32-bit array fewer at the peak: 82 MB at 10 M kernels).
+    out["event"] = np.ascontiguousarray(event, dtype=dtype)
+    del event
     _sort_again_by_start(out, starts)
     ev = out["event"]
     out["innermost"] = np.r_[ev[1:] != ev[:-1], True] if len(ev) else np.array([], bool)
@@ -487,10 +502,12 @@ def events_out_of_start_order(event: np.ndarray, range_id: np.ndarray,
 
 
 def _stable_order(event: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(np.argsort(event, kind="stable"), event in that order). For row labels (below
-    2**31) and fewer than 2**32 of them, each label and its position packed into one int64
-    and sorted in place on every core (sort_in_place): the sorted labels come out of the
-    high bits, not from a gather. At 10 M kernels (20 M pairs) 0.3 s against 0.75 s."""
+    """(np.argsort(event, kind="stable"), event in that order), either of them possibly a
+    strided view, and the labels possibly in a narrower integer type. For row labels
+    (below 2**31) and fewer than 2**32 of them, each label and its position packed into
+    one int64 and sorted in place on every core (sort_in_place): the sorted labels come out
+    of the high bits, not from a gather. At 10 M kernels (20 M pairs) 0.3 s against
+    0.75 s."""
     n = len(event)
     if n and (int(event.min()) < 0 or int(event.max()) >= 2**31 or n >= 2**32):
         order = compact_ids(np.argsort(event, kind="stable"))
@@ -502,6 +519,12 @@ def _stable_order(event: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     for part in steps(n):
         packed[part] |= np.arange(part.start, min(part.stop, n))
     sort_in_place(packed)
+    if n < 2**31 and np.little_endian:
+        # The sorted keys' two halves as 32-bit views (positions low, labels high), not
+        # copies: the caller's gathers read the order in place, and copies the labels out
+        # after them (_sorted_by_event).
+        halves = packed.view(np.int32)
+        return halves[0::2], halves[1::2]
     order = np.empty(n, dtype=np.int32 if n < 2**31 else np.int64)
     labels = np.empty(n, dtype=dtype)
     for part in steps(n):
@@ -633,9 +656,10 @@ def merge_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.
     next start: then the i + 1 intervals that end before it are the i + 1 that start
     before it (an interval ends at or after its start), so none of them reaches it and
     their merged interval ends at the i-th end, the greatest of theirs. Touching intervals
-    merge. Two input-sized arrays at a time, and the merged ones: the rows are picked by
-    masks of a byte a row, not by arrays of row numbers (two of 8 bytes a row where most
-    operations are apart: 170 MB at 10 M kernels, on that report's peak)."""
+    merge. Two input-sized arrays, and a mask of a byte a row: the rows picked are moved
+    to the front of the sorted copies themselves (_compacted), not gathered into new
+    arrays (two more input-sized arrays where most operations are apart: 170 MB at 10 M
+    kernels, on that report's peak)."""
     if len(start) == 0:
         return np.array([], dtype="int64"), np.array([], dtype="int64")
     s = np.array(start, dtype="int64")
@@ -645,11 +669,23 @@ def merge_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.
     pick = np.empty(len(s), dtype=bool)
     np.greater(s[1:], e[:-1], out=pick[1:])  # a gap before row i
     pick[0] = True  # the merged intervals' first rows
-    merged_start = s[pick]
-    del s
+    merged_start = _compacted(s, pick)
     pick[:-1] = pick[1:]  # their last rows: a gap after row i
     pick[-1] = True
-    return merged_start, e[pick]
+    return merged_start, _compacted(e, pick)
+
+
+def _compacted(values: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """values[keep], made by moving the kept values to the front of `values` (the caller's
+    own array, overwritten) a step at a time: a step's temporaries, not a second array of
+    the input's size. Where few are kept, a copy of them, so that the whole input is not
+    held for them."""
+    at = 0
+    for part in steps(len(values)):
+        kept = values[part][keep[part]]
+        values[at:at + len(kept)] = kept  # at <= part.start: nothing unread is overwritten
+        at += len(kept)
+    return values[:at] if 2 * at >= len(values) else values[:at].copy()
 
 
 def covered_within(merged_start: np.ndarray, merged_end: np.ndarray, lo: np.ndarray,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from nsyswrap.intervals import (
     assign_lanes,
@@ -111,9 +112,16 @@ def test_merge_and_cover_windows():
     assert covered_within(ms, me, lo, hi).tolist() == [32, 7, 1, 0, 10, 5, 0]
 
 
-def test_merge_intervals_matches_a_plain_sweep():
+@pytest.mark.parametrize("step_rows", [None, 7])
+def test_merge_intervals_matches_a_plain_sweep(step_rows, monkeypatch):
     """Random intervals, nested, touching and zero-length ones among them, in no order,
-    against a sweep in Python over them sorted by start."""
+    against a sweep in Python over them sorted by start; also with the merged intervals
+    moved to the front a few rows at a time (fails when a step's rows land anywhere but
+    after the last step's)."""
+    from nsyswrap import chunks
+
+    if step_rows is not None:
+        monkeypatch.setattr(chunks, "STEP_ROWS", step_rows)
     rng = np.random.default_rng(5)
     for n in (1, 2, 50, 2000):
         start = rng.integers(0, 5 * n, n)

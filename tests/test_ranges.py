@@ -139,8 +139,8 @@ def test_per_range_columns_are_reindexed_values():
                                   DATA / "h200x2_ddp_straggler_one.sqlite"])
 def test_steps_and_chunks_of_a_few_rows_give_the_same_analysis(path, monkeypatch):
     """The passes that bound their temporaries by working a step or a chunk at a time
-    (launch lookups, stream keys, latencies, packed medians, unions, first launches) and
-    range_instances' other order of its sorts give exactly what one step gives; the
+    (launch lookups, streams and latencies by chunks of ranges, packed medians, unions,
+    first launches) give exactly what one step gives; the
     per-thread sums take pandas' path where float sums might not be exact."""
     from nsyswrap import chunks, intervals, loader
     from nsyswrap.analysis import ranges
@@ -153,7 +153,6 @@ def test_steps_and_chunks_of_a_few_rows_give_the_same_analysis(path, monkeypatch
     monkeypatch.setattr(chunks, "STEP_ROWS", 7)
     monkeypatch.setattr(ranges, "STEP_ROWS", 7)
     monkeypatch.setattr(intervals, "UNION_CHUNK", 16)
-    monkeypatch.setattr(ranges, "OVERLAPPED_PAIRS", 0)
     monkeypatch.setattr(chunks, "MIN_ROWS", 16)
     monkeypatch.setattr(chunks, "cores", lambda: 4)
     for a, b in zip(run(), whole, strict=True):

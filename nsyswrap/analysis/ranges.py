@@ -17,6 +17,7 @@ range around `loss.backward()` owns almost none of backward's kernels.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -24,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from .._memory import release_freed_memory
-from ..chunks import STEP_ROWS, ascending, sort_in_place, steps
+from ..chunks import STEP_ROWS, ascending, map_chunks, sort_in_place, steps
 from ..intervals import (
     FEW_GROUPS,
     assign_lanes,
@@ -244,8 +245,15 @@ def _with_other_threads_work(ranges: pd.DataFrame, user: np.ndarray, launches: p
     is_user = np.zeros(int(ranges["range_id"].max()) + 1 if len(ranges) else 0, dtype=bool)
     is_user[user_ids] = True
     owned[pairs["event"].to_numpy()[is_user[pairs["range_id"].to_numpy()]]] = True
-    orphans = launches[~owned[launches.index.to_numpy()]]
-    orphans = orphans.assign(process=orphans["thread"].to_numpy() >> 24)
+    # The orphans as the search reads them: process, time and row label (32-bit where it
+    # fits), not a boolean-indexed copy of the launches (thread, time, 64-bit labels) with
+    # the process added (~50 MB more at 10 M kernels, held through the search).
+    label = launches.index.to_numpy()
+    orphan = np.flatnonzero(~owned[label])
+    orphans = pd.DataFrame({"process": launches["thread"].to_numpy()[orphan] >> 24,
+                            "time_ns": launches["time_ns"].to_numpy()[orphan]},
+                           index=pd.Index(compact_ids(label[orphan])), copy=False)
+    del label, orphan
     extra = events_in_ranges(ranges[user], orphans, key="process", by_event=False)
     del orphans
     counts = pd.DataFrame({"thread": pd.Series(dtype="int64"),
@@ -307,21 +315,18 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
     out = out.set_index("range_id", drop=False)
 
     pairs = att.op_pairs
-    # Two per-range numbers that need their own sorts, side by side on two cores (numpy's
-    # sorts and gathers, and most of pandas' grouped median, run without the GIL). One
-    # sort of the pairs by (range, GPU start) serves every union below and each range's
-    # first operation. Each of the three holds pair-sized arrays: with few pairs the sort
-    # runs meanwhile, with many after them (the three at once made the 10 M-kernel peak
-    # swing by 600 MB with the threads' timing). The blocking calls and host copies inside
-    # each range (few rows, mostly pandas) go on a third thread.
-    with ThreadPoolExecutor(max_workers=3) as pool:
+    # One sort of the pairs by (range, GPU start) serves every per-range number below:
+    # the unions, each range's first operation, and the streams and launch latencies,
+    # which read it a chunk of whole ranges at a time (each range's number needs only its
+    # own pairs), so that none of them holds a pair-sized array of its own beside the
+    # order. (Made from the pairs apart, the latencies and the streams' keys were three
+    # pair-sized arrays, ~400 MB at 10 M kernels, on the analysis's peak.) The blocking
+    # calls and host copies inside each range (few rows, mostly pandas) go on a thread.
+    with ThreadPoolExecutor(max_workers=1) as pool:
         host_waits = pool.submit(_host_waits, att)
-        streams = pool.submit(_distinct_streams, att)
-        latency = pool.submit(_kernel_latency_median, att)
-        by_range = _RangeOrder.of(att) if len(pairs) <= OVERLAPPED_PAIRS else None
-        streams, latency = streams.result(), latency.result()
-        if by_range is None:
-            by_range = _RangeOrder.of(att)
+        by_range = _RangeOrder.of(att)
+        streams = _distinct_streams(by_range, att)
+        latency = _kernel_latency_medians(by_range, att)
     has_gpu = report.info.has_gpu_activity
     ids = out.index.to_numpy()
     position = _lookup_table(ids, np.arange(len(out)))
@@ -425,11 +430,6 @@ def _filled(n: int, fill: float, dtype: str = "float64") -> np.ndarray:
 
 # Syncs and host copies: runtime calls and copies, known only where the CUDA trace is.
 HOST_WAIT_COLUMNS = ("syncs", "sync_ns", "copies", "copy_bytes", "copy_ns", "pageable_copies")
-# Pairs up to which range_instances sorts them while its two other pair-sized passes run:
-# four pair-sized arrays at 8 bytes are then ~130 MB at most beside theirs. (At 1 M kernels
-# a report has ~2 M pairs; at 10 M, 20 M.)
-OVERLAPPED_PAIRS = 4_000_000
-
 
 def _host_waits(att: Attribution) -> dict[str, pd.Series]:
     """HOST_WAIT_COLUMNS per range id (only ranges that have any): the blocking calls and
@@ -458,14 +458,29 @@ def _host_waits(att: Attribution) -> dict[str, pd.Series]:
     return out
 
 
-def _kernel_latency_median(att: Attribution, group_of_range: np.ndarray | None = None
-                           ) -> pd.Series:
+def _kernel_latency_medians(order: _RangeOrder, att: Attribution) -> pd.Series:
     """Median launch latency (GPU start - launching call's start) of the kernels of each
-    range, by range id; or pooled per group of ranges, by group id (`group_of_range`:
-    indexed by range id, -1 for none; range ids past its end are in none). The pairs are
-    read a step at a time, and the groups made anew in each of the median's passes: only
-    the latencies are pair-sized (no gathered ranges or groups beside them: 80 MB at
-    10 M kernels)."""
+    range that has any, by range id: a chunk of whole ranges of `order` at a time."""
+    kernel_op = att.kernel_ops()
+    start = att.gpu_ops["start_ns"].to_numpy()
+    launch = att.gpu_ops["launch_start_ns"].to_numpy()
+
+    def medians(range_id: np.ndarray, rows: np.ndarray) -> pd.Series:
+        kernel = kernel_op[rows]
+        rows = rows[kernel]
+        latency = start[rows]  # a gather: the chunk's own array
+        latency -= launch[rows]
+        return grouped_median(range_id[kernel], latency, consume=True)
+
+    return order.per_range(medians)
+
+
+def _kernel_latency_median(att: Attribution, group_of_range: np.ndarray) -> pd.Series:
+    """Median launch latency (GPU start - launching call's start) of the kernels pooled
+    per group of ranges, by group id (`group_of_range`: indexed by range id, -1 for none;
+    range ids past its end are in none). The pairs are read a step at a time, and the
+    groups made anew in each of the median's passes: only the latencies are pair-sized
+    (no gathered ranges or groups beside them: 80 MB at 10 M kernels)."""
     pairs, ops = att.op_pairs, att.gpu_ops
     kernel_op = att.kernel_ops()
     event, range_id = pairs["event"].to_numpy(), pairs["range_id"].to_numpy()
@@ -484,7 +499,7 @@ def _kernel_latency_median(att: Attribution, group_of_range: np.ndarray | None =
     def groups():
         for part in parts:
             ids = range_id[part][kernel_op[event[part]]]
-            yield ids if group_of_range is None else group_of_range.take(ids, mode="clip")
+            yield group_of_range.take(ids, mode="clip")
 
     return grouped_median_by_steps(latency, groups)
 
@@ -554,16 +569,31 @@ class _RangeOrder:
                 k |= other[part]
         del place
         sort_in_place(key)
-        range_id = np.empty(len(key), dtype=rid.dtype)
-        rows = np.empty(len(key), dtype=by_start.dtype)
-        in_order = None if other is None else np.empty(len(key), dtype=bool)
+        n = len(key)
+        range_id = np.empty(n, dtype=rid.dtype)
+        in_rows = by_start.dtype == np.int32 and np.little_endian
+        # The rows go into the front half of the keys' own memory where they are 32-bit
+        # (below): no third pair-sized array beside the keys and the ranges (82 MB at
+        # 10 M kernels, on the analysis's peak).
+        rows = key.view(np.int32)[:n] if in_rows else np.empty(n, dtype=by_start.dtype)
+        in_order = None if other is None else np.empty(n, dtype=bool)
         mask = (1 << place_bits) - 1
-        for part in steps(len(key)):
+        k = None
+        for part in steps(n):
             k = key[part]
             range_id[part] = k >> (place_bits + 1)
-            rows[part] = by_start[(k >> 1) & mask]
             if in_order is not None:
                 in_order[part] = (k & 1).astype(bool)
+            # Read before written: this step's rows land on bytes of keys at or before
+            # its own, which later steps no longer read.
+            rows[part] = by_start[(k >> 1) & mask]
+        del by_start
+        if in_rows:
+            del rows, k
+            # The keys' memory shrunk to the rows (realloc keeps the front, gives back
+            # the rest); nothing else views it.
+            key.resize((n + 1) // 2, refcheck=False)
+            rows = key.view(np.int32)[:n]
         return cls(range_id, rows, in_order, start, end)
 
     def union(self, own_only: bool = False,
@@ -592,6 +622,18 @@ class _RangeOrder:
         heads = np.flatnonzero(np.r_[True, rid[1:] != rid[:-1]])
         return pd.Series(np.concatenate(parts), index=rid[heads])
 
+    def per_range(self, numbers: Callable[[np.ndarray, np.ndarray], pd.Series]
+                  ) -> pd.Series:
+        """numbers(range ids, gpu_ops rows) of chunks of whole ranges (about STEP_ROWS
+        pairs each, on every core), each a Series by range id, joined in range order: for
+        a per-range number that needs only each range's own operations, a chunk's
+        temporaries instead of pair-sized arrays."""
+        rid, rows = self.range_id, self.rows
+        parts = map_chunks(lambda lo, hi: numbers(rid[lo:hi], rows[lo:hi]),
+                           group_bounds(rid, STEP_ROWS))
+        parts = [p for p in parts if len(p)]
+        return pd.concat(parts) if parts else pd.Series([], dtype="float64")
+
     def firsts(self) -> tuple[np.ndarray, np.ndarray]:
         """(range id, gpu_ops row) of each range's earliest operation."""
         rid = self.range_id
@@ -599,31 +641,42 @@ class _RangeOrder:
         return rid[heads], self.rows[heads]
 
 
-def _distinct_streams(att: Attribution) -> pd.Series:
-    """How many (device, stream) pairs each range's operations ran on."""
-    pairs, ops = att.op_pairs, att.gpu_ops
-    # Streams numbered per operation, then gathered per pair: the numbering hashes the
-    # operations once (not every pair), and the pairs get one gathered array instead of
-    # two. The count of distinct streams per range does not depend on the numbering.
-    stream = ((ops["device_id"].to_numpy().astype("int64") << 32)
-              | ops["stream_id"].to_numpy().astype("int64"))
-    codes, uniques = pd.factorize(stream)
-    del stream
+def _distinct_streams(order: _RangeOrder, att: Attribution) -> pd.Series:
+    """How many (device, stream) pairs each range's operations ran on, for the ranges
+    with any, by range id: a chunk of whole ranges of `order` at a time."""
+    ops = att.gpu_ops
+    # Streams numbered per operation, then gathered per pair: the numbering reads the
+    # operations once (not every pair). The count of distinct streams per range does not
+    # depend on the numbering: here each (device, stream)'s place among the distinct ones,
+    # found a step at a time (a report has a few dozen streams), so that the numbers are
+    # the one operation-sized array (a factorization of every operation's key held three:
+    # 200 MB at 10 M kernels).
+    device, stream = ops["device_id"].to_numpy(), ops["stream_id"].to_numpy()
+
+    def keys(part: slice) -> np.ndarray:
+        return (device[part].astype("int64") << 32) | stream[part].astype("int64")
+
+    parts = steps(len(ops))
+    uniques = np.unique(np.concatenate([pd.unique(keys(p)) for p in parts]
+                                       or [np.zeros(0, "int64")]))
+    codes = np.empty(len(ops), dtype=np.int32 if len(uniques) < 2**31 else np.int64)
+    for part in parts:
+        codes[part] = np.searchsorted(uniques, keys(part))
     width = max(len(uniques), 1)
-    codes = compact_ids(codes)
-    # One pair-sized array, sorted in place: (range, stream) as one integer, its stream
-    # added a step at a time (no second pair-sized gather beside it); 32-bit when every
-    # such integer fits (half the array, and a quicker sort).
-    range_id = pairs["range_id"].to_numpy()
-    top = (int(range_id.max()) + 1) * width if len(range_id) else 0
-    key = range_id.astype("int32" if top < 2**31 else "int64")
-    del range_id
-    key *= width
-    event = pairs["event"].to_numpy()
-    for part in steps(len(key)):
-        key[part] += codes[event[part]]
-    del codes
-    return distinct_per_group(key, width)
+
+    def counts(range_id: np.ndarray, rows: np.ndarray) -> pd.Series:
+        # (range, stream) as one integer, ranges counted from the chunk's first: the
+        # chunk's few ranges make a small table of places (distinct_per_group).
+        first = int(range_id[0])
+        key = range_id.astype("int64")
+        key -= first
+        key *= width
+        key += codes[rows]
+        out = distinct_per_group(key, width)
+        out.index += first
+        return out
+
+    return order.per_range(counts)
 
 
 def _device_busy_within(inst: pd.DataFrame, row_of_range: np.ndarray, att: Attribution,
