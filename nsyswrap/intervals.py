@@ -196,14 +196,40 @@ def distinct_per_group(key: np.ndarray, width: int) -> pd.Series:
         seen = np.zeros(places, dtype=bool)
         for part in steps(len(key)):
             seen[key[part]] = True
-        counts = np.count_nonzero(seen.reshape(-1, width), axis=1)
-        groups = np.flatnonzero(counts)
-        return pd.Series(counts[groups].astype("int64"), index=groups)
+        return _present_per_group(seen, width)
     sort_in_place(key)
     key = key[np.r_[True, key[1:] != key[:-1]]] if len(key) else key  # distinct pairs
     key //= width  # the group of each distinct (group, value), in order
     groups, bounds = _runs(key)
     return pd.Series(np.diff(bounds), index=groups)
+
+
+def distinct_pairs_per_group(group: np.ndarray, values: np.ndarray, width: int) -> pd.Series:
+    """distinct_per_group of group * width + value (0 <= value < width), without that
+    array where its presence table is no longer than the rows: the table is marked from
+    the two columns a step at a time (at 10 M range instances, 160 MB of keys and a
+    factorization fewer on the summary's peak)."""
+    places = (int(group.max()) + 1) * width if len(group) else 0
+    if places > len(group):
+        key = group.astype("int64")
+        key *= width
+        key += values
+        return distinct_per_group(key, width)
+    seen = np.zeros(places, dtype=bool)
+    for part in steps(len(group)):
+        key = group[part].astype("int64")
+        key *= width
+        key += values[part]
+        seen[key] = True
+    return _present_per_group(seen, width)
+
+
+def _present_per_group(seen: np.ndarray, width: int) -> pd.Series:
+    """How many places each group's row of the presence table marks, for the groups with
+    any."""
+    counts = np.count_nonzero(seen.reshape(-1, width), axis=1)
+    groups = np.flatnonzero(counts)
+    return pd.Series(counts[groups].astype("int64"), index=groups)
 
 
 def _medians_of_packed(packed: np.ndarray, counts: np.ndarray, value_bits: int, low: int
@@ -691,40 +717,70 @@ def _compacted(values: np.ndarray, keep: np.ndarray) -> np.ndarray:
 def covered_within(merged_start: np.ndarray, merged_end: np.ndarray, lo: np.ndarray,
                    hi: np.ndarray, rows: np.ndarray | None = None,
                    out: np.ndarray | None = None) -> np.ndarray:
-    """For each window [lo, hi): how much of it the merged intervals cover. `rows`: the
-    windows are those rows of `lo` and `hi` (columns of any number type, read as int64);
-    `out`: the results are written there at `rows`, and it is returned. In chunks of
-    windows on every core (chunks.py), sharing one running total of the intervals (a copy
-    per chunk, ten million intervals on 16 threads, cost 2 GB); each chunk gathers its own
-    windows, so the temporaries are a chunk's, at most STEP_ROWS windows (ten million
-    windows gathered at once, each step's arrays beside them, cost 700 MB)."""
-    n = len(lo) if rows is None else len(rows)
-    by_window = out is None  # results in the windows' order, else at their rows of `out`
-    if by_window:
-        out = np.zeros(n, dtype="int64")
-    if len(merged_start) == 0:
-        if not by_window:
-            out[slice(None) if rows is None else rows] = 0
+    """For each window [lo, hi): how much of it the merged intervals cover
+    (Cover.within)."""
+    return Cover(merged_start, merged_end).within(lo, hi, rows, out)
+
+
+class Cover:
+    """Merged intervals (merge_intervals) kept as their starts and the running total of
+    their lengths: how much of any window they cover, without their ends (an end is its
+    start plus its length, read from the total). `consume`: the ends' own array becomes
+    the total (the caller's merged ends are gone): two interval-sized arrays, not three
+    (88 MB fewer at 10 M kernels, on that report's peak)."""
+
+    def __init__(self, merged_start: np.ndarray, merged_end: np.ndarray,
+                 consume: bool = False) -> None:
+        self.start = merged_start
+        own = consume and merged_end.dtype == np.int64 and merged_end.flags.writeable
+        total = merged_end if own else np.array(merged_end, dtype="int64")
+        total -= merged_start  # each interval's length
+        np.cumsum(total, out=total)
+        self.total = total  # lengths of intervals 0..k, inclusive
+
+    def _before(self, k: np.ndarray) -> np.ndarray:
+        """The lengths of the intervals before the k-th (0 for k = 0)."""
+        return np.where(k > 0, self.total[np.maximum(k - 1, 0)], 0)
+
+    def _end(self, k: np.ndarray) -> np.ndarray:
+        """The k-th interval's end."""
+        return self.start[k] + (self.total[k] - self._before(k))
+
+    def within(self, lo: np.ndarray, hi: np.ndarray, rows: np.ndarray | None = None,
+               out: np.ndarray | None = None) -> np.ndarray:
+        """For each window [lo, hi): how much of it the intervals cover. `rows`: the
+        windows are those rows of `lo` and `hi` (columns of any number type, read as
+        int64); `out`: the results are written there at `rows`, and it is returned. In
+        chunks of windows on every core (chunks.py), sharing the one running total (a copy
+        per chunk, ten million intervals on 16 threads, cost 2 GB); each chunk gathers its
+        own windows, so the temporaries are a chunk's, at most a quarter STEP_ROWS windows
+        (ten million windows gathered at once, each step's arrays beside them, cost
+        700 MB)."""
+        n = len(lo) if rows is None else len(rows)
+        by_window = out is None  # results in the windows' order, else at their rows of `out`
+        if by_window:
+            out = np.zeros(n, dtype="int64")
+        start, m = self.start, len(self.start)
+        if m == 0:
+            if not by_window:
+                out[slice(None) if rows is None else rows] = 0
+            return out
+
+        def windows(a: int, b: int) -> None:
+            at = slice(a, b) if rows is None else rows[a:b]
+            w_lo, w_hi = lo[at].astype("int64", copy=False), hi[at].astype("int64", copy=False)
+            # The first interval ending after lo: the last one starting at or before lo if
+            # it reaches past lo, else the next (the merged intervals are apart, in order).
+            p = np.searchsorted(start, w_lo, side="right") - 1
+            i = np.where((p >= 0) & (self._end(np.maximum(p, 0)) > w_lo), p, p + 1)
+            j = np.searchsorted(start, w_hi, side="left")  # those before j start before hi
+            total = self._before(np.maximum(j, i)) - self._before(i)
+            some = j > i
+            first = np.minimum(i, m - 1)
+            last = np.maximum(j - 1, 0)
+            total -= np.clip(w_lo - start[first], 0, None)  # the head before lo
+            total -= np.clip(self._end(last) - w_hi, 0, None)  # the tail after hi
+            out[slice(a, b) if by_window else at] = np.where(some, total, 0)
+
+        map_chunks(windows, even_bounds(n, max_rows=STEP_ROWS // 4))
         return out
-    # The running total in one array (lengths, their sums and the shifted copy were three:
-    # 250 MB at 10 M kernels, on that report's peak).
-    cum = np.empty(len(merged_start) + 1, dtype="int64")
-    cum[0] = 0
-    np.subtract(merged_end, merged_start, out=cum[1:])
-    np.cumsum(cum[1:], out=cum[1:])
-
-    def windows(a: int, b: int) -> None:
-        at = slice(a, b) if rows is None else rows[a:b]
-        w_lo, w_hi = lo[at].astype("int64", copy=False), hi[at].astype("int64", copy=False)
-        i = np.searchsorted(merged_end, w_lo, side="right")  # first interval ending after lo
-        j = np.searchsorted(merged_start, w_hi, side="left")  # those before j start before hi
-        total = cum[np.maximum(j, i)] - cum[i]
-        some = j > i
-        first = np.minimum(i, len(merged_start) - 1)
-        last = np.maximum(j - 1, 0)
-        total -= np.clip(w_lo - merged_start[first], 0, None)  # the head before lo
-        total -= np.clip(merged_end[last] - w_hi, 0, None)  # the tail after hi
-        out[slice(a, b) if by_window else at] = np.where(some, total, 0)
-
-    map_chunks(windows, even_bounds(n, max_rows=STEP_ROWS // 4))
-    return out

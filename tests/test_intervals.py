@@ -119,6 +119,7 @@ def test_merge_intervals_matches_a_plain_sweep(step_rows, monkeypatch):
     moved to the front a few rows at a time (fails when a step's rows land anywhere but
     after the last step's)."""
     from nsyswrap import chunks
+    from nsyswrap.intervals import Cover
 
     if step_rows is not None:
         monkeypatch.setattr(chunks, "STEP_ROWS", step_rows)
@@ -134,6 +135,17 @@ def test_merge_intervals_matches_a_plain_sweep(step_rows, monkeypatch):
                 want.append([s, e])
         ms, me = merge_intervals(start, end)
         assert [list(p) for p in zip(ms.tolist(), me.tolist(), strict=True)] == want
+        # How much of each window they cover, counted in Python, against Cover reading
+        # ends from the running total that took the ends' own array (consume). Windows
+        # start and end inside intervals, at their edges and in gaps; some are empty.
+        lo = rng.integers(-5, 5 * n + 45, 300)
+        hi = lo + rng.integers(0, 60, 300)
+        covered = [sum(max(0, min(e, h) - max(s, w)) for s, e in want)
+                   for w, h in zip(lo.tolist(), hi.tolist(), strict=True)]
+        cover = Cover(ms, me, consume=True)
+        assert cover.within(lo, hi).tolist() == covered
+        assert cover.total is me  # the ends are gone: their array holds the total
+        assert cover.total.tolist() == np.cumsum([e - s for s, e in want]).tolist()
 
 
 def test_with_innermost_sorts_the_frames_rows_as_lexsort_does(monkeypatch):
@@ -362,7 +374,7 @@ def test_grouped_median_by_steps_is_pandas_without_the_ungrouped():
     assert grouped_median_by_steps(np.array([], "int64"), lambda: iter([])).empty
 
 
-def test_distinct_per_group_is_pandas_nunique():
+def test_distinct_per_group_is_pandas_nunique(monkeypatch):
     """Distinct values per group from one packed key: groups in ascending order, repeated
     values counted once, groups with one value, in any input order; and the summary's
     helper for codes and pids, including its pandas path when the packing does not fit."""
@@ -387,6 +399,21 @@ def test_distinct_per_group_is_pandas_nunique():
                                    pd.Series(values).groupby(dense).nunique(),
                                    check_names=False, check_index_type=False)
     assert distinct_per_group(np.array([], "int64"), 1).empty
+    # The presence table marked from groups and values a few rows at a time (no packed
+    # key): as pandas, for codes and for a categorical's own codes of the same names.
+    from nsyswrap import chunks
+    from nsyswrap.analysis.ranges import _name_codes
+
+    monkeypatch.setattr(chunks, "STEP_ROWS", 7)
+    pd.testing.assert_series_equal(_distinct_by_group(dense, values),
+                                   pd.Series(values).groupby(dense).nunique(),
+                                   check_names=False, check_index_type=False)
+    names = pd.Series(np.array(["fwd", "bwd", "opt", "zero"])[values % 4])
+    for column in (names, names.astype("category"),
+                   names.astype(pd.CategoricalDtype(["unused", "zero", "opt", "fwd", "bwd"]))):
+        pd.testing.assert_series_equal(_distinct_by_group(dense, _name_codes(column)),
+                                       names.groupby(dense).nunique(),
+                                       check_names=False, check_index_type=False)
 
 
 def test_lanes_and_pairs_do_not_depend_on_the_ranges_order():

@@ -28,13 +28,13 @@ from .._memory import release_freed_memory
 from ..chunks import STEP_ROWS, ascending, map_chunks, sort_in_place, steps
 from ..intervals import (
     FEW_GROUPS,
+    Cover,
     assign_lanes,
     compact_ids,
-    covered_within,
+    distinct_pairs_per_group,
     distinct_per_group,
     events_in_ranges,
     few_groups_median,
-    group_bounds,
     grouped_median,
     grouped_median_by_steps,
     merge_intervals,
@@ -529,6 +529,7 @@ class _RangeOrder:
     other_thread: np.ndarray | None  # None: no pair is another thread's (a thread's own)
     start_ns: np.ndarray  # gpu_ops' columns, by row
     end_ns: np.ndarray
+    _heads: np.ndarray | None = None  # heads(), once made
 
     @classmethod
     def of(cls, att: Attribution) -> _RangeOrder:
@@ -607,20 +608,45 @@ class _RangeOrder:
         return union_stats_sorted(self.range_id, self.start_ns, self.end_ns, keep,
                                   rows=self.rows, into=into)
 
+    def heads(self) -> np.ndarray:
+        """Where each range's pairs begin (its earliest operation's place in the order),
+        made once for every per-range pass: 32-bit where it fits (a range-heavy report has
+        a range per pair or two: an array of 40 MB, not 80, at 10 M ranges)."""
+        if self._heads is None:
+            rid = self.range_id
+            change = np.empty(len(rid), dtype=bool)
+            if len(rid):
+                change[0] = True
+                np.not_equal(rid[1:], rid[:-1], out=change[1:])
+            self._heads = compact_ids(np.flatnonzero(change))
+        return self._heads
+
+    def ranges(self) -> np.ndarray:
+        """Each range's id, in the order's (ascending)."""
+        return self.range_id[self.heads()]
+
+    def chunks(self) -> list[tuple[int, int, int, int]]:
+        """(lo, hi, first head, last head + 1): the order's rows [lo, hi) of chunks of
+        whole ranges, about STEP_ROWS pairs each, with their places among heads()."""
+        heads = self.heads()
+        if len(heads) == 0:
+            return []
+        at = np.unique(np.searchsorted(heads, np.arange(0, len(self.range_id), STEP_ROWS),
+                                       "right") - 1)
+        lo = heads[at].tolist()
+        return list(zip(lo, lo[1:] + [len(self.range_id)], at.tolist(),
+                        at[1:].tolist() + [len(heads)], strict=True))
+
     def min_per_range(self, op_values: np.ndarray) -> pd.Series:
         """The least of `op_values` (per gpu_ops row) among each range's operations, indexed
-        by range id. Whole ranges a step at a time: each step's gathered values, not a
-        pair-sized array (165 MB at 10 M kernels)."""
-        rid = self.range_id
-        if len(rid) == 0:
-            return pd.Series([], dtype=op_values.dtype)
-        parts = []
-        for lo, hi in group_bounds(rid, STEP_ROWS):
-            group = rid[lo:hi]
-            heads = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
-            parts.append(np.minimum.reduceat(op_values[self.rows[lo:hi]], heads))
-        heads = np.flatnonzero(np.r_[True, rid[1:] != rid[:-1]])
-        return pd.Series(np.concatenate(parts), index=rid[heads])
+        by range id. Whole ranges a step at a time into one array of the ranges' size: each
+        step's gathered values, not a pair-sized array (165 MB at 10 M kernels), nor a list
+        of parts joined into a second copy (80 MB at 10 M ranges, on that report's peak)."""
+        heads = self.heads()
+        out = np.empty(len(heads), dtype=op_values.dtype)
+        for lo, hi, a, b in self.chunks():
+            out[a:b] = np.minimum.reduceat(op_values[self.rows[lo:hi]], heads[a:b] - lo)
+        return pd.Series(out, index=self.ranges(), copy=False)
 
     def per_range(self, numbers: Callable[[np.ndarray, np.ndarray], pd.Series]
                   ) -> pd.Series:
@@ -630,15 +656,13 @@ class _RangeOrder:
         temporaries instead of pair-sized arrays."""
         rid, rows = self.range_id, self.rows
         parts = map_chunks(lambda lo, hi: numbers(rid[lo:hi], rows[lo:hi]),
-                           group_bounds(rid, STEP_ROWS))
+                           [(lo, hi) for lo, hi, _, _ in self.chunks()])
         parts = [p for p in parts if len(p)]
         return pd.concat(parts) if parts else pd.Series([], dtype="float64")
 
     def firsts(self) -> tuple[np.ndarray, np.ndarray]:
         """(range id, gpu_ops row) of each range's earliest operation."""
-        rid = self.range_id
-        heads = np.r_[True, rid[1:] != rid[:-1]] if len(rid) else np.zeros(0, dtype=bool)
-        return rid[heads], self.rows[heads]
+        return self.ranges(), self.rows[self.heads()]
 
 
 def _distinct_streams(order: _RangeOrder, att: Attribution) -> pd.Series:
@@ -706,13 +730,14 @@ def _device_busy_within(inst: pd.DataFrame, row_of_range: np.ndarray, att: Attri
     one_device = len(device_of_op) > 0 and device_of_op.min() == device_of_op.max()
     for dev in np.unique(device):
         if one_device:  # the usual process: every operation and range, without copies
-            rows, (ms, me) = position, merge_intervals(start, end)
+            rows, busy = position, Cover(*merge_intervals(start, end), consume=True)
         else:
             on_device = device_of_op == dev  # a mask, not a copy of every operation's row
             rows = position[device == dev]
-            ms, me = merge_intervals(start[on_device], end[on_device])
+            busy = Cover(*merge_intervals(start[on_device], end[on_device]), consume=True)
         for values, (lo, hi) in zip(out, windows, strict=True):
-            covered_within(ms, me, inst[lo].to_numpy(), inst[hi].to_numpy(), rows, values)
+            busy.within(inst[lo].to_numpy(), inst[hi].to_numpy(), rows, values)
+        del busy
     # Over the arrays as they are (pandas' constructor copies an array: 152 MB at 10 M
     # ranges, on that report's peak).
     return [pd.Series(o, index=inst.index, copy=False) for o in out]
@@ -782,8 +807,7 @@ def range_summary(instances: pd.DataFrame, att: Attribution,
     out["gpu_idle_share_median"] = _whole_median(
         group, (inst["gpu_idle_ns"] / span).where(span > 0).to_numpy()).reindex(out.index)
     out["launch_latency_median_ns"] = latency_by_group.reindex(out.index)
-    out["names"] = _distinct_by_group(group, pd.factorize(instances["name"])[0]
-                                      ).reindex(out.index)
+    out["names"] = _distinct_by_group(group, _name_codes(instances["name"])).reindex(out.index)
     out["processes"] = _distinct_by_group(group, instances["pid"].to_numpy()).reindex(out.index)
     # Sums of unknowns are unknown (no CUDA trace), not zero.
     unknown = g["gpu_busy_ns"].count() == 0
@@ -821,15 +845,20 @@ def _whole_median(group: np.ndarray, values: np.ndarray) -> pd.Series:
 
 def _distinct_by_group(group: np.ndarray, values: np.ndarray) -> pd.Series:
     """`pd.Series(values).groupby(group).nunique()` for non-negative integer groups and
-    values (name codes, pids): one packed array (distinct_per_group), where pandas' nunique
-    held five of the instances' size, the peak of a 10 M-range report's summary."""
+    values (name codes, pids): distinct_pairs_per_group, where pandas' nunique held five
+    arrays of the instances' size, the peak of a 10 M-range report's summary."""
     width = int(values.max()) + 1
     if int(values.min()) < 0 or (int(group.max()) + 1) * width >= 2**63:
         return pd.Series(values).groupby(group).nunique()
-    key = group.astype("int64")
-    key *= width
-    key += values
-    return distinct_per_group(key, width)
+    return distinct_pairs_per_group(group, values, width)
+
+
+def _name_codes(names: pd.Series) -> np.ndarray:
+    """A number per distinct name (-1 for none): a categorical's own codes (a byte or two a
+    row, where a factorization made 8), else pd.factorize's."""
+    if isinstance(names.dtype, pd.CategoricalDtype):
+        return names.cat.codes.to_numpy()
+    return pd.factorize(names)[0]
 
 
 def _lookup_table(keys: np.ndarray, values: np.ndarray) -> np.ndarray:
