@@ -740,7 +740,9 @@ class Cover:
 
     def _before(self, k: np.ndarray) -> np.ndarray:
         """The lengths of the intervals before the k-th (0 for k = 0)."""
-        return np.where(k > 0, self.total[np.maximum(k - 1, 0)], 0)
+        out = self.total.take(k - 1, mode="clip")
+        out[k == 0] = 0
+        return out
 
     def _end(self, k: np.ndarray) -> np.ndarray:
         """The k-th interval's end."""
@@ -753,9 +755,10 @@ class Cover:
         int64); `out`: the results are written there at `rows`, and it is returned. In
         chunks of windows on every core (chunks.py), sharing the one running total (a copy
         per chunk, ten million intervals on 16 threads, cost 2 GB); each chunk gathers its
-        own windows, so the temporaries are a chunk's, at most a quarter STEP_ROWS windows
-        (ten million windows gathered at once, each step's arrays beside them, cost
-        700 MB)."""
+        own windows, so the temporaries are a chunk's, at most a sixteenth of STEP_ROWS
+        windows: a chunk holds some fifteen arrays of its size, and on 16 cores chunks of a
+        quarter step held 500 MB at once (ten million windows gathered at once, each
+        step's arrays beside them, cost 700 MB)."""
         n = len(lo) if rows is None else len(rows)
         by_window = out is None  # results in the windows' order, else at their rows of `out`
         if by_window:
@@ -782,5 +785,5 @@ class Cover:
             total -= np.clip(self._end(last) - w_hi, 0, None)  # the tail after hi
             out[slice(a, b) if by_window else at] = np.where(some, total, 0)
 
-        map_chunks(windows, even_bounds(n, max_rows=STEP_ROWS // 4))
+        map_chunks(windows, even_bounds(n, max_rows=STEP_ROWS // 16))
         return out

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from .._memory import release_freed_memory
-from ..chunks import STEP_ROWS, ascending, map_chunks, sort_in_place, steps
+from ..chunks import STEP_ROWS, ascending, cores, map_chunks, sort_in_place, steps
 from ..intervals import (
     FEW_GROUPS,
     Cover,
@@ -625,13 +625,13 @@ class _RangeOrder:
         """Each range's id, in the order's (ascending)."""
         return self.range_id[self.heads()]
 
-    def chunks(self) -> list[tuple[int, int, int, int]]:
+    def chunks(self, size: int = STEP_ROWS) -> list[tuple[int, int, int, int]]:
         """(lo, hi, first head, last head + 1): the order's rows [lo, hi) of chunks of
-        whole ranges, about STEP_ROWS pairs each, with their places among heads()."""
+        whole ranges, about `size` pairs each, with their places among heads()."""
         heads = self.heads()
         if len(heads) == 0:
             return []
-        at = np.unique(np.searchsorted(heads, np.arange(0, len(self.range_id), STEP_ROWS),
+        at = np.unique(np.searchsorted(heads, np.arange(0, len(self.range_id), size),
                                        "right") - 1)
         lo = heads[at].tolist()
         return list(zip(lo, lo[1:] + [len(self.range_id)], at.tolist(),
@@ -650,13 +650,15 @@ class _RangeOrder:
 
     def per_range(self, numbers: Callable[[np.ndarray, np.ndarray], pd.Series]
                   ) -> pd.Series:
-        """numbers(range ids, gpu_ops rows) of chunks of whole ranges (about STEP_ROWS
-        pairs each, on every core), each a Series by range id, joined in range order: for
-        a per-range number that needs only each range's own operations, a chunk's
-        temporaries instead of pair-sized arrays."""
+        """numbers(range ids, gpu_ops rows) of chunks of whole ranges on every core, each
+        a Series by range id, joined in range order: for a per-range number that needs only
+        each range's own operations, a chunk's temporaries instead of pair-sized arrays.
+        About two steps of pairs in flight over all cores (a step per chunk on 16 cores
+        held ~30 MB of temporaries per core)."""
         rid, rows = self.range_id, self.rows
+        size = max(1, 2 * STEP_ROWS // cores())
         parts = map_chunks(lambda lo, hi: numbers(rid[lo:hi], rows[lo:hi]),
-                           [(lo, hi) for lo, hi, _, _ in self.chunks()])
+                           [(lo, hi) for lo, hi, _, _ in self.chunks(size)])
         parts = [p for p in parts if len(p)]
         return pd.concat(parts) if parts else pd.Series([], dtype="float64")
 
