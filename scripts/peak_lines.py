@@ -1,5 +1,6 @@
-"""Where one `compare`'s memory peaks, line by line: a report's load and analysis while a
-thread samples the resident set every 2 ms with the main thread's current nsyswrap lines.
+"""Where one `compare`'s memory peaks, line by line: a report's load, analysis and findings
+(diagnose) while a thread samples the resident set every 2 ms with the main thread's
+current nsyswrap lines.
 
     python scripts/peak_lines.py REPORT.sqlite [--top 15] [--load-only]
 
@@ -19,6 +20,7 @@ import time
 
 import nsyswrap.cli  # noqa: F401  (the CLI's start-up: allocator settings)
 from nsyswrap import analysis
+from nsyswrap.diagnose import Thresholds, diagnose
 from nsyswrap.loader import load
 
 
@@ -57,7 +59,7 @@ def main() -> None:
     sampler.start()
     report = load(a.report)
     if not a.load_only:
-        analysis.analyze(report, consume=True)
+        diagnose(analysis.analyze(report, consume=True), Thresholds())
     done.set()
     sampler.join()
     for line, rss in sorted(peaks.items(), key=lambda kv: -kv[1])[:a.top]:

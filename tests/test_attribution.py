@@ -167,3 +167,53 @@ def test_text_says_it_once():
     res = CliRunner().invoke(main, ["compare", str(TRAIN), "--attribution", "thread"],
                              terminal_width=120)
     assert "other threads of their process" not in res.output
+
+
+@pytest.mark.parametrize("name", ["main_waits", "main_beside_library", "worker_own"])
+def test_host_bound_ranges_leave_out_each_familys_first_instance(by_rule, name):
+    """HOST_BOUND on a user range reads the instances after the family's first (a warm-up)
+    that launched GPU work: their count and the median of their busy time (the union of
+    the kernels launched inside them, under the process rule) from SQL. Fails when the
+    first instance is kept."""
+    from statistics import median
+
+    from nsyswrap.diagnose import Thresholds, host_bound
+
+    ops = _ops()
+    busy = []
+    for rng in _instances(name)[1:]:
+        start, end, tid = rng
+        helpers = ([] if name == "worker_own"
+                   else [o for o in _launched_in(rng, ops, False) if o[2] >> 24 == tid >> 24])
+        mine = _launched_in(rng, ops, True) + helpers
+        if mine:
+            busy.append(reference.union_length([(o[0], o[1]) for o in mine]))
+    found = [f for f in host_bound.check(by_rule["process"], Thresholds())
+             if f.range == f"nsyswrap:{name}"]
+    assert len(found) == 1
+    assert found[0].evidence["instances"] == len(busy) == 2
+    assert found[0].evidence["gpu_busy_median_ns"] == median(busy)
+
+
+def test_user_instances_by_start_sorts_only_when_out_of_order(by_rule):
+    """The loader's instances are in start order: given as they are (the same values, and
+    writing to them leaves the analysis's frame alone); out of order, sorted by start with
+    ties in row order (a stable sort)."""
+    import pandas as pd
+
+    a = by_rule["process"]
+    columns = ["family_id", "start_ns", "cpu_ns"]
+    mine = a.user_instances(columns)
+    got = a.user_instances_by_start(columns)
+    assert got["start_ns"].is_monotonic_increasing
+    pd.testing.assert_frame_equal(got, mine)
+    before = a.instances["cpu_ns"].copy()
+    got.loc[got.index[0], "cpu_ns"] = -1
+    pd.testing.assert_series_equal(a.instances["cpu_ns"], before)
+    shuffled = a.instances.iloc[::-1].copy()
+    shuffled.loc[shuffled.index[:40], "start_ns"] = 7  # ties, in reversed row order
+    b = type(a)(**{**a.__dict__, "instances": shuffled})
+    want = b.user_instances(columns).sort_values("start_ns", kind="stable")
+    pd.testing.assert_frame_equal(b.user_instances_by_start(columns), want)
+    tied = [i for i in shuffled.index[:40] if i in mine.index]  # the user's, in row order
+    assert len(tied) >= 2 and list(want.index[:len(tied)]) == tied

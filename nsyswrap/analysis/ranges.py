@@ -349,18 +349,19 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
         by_range.union(own_only=True, into=(position, {"busy_ns": own_busy}))
     firsts = by_range.firsts()
     first_launch = by_range.min_per_range(att.gpu_ops["launch_start_ns"].to_numpy())
+    kernels = by_range.count_per_range(att.kernel_ops())
     del by_range
     release_freed_memory(len(pairs))  # the order's arrays and the unions' temporaries
     for c, col in UNION_INSTANCE_COLUMNS.items():
         # Over the array as it is (pandas' constructor copies one).
         out[col] = pd.Series(union.pop(c), index=out.index, copy=False)
     cols = {
-        "kernels": _count_by_range(att, att.kernel_ops()),
+        "kernels": kernels,
         "launch_latency_ns": latency,
         "first_launch_ns": first_launch,
         "streams": streams,
     }
-    del streams, latency
+    del streams, latency, kernels, first_launch
     # Each per-range result is dropped as soon as its column is made: with ten million
     # ranges they are 80-160 MB each, and kept to the end they set the peak.
     for col in list(cols):
@@ -504,18 +505,6 @@ def _kernel_latency_median(att: Attribution, group_of_range: np.ndarray) -> pd.S
     return grouped_median_by_steps(latency, groups)
 
 
-def _count_by_range(att: Attribution, op_mask: np.ndarray) -> pd.Series:
-    """How many of each range's operations are in `op_mask` (per gpu_ops row), for the
-    ranges with any. A step of pairs at a time (range ids are small integers: bincounts,
-    not a hash table), without a pair-sized mask or gather."""
-    range_id, event = att.op_pairs["range_id"].to_numpy(), att.op_pairs["event"].to_numpy()
-    counts = np.zeros(int(range_id.max()) + 1 if len(range_id) else 0, dtype="int64")
-    for part in steps(len(range_id)):
-        counts += np.bincount(range_id[part][op_mask[event[part]]], minlength=len(counts))
-    ids = np.flatnonzero(counts)
-    return pd.Series(counts[ids], index=ids)
-
-
 @dataclass
 class _RangeOrder:
     """The (range, operation) pairs sorted once by (range, GPU start), ties in pair order:
@@ -529,7 +518,8 @@ class _RangeOrder:
     other_thread: np.ndarray | None  # None: no pair is another thread's (a thread's own)
     start_ns: np.ndarray  # gpu_ops' columns, by row
     end_ns: np.ndarray
-    _heads: np.ndarray | None = None  # heads(), once made
+    _heads: np.ndarray | None = None  # heads() and ranges(), once made
+    _ranges: np.ndarray | None = None
 
     @classmethod
     def of(cls, att: Attribution) -> _RangeOrder:
@@ -622,8 +612,11 @@ class _RangeOrder:
         return self._heads
 
     def ranges(self) -> np.ndarray:
-        """Each range's id, in the order's (ascending)."""
-        return self.range_id[self.heads()]
+        """Each range's id, in the order's (ascending): one array for the first operations
+        and every per-range Series (40 MB each at 10 M ranges)."""
+        if self._ranges is None:
+            self._ranges = self.range_id[self.heads()]
+        return self._ranges
 
     def chunks(self, size: int = STEP_ROWS) -> list[tuple[int, int, int, int]]:
         """(lo, hi, first head, last head + 1): the order's rows [lo, hi) of chunks of
@@ -637,16 +630,34 @@ class _RangeOrder:
         return list(zip(lo, lo[1:] + [len(self.range_id)], at.tolist(),
                         at[1:].tolist() + [len(heads)], strict=True))
 
+    def _reduced(self, ufunc: np.ufunc, op_values: np.ndarray, dtype) -> np.ndarray:
+        """ufunc.reduceat of `op_values` (per gpu_ops row) over each range's operations, in
+        the order of ranges(). Whole ranges a step at a time into one array of the ranges'
+        size: each step's gathered values, not a pair-sized array (165 MB at 10 M
+        kernels), nor a list of parts joined into a second copy (80 MB at 10 M ranges, on
+        that report's peak)."""
+        heads = self.heads()
+        out = np.empty(len(heads), dtype=dtype)
+        for lo, hi, a, b in self.chunks():
+            ufunc.reduceat(op_values[self.rows[lo:hi]], heads[a:b] - lo, dtype=dtype,
+                           out=out[a:b])
+        return out
+
     def min_per_range(self, op_values: np.ndarray) -> pd.Series:
         """The least of `op_values` (per gpu_ops row) among each range's operations, indexed
-        by range id. Whole ranges a step at a time into one array of the ranges' size: each
-        step's gathered values, not a pair-sized array (165 MB at 10 M kernels), nor a list
-        of parts joined into a second copy (80 MB at 10 M ranges, on that report's peak)."""
-        heads = self.heads()
-        out = np.empty(len(heads), dtype=op_values.dtype)
-        for lo, hi, a, b in self.chunks():
-            out[a:b] = np.minimum.reduceat(op_values[self.rows[lo:hi]], heads[a:b] - lo)
-        return pd.Series(out, index=self.ranges(), copy=False)
+        by range id."""
+        return pd.Series(self._reduced(np.minimum, op_values, op_values.dtype),
+                         index=self.ranges(), copy=False)
+
+    def count_per_range(self, op_mask: np.ndarray) -> pd.Series:
+        """How many of each range's operations are in `op_mask` (per gpu_ops row), for the
+        ranges with any, by range id (a count per range id, with a bincount of every step's
+        pairs, held two arrays of the largest range id's size: 160 MB at 10 M ranges)."""
+        counts, ids = self._reduced(np.add, op_mask, np.int64), self.ranges()
+        if not counts.all():  # else every range has some (a range-heavy report): no copies
+            some = counts > 0
+            counts, ids = counts[some], ids[some]
+        return pd.Series(counts, index=ids, copy=False)
 
     def per_range(self, numbers: Callable[[np.ndarray, np.ndarray], pd.Series]
                   ) -> pd.Series:
@@ -816,8 +827,7 @@ def range_summary(instances: pd.DataFrame, att: Attribution,
     out.loc[unknown, ["gpu_busy_total_ns", "gpu_ops", "kernels", "syncs", "sync_ns", "copies",
                       "copy_bytes", "pageable_copies"]] = np.nan
     # Each group's keys, from its first instance.
-    first = pd.Series(np.arange(len(group))).groupby(group, sort=False).min()
-    rows = first.reindex(out.index).to_numpy()
+    rows = _first_rows(group)[out.index.to_numpy()]
     for key in reversed(keys):
         # Only the rows taken: a whole text column as an array is ten million Python strings.
         values = (family if key == "family" else instances[key]).iloc[rows].to_numpy()
@@ -853,6 +863,17 @@ def _distinct_by_group(group: np.ndarray, values: np.ndarray) -> pd.Series:
     if int(values.min()) < 0 or (int(group.max()) + 1) * width >= 2**63:
         return pd.Series(values).groupby(group).nunique()
     return distinct_pairs_per_group(group, values, width)
+
+
+def _first_rows(group: np.ndarray) -> np.ndarray:
+    """Each group's first row, by group id (non-negative integers; -1 for ids absent): a
+    step of rows at a time, where a grouped min of every row's number held ~250 MB at
+    10 M instances, on that report's peak."""
+    first = np.full(int(group.max()) + 1 if len(group) else 0, -1, dtype="int64")
+    for part in reversed(steps(len(group))):  # later steps first: earlier rows overwrite
+        ids, at = np.unique(group[part], return_index=True)
+        first[ids] = at + part.start
+    return first
 
 
 def _name_codes(names: pd.Series) -> np.ndarray:

@@ -94,8 +94,7 @@ def _harness_runs(a: Analysis, t: Thresholds) -> list[Finding]:
 
 def _user_ranges(a: Analysis, t: Thresholds) -> list[Finding]:
     findings = []
-    inst = a.user_instances(["family_id", "start_ns", *(c for c, _ in METRICS)])
-    inst = inst.sort_values("start_ns")
+    inst = a.user_instances_by_start(["family_id", "start_ns", *(c for c, _ in METRICS)])
     for (domain, name), g in a.by_family(inst):
         if len(g) < t.cold_min_instances:
             continue
