@@ -651,8 +651,9 @@ class _RangeOrder:
 
     def count_per_range(self, op_mask: np.ndarray) -> pd.Series:
         """How many of each range's operations are in `op_mask` (per gpu_ops row), for the
-        ranges with any, by range id (a count per range id, with a bincount of every step's
-        pairs, held two arrays of the largest range id's size: 160 MB at 10 M ranges)."""
+        ranges with any, by range id. (Counted from the pairs in their own order, a
+        bincount of each step held two arrays of the largest range id's size: 160 MB at
+        10 M ranges.)"""
         counts, ids = self._reduced(np.add, op_mask, np.int64), self.ranges()
         if not counts.all():  # else every range has some (a range-heavy report): no copies
             some = counts > 0
@@ -867,8 +868,8 @@ def _distinct_by_group(group: np.ndarray, values: np.ndarray) -> pd.Series:
 
 def _first_rows(group: np.ndarray) -> np.ndarray:
     """Each group's first row, by group id (non-negative integers; -1 for ids absent): a
-    step of rows at a time, where a grouped min of every row's number held ~250 MB at
-    10 M instances, on that report's peak."""
+    step of rows at a time, where pandas' grouped min of every row's number (an array of
+    them and the groupby's own) set the 10 M-range summary's peak."""
     first = np.full(int(group.max()) + 1 if len(group) else 0, -1, dtype="int64")
     for part in reversed(steps(len(group))):  # later steps first: earlier rows overwrite
         ids, at = np.unique(group[part], return_index=True)
