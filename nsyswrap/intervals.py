@@ -632,12 +632,15 @@ def union_stats_sorted(g: np.ndarray, start: np.ndarray, end: np.ndarray,
                          for c in UNION_COLUMNS}, index=pd.Index(index), copy=False)
 
 
-def group_bounds(g: np.ndarray, size: int) -> list[tuple[int, int]]:
+def group_bounds(g: np.ndarray, size: int, heads: np.ndarray | None = None
+                 ) -> list[tuple[int, int]]:
     """(lo, hi) row bounds of chunks of whole groups of `g` (sorted by group), about `size`
-    rows each: each chunk starts at the group head at or before a multiple of `size`."""
+    rows each: each chunk starts at the group head at or before a multiple of `size`.
+    `heads`: where each group begins, when the caller has them."""
     if len(g) == 0:
         return []
-    heads = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+    if heads is None:
+        heads = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
     cuts = np.unique(heads[np.searchsorted(heads, np.arange(0, len(g), size), "right") - 1])
     return list(zip(cuts.tolist(), np.r_[cuts[1:], len(g)].tolist(), strict=True))
 
@@ -712,14 +715,6 @@ def _compacted(values: np.ndarray, keep: np.ndarray) -> np.ndarray:
         values[at:at + len(kept)] = kept  # at <= part.start: nothing unread is overwritten
         at += len(kept)
     return values[:at] if 2 * at >= len(values) else values[:at].copy()
-
-
-def covered_within(merged_start: np.ndarray, merged_end: np.ndarray, lo: np.ndarray,
-                   hi: np.ndarray, rows: np.ndarray | None = None,
-                   out: np.ndarray | None = None) -> np.ndarray:
-    """For each window [lo, hi): how much of it the merged intervals cover
-    (Cover.within)."""
-    return Cover(merged_start, merged_end).within(lo, hi, rows, out)
 
 
 class Cover:

@@ -102,14 +102,14 @@ def test_range_edges_are_inclusive():
 def test_merge_and_cover_windows():
     import numpy as np
 
-    from nsyswrap.intervals import covered_within, merge_intervals
+    from nsyswrap.intervals import Cover, merge_intervals
 
     ms, me = merge_intervals(np.array([0, 5, 20, 22, 40]), np.array([10, 12, 25, 30, 50]))
     assert ms.tolist() == [0, 20, 40] and me.tolist() == [12, 30, 50]
     lo = np.array([0, 6, 11, 13, 25, 0, 100])
     hi = np.array([50, 21, 13, 19, 45, 5, 110])
     # by hand: [0,50) 12+10+10; [6,21) 6+1; [11,13) 1; [13,19) 0; [25,45) 5+5; [0,5) 5; none
-    assert covered_within(ms, me, lo, hi).tolist() == [32, 7, 1, 0, 10, 5, 0]
+    assert Cover(ms, me).within(lo, hi).tolist() == [32, 7, 1, 0, 10, 5, 0]
 
 
 @pytest.mark.parametrize("step_rows", [None, 7])
@@ -181,12 +181,12 @@ def test_with_innermost_sorts_the_frames_rows_as_lexsort_does(monkeypatch):
 
 
 def test_chunks_on_threads_give_what_one_chunk_gives(monkeypatch):
-    """union_stats, covered_within and events_in_ranges split their work into chunks on
+    """union_stats, Cover.within and events_in_ranges split their work into chunks on
     threads (chunks.py). With chunks of a few rows on four threads they must give exactly
     the single-chunk answer, also when the last group is longer than several chunks (a
     chunk then starts at the head at or before its cut, not past the end)."""
     from nsyswrap import chunks, intervals
-    from nsyswrap.intervals import covered_within, merge_intervals
+    from nsyswrap.intervals import Cover, merge_intervals
 
     rng = np.random.default_rng(7)
     sizes = [3, 1, 5, 2, 40]  # the last group spans many chunks of 4 rows
@@ -218,8 +218,8 @@ def test_chunks_on_threads_give_what_one_chunk_gives(monkeypatch):
 
     def answers():
         into = np.full(2 * len(lo), -1.0)
-        covered_within(ms, me, lo_all, hi_all, at, into)
-        return (union_stats(iv, "g"), covered_within(ms, me, lo, hi),
+        Cover(ms, me).within(lo_all, hi_all, at, into)
+        return (union_stats(iv, "g"), Cover(ms, me).within(lo, hi),
                 events_in_ranges(ranges, events), union_stats_sorted(g_s, s_s, e_s, keep),
                 union_stats_sorted(g_s, start_all, end_all, keep, rows=rows),
                 union_stats_sorted(g_s, start_all, end_all, rows=rows), into)
@@ -236,7 +236,7 @@ def test_chunks_on_threads_give_what_one_chunk_gives(monkeypatch):
     monkeypatch.setattr(chunks, "cores", lambda: 4)
     monkeypatch.setattr(chunks, "MIN_ROWS", 4)
     monkeypatch.setattr(intervals, "UNION_CHUNK", 4)
-    monkeypatch.setattr(intervals, "STEP_ROWS", 16)  # covered_within: steps of windows
+    monkeypatch.setattr(intervals, "STEP_ROWS", 16)  # Cover.within: steps of windows
     monkeypatch.setattr(chunks.even_bounds, "__defaults__", (4,))
     split = answers()
     pd.testing.assert_frame_equal(split[0], whole[0])

@@ -35,6 +35,7 @@ from ..intervals import (
     distinct_per_group,
     events_in_ranges,
     few_groups_median,
+    group_bounds,
     grouped_median,
     grouped_median_by_steps,
     merge_intervals,
@@ -622,13 +623,10 @@ class _RangeOrder:
         """(lo, hi, first head, last head + 1): the order's rows [lo, hi) of chunks of
         whole ranges, about `size` pairs each, with their places among heads()."""
         heads = self.heads()
-        if len(heads) == 0:
-            return []
-        at = np.unique(np.searchsorted(heads, np.arange(0, len(self.range_id), size),
-                                       "right") - 1)
-        lo = heads[at].tolist()
-        return list(zip(lo, lo[1:] + [len(self.range_id)], at.tolist(),
-                        at[1:].tolist() + [len(heads)], strict=True))
+        bounds = group_bounds(self.range_id, size, heads)
+        places = np.searchsorted(heads, [lo for lo, _ in bounds]).tolist() + [len(heads)]
+        return [(lo, hi, a, b) for (lo, hi), a, b in zip(bounds, places[:-1], places[1:],
+                                                          strict=True)]
 
     def _reduced(self, ufunc: np.ufunc, op_values: np.ndarray, dtype) -> np.ndarray:
         """ufunc.reduceat of `op_values` (per gpu_ops row) over each range's operations, in
