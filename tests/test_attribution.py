@@ -217,3 +217,54 @@ def test_user_instances_by_start_sorts_only_when_out_of_order(by_rule):
     pd.testing.assert_frame_equal(b.user_instances_by_start(columns), want)
     tied = [i for i in shuffled.index[:40] if i in mine.index]  # the user's, in row order
     assert len(tied) >= 2 and list(want.index[:len(tied)]) == tied
+
+
+def test_operations_keep_their_launching_threads(monkeypatch):
+    """gpu_ops holds each operation's launching thread as a categorical (a few threads,
+    millions of operations): its ids are SQL's, operation for operation (the thread of the
+    runtime call with the same correlation id), when the codes are made a few rows at a
+    time. Fails if a code points at another thread's id."""
+    from collections import Counter
+
+    import pandas as pd
+
+    from nsyswrap import chunks
+    from nsyswrap.analysis.ranges import gpu_ops
+
+    monkeypatch.setattr(chunks, "STEP_ROWS", 7)
+    ops = gpu_ops(nsyswrap.load(TRAIN))
+    assert isinstance(ops["thread"].dtype, pd.CategoricalDtype)
+    got = ops["thread"].to_numpy()
+    assert got.dtype.kind == "i"
+    mine = Counter((s, e, t) for s, e, t in zip(ops["start_ns"].tolist(),
+                                                  ops["end_ns"].tolist(), got.tolist(),
+                                                  strict=True) if t >= 0)
+    assert mine == Counter((s, e, tid) for s, e, tid, _ in _ops())
+    assert len(mine) > 500 and len({t for _, _, t in mine}) > 1
+
+
+def test_innermost_of_takes_each_events_innermost_pair():
+    """_innermost_of (the innermost range of a few events among millions of pairs sorted
+    by event) against a dictionary: events with no pair, with one, with several (the
+    innermost first, in the middle, last), probes wider than the pairs' 32-bit events."""
+    import numpy as np
+    import pandas as pd
+
+    from nsyswrap.analysis.ranges import _innermost_of
+
+    rng = np.random.default_rng(7)
+    event, range_id, innermost, expected = [], [], [], {}
+    for e in range(0, 3000, 3):  # every third event has pairs
+        k = int(rng.integers(1, 6))
+        inner = int(rng.integers(0, k))
+        ids = rng.choice(10_000, size=k, replace=False)
+        event += [e] * k
+        range_id += ids.tolist()
+        innermost += [i == inner for i in range(k)]
+        expected[e] = int(ids[inner])
+    pairs = pd.DataFrame({"range_id": np.array(range_id, "int32"),
+                          "event": np.array(event, "int32"), "innermost": innermost})
+    probe = np.r_[rng.permutation(3100), 2**40].astype("int64")
+    want = [expected.get(int(e), -1) for e in probe]
+    np.testing.assert_array_equal(_innermost_of(pairs, probe), want)
+    assert (_innermost_of(pairs.iloc[:0], probe) == -1).all()

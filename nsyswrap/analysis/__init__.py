@@ -14,7 +14,7 @@ from .._memory import release_freed_memory
 from ..report import Report, ReportInfo
 from .completeness import lost_tail
 from .domains import library_mask
-from .families import by_family, family_names, family_numbers
+from .families import by_family, family_names, family_numbers, family_positions
 from .kernels import durations_summary, kernel_durations
 from .ranges import (
     GPU_INSTANCE_COLUMNS,
@@ -82,6 +82,12 @@ class Analysis:
         """Rows of `frame` (instances, or some of their rows and columns with family_id)
         per (domain, family): see families.by_family."""
         return by_family(frame, self.instances)
+
+    def family_positions(self, frame: pd.DataFrame
+                         ) -> Iterator[tuple[tuple[str, str], np.ndarray]]:
+        """by_family's families with each one's positions in `frame` (not a copy of its
+        rows): see families.family_positions."""
+        return family_positions(frame, self.instances)
 
 
 def analyze(report: Report, by_process: bool = False, attribution: str = "process",

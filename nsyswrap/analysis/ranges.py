@@ -90,7 +90,7 @@ ATTRIBUTION_RULES = ("process", "thread")
 
 OP_KINDS = ["kernel", "memcpy", "memset", "graph"]
 _TIME_COLUMNS = ("start_ns", "end_ns", "thread", "launch_start_ns")
-# Small ids: int32 where the loader's columns are (compact_ids), int64 otherwise.
+# Small ids: in the narrowest integer type that holds them (_narrowest_int).
 _ID_COLUMNS = ("device_id", "stream_id")
 _INT_COLUMNS = _TIME_COLUMNS + _ID_COLUMNS
 # What gpu_ops reads of the report's kernels.
@@ -100,16 +100,25 @@ GPU_OPS_KERNEL_INPUT = [*_INT_COLUMNS, "short_name"]
 def gpu_ops(report: Report, consume: bool = False) -> pd.DataFrame:
     """Kernels and transfers in one frame (RangeIndex: kernels first, in the report's order):
     kind, start_ns, end_ns, thread, launch_start_ns, device_id, stream_id, name,
-    copy_kind, bytes, src_kind, dst_kind. Text columns are categorical: a million kernels
-    share a few hundred names. `consume`: drop each kernel column from the report once it
-    (and transfer column) is stacked, so that ten million kernels are not held twice."""
+    copy_kind, bytes, src_kind, dst_kind. Text columns and the launching thread are
+    categorical: a million kernels share a few hundred names and a few dozen threads.
+    `consume`: drop each kernel column from the report once it (and transfer column) is
+    stacked, so that ten million kernels are not held twice."""
     k, t = report.kernels, report.transfers
     n = len(k)
     data = {}
     for c in _INT_COLUMNS:
         parts = [k[c].to_numpy(), t[c].to_numpy()]
-        dtype = ("int64" if c in _TIME_COLUMNS
-                 else np.result_type(*[p.dtype for p in parts if len(p)] or ["int64"]))
+        if c == "thread":
+            # The launching thread: a few dozen distinct 64-bit ids, so a categorical (a
+            # byte or two per operation, not eight: 77 MB fewer at 10 M kernels, held from
+            # here to the end). `.to_numpy()` gives the ids back as numbers.
+            data[c] = _int_categorical(parts)
+            del parts
+            if consume:
+                del k[c], t[c]
+            continue
+        dtype = "int64" if c in _TIME_COLUMNS else _narrowest_int(parts)
         data[c] = np.concatenate(parts, dtype=dtype)
         del parts
         if consume:
@@ -133,6 +142,36 @@ def gpu_ops(report: Report, consume: bool = False) -> pd.DataFrame:
     # copy=False: the columns are fresh arrays; pandas would otherwise copy them into one
     # block, holding every operation twice for a moment.
     return pd.DataFrame(data, copy=False)
+
+
+def _narrowest_int(parts: list[np.ndarray]) -> np.dtype:
+    """The narrowest signed integer type that holds every value of `parts` (devices and
+    streams: a handful of small numbers, a byte or two per operation rather than four:
+    ~60 MB fewer at 10 M kernels, held to the end). Whoever computes with them widens
+    them first."""
+    lo = min((int(p.min()) for p in parts if len(p)), default=0)
+    hi = max((int(p.max()) for p in parts if len(p)), default=0)
+    for dtype in (np.int8, np.int16, np.int32):
+        if np.iinfo(dtype).min <= lo and hi <= np.iinfo(dtype).max:
+            return np.dtype(dtype)
+    return np.dtype(np.int64)
+
+
+def _int_categorical(parts: list[np.ndarray]) -> pd.Categorical:
+    """The parts' integers, joined, as a categorical with sorted categories (codes in the
+    values' order), made a step at a time: no joined 64-bit copy of the values."""
+    parts = [p.astype("int64", copy=False) for p in parts]
+    categories = np.unique(np.concatenate(
+        [pd.unique(p[s]) for p in parts for s in steps(len(p))] or [np.zeros(0, "int64")]))
+    codes = np.empty(sum(len(p) for p in parts),
+                     dtype=np.int8 if len(categories) < 2**7
+                     else np.int16 if len(categories) < 2**15 else np.int32)
+    at = 0
+    for p in parts:
+        for s in steps(len(p)):
+            codes[at + s.start:at + min(s.stop, len(p))] = np.searchsorted(categories, p[s])
+        at += len(p)
+    return pd.Categorical.from_codes(codes, categories=pd.Index(categories, dtype="int64"))
 
 
 def _stack_categoricals(constant: list[tuple[str, int]], values: pd.Series,
@@ -209,7 +248,9 @@ def _launches(ops: pd.DataFrame) -> pd.DataFrame:
     10 M kernels the copies (and a process column, now made for the orphans alone) were
     ~300 MB beside the pairs at the attribution's peak."""
     launch = ops["launch_start_ns"].to_numpy()
-    thread = ops["thread"].to_numpy()
+    # The categorical as it is: the search makes the 64-bit ids for its sort alone, where
+    # a copy here was held through the whole search (88 MB at 10 M kernels).
+    thread = ops["thread"].array
     known = launch >= 0
     if known.all():
         return pd.DataFrame({"thread": thread, "time_ns": launch}, copy=False)
@@ -217,16 +258,44 @@ def _launches(ops: pd.DataFrame) -> pd.DataFrame:
                         index=np.flatnonzero(known), copy=False)
 
 
+def _thread_ids(thread: pd.Series, rows: np.ndarray) -> np.ndarray:
+    """The 64-bit thread ids at `rows` of a thread column (gpu_ops' is categorical):
+    gathered from the categories, not from every row's id made first."""
+    if isinstance(thread.dtype, pd.CategoricalDtype):
+        return thread.cat.categories.to_numpy(dtype="int64")[thread.cat.codes.to_numpy()[rows]]
+    return thread.to_numpy(dtype="int64")[rows]
+
+
 def _innermost_of(pairs: pd.DataFrame, events: np.ndarray) -> np.ndarray:
     """The innermost range holding each event, -1 for none. Pairs are sorted by event with
-    one innermost pair per event (with_innermost), so a binary search finds it."""
-    inner = pairs["innermost"].to_numpy()
-    inner_events = pairs["event"].to_numpy()[inner]
-    inner_ranges = pairs["range_id"].to_numpy()[inner]
-    if len(inner_events) == 0:
-        return np.full(len(events), -1, dtype="int64")
-    i = np.minimum(np.searchsorted(inner_events, events), len(inner_events) - 1)
-    return np.where(inner_events[i] == events, inner_ranges[i], -1).astype("int64")
+    one innermost pair per event (with_innermost), so each event's pairs are found by a
+    binary search and its innermost among them, one nesting level at a time: temporaries
+    of the events' size, not of the pairs' (the innermost pairs' events and ranges drawn
+    from 20 M pairs were 88 MB on the attribution's peak at 10 M kernels, for the host
+    copies' few rows)."""
+    out = np.full(len(events), -1, dtype="int64")
+    pair_event = pairs["event"].to_numpy()
+    if len(pair_event) == 0 or len(events) == 0:
+        return out
+    inner, range_id = pairs["innermost"].to_numpy(), pairs["range_id"].to_numpy()
+    # Searched in the pairs' own integer type: a wider probe would make numpy convert
+    # every pair's event to it.
+    probe = np.asarray(events)
+    if probe.dtype != pair_event.dtype and len(probe) and (
+            probe.min() >= np.iinfo(pair_event.dtype).min
+            and probe.max() <= np.iinfo(pair_event.dtype).max):
+        probe = probe.astype(pair_event.dtype)
+    lo = np.searchsorted(pair_event, probe, side="left")
+    hi = np.searchsorted(pair_event, probe, side="right")
+    todo = np.flatnonzero(hi > lo)
+    at = lo[todo]
+    while len(todo):
+        found = inner[at]
+        out[todo[found]] = range_id[at[found]]
+        at += 1
+        more = ~found & (at < hi[todo])
+        todo, at = todo[more], at[more]
+    return out
 
 
 def _with_other_threads_work(ranges: pd.DataFrame, user: np.ndarray, launches: pd.DataFrame,
@@ -251,7 +320,7 @@ def _with_other_threads_work(ranges: pd.DataFrame, user: np.ndarray, launches: p
     # the process added (~50 MB more at 10 M kernels, held through the search).
     label = launches.index.to_numpy()
     orphan = np.flatnonzero(~owned[label])
-    orphans = pd.DataFrame({"process": launches["thread"].to_numpy()[orphan] >> 24,
+    orphans = pd.DataFrame({"process": _thread_ids(launches["thread"], orphan) >> 24,
                             "time_ns": launches["time_ns"].to_numpy()[orphan]},
                            index=pd.Index(compact_ids(label[orphan])), copy=False)
     del label, orphan
@@ -267,7 +336,8 @@ def _with_other_threads_work(ranges: pd.DataFrame, user: np.ndarray, launches: p
     combined = with_innermost(starts, pairs, extra)
     del extra
     # In event order, as np.unique would list them (value_counts breaks ties by order).
-    by_thread = pd.Series(launches["thread"].to_numpy()[taken[launches.index.to_numpy()]]
+    by_thread = pd.Series(_thread_ids(launches["thread"],
+                                      np.flatnonzero(taken[launches.index.to_numpy()]))
                           ).value_counts()
     counts = pd.DataFrame({"thread": by_thread.index.to_numpy(dtype="int64"),
                            "gpu_ops": by_thread.to_numpy(dtype="int64")})
@@ -904,8 +974,16 @@ def _work_per_thread(ops: pd.DataFrame) -> pd.DataFrame:
     devices it ran on. Threads and devices are few: numbered once, then everything is
     counts over the numbers, a step of operations at a time (whole-table codes, durations
     and keys were ~400 MB of temporaries at 10 M kernels, the analysis' peak)."""
-    thread = ops["thread"].to_numpy()
-    threads = pd.Index(pd.unique(thread))  # in order of appearance, as factorize numbers
+    thread = ops["thread"]
+    if isinstance(thread.dtype, pd.CategoricalDtype):
+        # The categorical's own numbers (gpu_ops), not its ids made again per operation.
+        threads, thread = pd.Index(thread.cat.categories, dtype="int64"), thread.cat.codes
+        thread = thread.to_numpy()
+        number = (lambda part: thread[part])  # noqa: E731
+    else:
+        thread = thread.to_numpy()
+        threads = pd.Index(pd.unique(thread))  # in order of appearance
+        number = (lambda part: threads.get_indexer(thread[part]))  # noqa: E731
     devices = pd.Index(pd.unique(ops["device_id"].to_numpy()))
     n, width = len(threads), max(len(devices), 1)
     kernel = (ops["kind"] == "kernel").to_numpy()
@@ -915,7 +993,7 @@ def _work_per_thread(ops: pd.DataFrame) -> pd.DataFrame:
     kernel_ns = np.zeros(n, dtype="int64")
     thread_devices = []
     for part in steps(len(thread)):
-        codes = threads.get_indexer(thread[part])
+        codes = number(part).astype("int64")
         gpu_ops += np.bincount(codes, minlength=n)
         is_kernel = kernel[part]
         kernel_codes = codes[is_kernel]

@@ -20,6 +20,7 @@ finding (F.linear alone took ~130 µs of host time under nsys on the H100 host).
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from ..analysis import Analysis
@@ -79,21 +80,30 @@ def _ranges(a: Analysis, t: Thresholds) -> list[Finding]:
     if inst.empty or inst["gpu_busy_ns"].isna().all():
         return []
     findings = []
-    # Families found on two columns, then one copy of the rows each family keeps: a copy
-    # of every column of a family, then of its kept rows, held ~300 MB at 10 M instances
-    # (the findings' peak there).
-    for (domain, name), g in a.by_family(inst[["family_id", "gpu_ops"]]):
-        g = g.iloc[1:]  # after its first instance
-        kept = g.index[g["gpu_ops"].to_numpy() > 0]
-        if len(kept) < 2:
+    # Families found on two columns, then each one's columns gathered at the rows it
+    # keeps, a column or two at a time: a copy of the kept rows' nine columns held ~300 MB
+    # at 10 M instances (the findings' peak there).
+    ops = inst["gpu_ops"].to_numpy()
+    for (domain, name), rows in a.family_positions(inst[["family_id"]]):
+        rows = rows[1:]  # after its first instance
+        rows = rows[ops[rows] > 0]
+        if len(rows) < 2:
             continue
-        g = inst.loc[kept]
-        host = float((g["cpu_ns"] - g["sync_ns"]).median())
-        busy = float(g["gpu_busy_ns"].median())
-        cpu = g["cpu_ns"].where(g["cpu_ns"] > 0)
-        idle_cpu = float(((cpu - g["gpu_device_busy_cpu_ns"]) / cpu).median())
-        span = g["gpu_span_ns"].where(g["gpu_span_ns"] >= t.idle_min_span_ns)
-        idle_span = ((span - g["gpu_device_busy_ns"]) / span).median()
+
+        def column(c: str, rows: np.ndarray = rows) -> pd.Series:
+            return pd.Series(inst[c].to_numpy()[rows], copy=False)
+
+        cpu_all = column("cpu_ns")
+        host = float((cpu_all - column("sync_ns")).median())
+        busy = float(column("gpu_busy_ns").median())
+        cpu = cpu_all.where(cpu_all > 0)
+        del cpu_all
+        idle_cpu = float(((cpu - column("gpu_device_busy_cpu_ns")) / cpu).median())
+        del cpu
+        span = column("gpu_span_ns")
+        span = span.where(span >= t.idle_min_span_ns)
+        idle_span = ((span - column("gpu_device_busy_ns")) / span).median()
+        del span
         if not _host_bound(host, busy, t) or not idle_cpu >= t.idle_share or (
                 pd.notna(idle_span) and idle_span >= t.idle_share):
             continue
@@ -103,7 +113,7 @@ def _ranges(a: Analysis, t: Thresholds) -> list[Finding]:
             f"{label}: the host spends {fmt_ns(host)} per instance (not counting waits for the "
             f"GPU) on {fmt_ns(busy)} of GPU work ({host / busy:.1f}x), and the GPU runs "
             f"nothing for {fmt_share(idle_cpu)} of the range: host work starves the GPU",
-            {"instances": len(g), "host_median_ns": host, "gpu_busy_median_ns": busy,
+            {"instances": len(rows), "host_median_ns": host, "gpu_busy_median_ns": busy,
              "ratio": host / busy, "gpu_idle_share_of_cpu_time": idle_cpu},
             "Find the host work in the range (nsys timeline with -t osrt, or --sample) and move "
             "it off the critical path: prepare data ahead (DataLoader workers, pinned memory, "
