@@ -37,3 +37,25 @@ def test_kernel_summary_matches_nsys_stats(path):
             assert mine["total_ns"] == int(row["Total Time (ns)"])
             assert mine["median_ns"] == pytest.approx(float(row["Med (ns)"]))
             assert 100 * mine["share"] == pytest.approx(float(row["Time (%)"]), abs=0.051)
+
+
+@pytest.mark.parametrize("path", [GPU_MIX, GPU_GRAPH_NODES, DATA / "h100_torch_train.sqlite"],
+                         ids=lambda p: p.name)
+def test_summary_that_consumes_its_durations_matches_sql(path):
+    """The analysis's kernel table sorts the durations in place for its medians
+    (durations_summary(..., consume=True)): each median equals SQL's exactly, and the
+    table is pandas' own (the plain path) bit for bit."""
+    import pandas as pd
+
+    from nsyswrap.analysis.kernels import durations_summary, kernel_durations
+
+    kernels = nsyswrap.load(path).kernels
+    frame = kernel_durations(kernels)
+    plain = durations_summary(frame)
+    got = durations_summary(frame, consume=True)
+    pd.testing.assert_frame_equal(got, plain)
+    expected = reference.kernel_totals(path)
+    got = got.set_index("name")
+    for name, e in expected.items():
+        assert got.loc[name, "median_ns"] == e["median"]
+        assert got.loc[name, "count"] == e["count"]

@@ -109,7 +109,7 @@ def analyze(report: Report, by_process: bool = False, attribution: str = "proces
     if consume:
         report.kernels = report.kernels[GPU_OPS_KERNEL_INPUT]
     with ThreadPoolExecutor(max_workers=1) as pool:
-        kernels_done = pool.submit(durations_summary, summary_input)
+        kernels_done = pool.submit(durations_summary, summary_input, consume=True)
         del summary_input
         att = attribute(report, library, attribution, consume)
         kernels = kernels_done.result()

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
+
+from ..intervals import grouped_median
 
 KERNEL_SUMMARY_COLUMNS = [
     "name", "short_name", "count", "total_ns", "mean_ns", "median_ns", "min_ns", "max_ns",
@@ -25,15 +28,18 @@ def kernel_summary(kernels: pd.DataFrame) -> pd.DataFrame:
     return durations_summary(kernel_durations(kernels))
 
 
-def durations_summary(frame: pd.DataFrame) -> pd.DataFrame:
-    """kernel_summary from kernel_durations' frame."""
+def durations_summary(frame: pd.DataFrame, consume: bool = False) -> pd.DataFrame:
+    """kernel_summary from kernel_durations' frame. `consume`: the frame is the caller's
+    to give away, so its durations may be overwritten (by the medians' packed sort)."""
     if frame.empty:
         return pd.DataFrame(columns=KERNEL_SUMMARY_COLUMNS)
     g = frame.groupby("name", observed=True, sort=False)
     out = g["duration"].agg(
-        count="size", total_ns="sum", mean_ns="mean", median_ns="median", min_ns="min",
-        max_ns="max", std_ns="std",
+        count="size", total_ns="sum", mean_ns="mean", min_ns="min", max_ns="max",
+        std_ns="std",
     )
+    # Last: it may overwrite the durations.
+    out["median_ns"] = _median_by_name(frame, out.index, consume)
     out["short_name"] = g["short_name"].first()
     out["std_ns"] = out["std_ns"].fillna(0.0)
     out["share"] = out["total_ns"] / out["total_ns"].sum()
@@ -43,3 +49,20 @@ def durations_summary(frame: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values(["total_ns", "name"], ascending=[False, True], ignore_index=True)[
         KERNEL_SUMMARY_COLUMNS
     ]
+
+
+def _median_by_name(frame: pd.DataFrame, names: pd.Index, consume: bool) -> np.ndarray:
+    """The median duration of each of `names` (the groupby's, categorical), pandas' grouped
+    median bit for bit (intervals.grouped_median): with the frame's durations to give away,
+    sorted in place as (name code, duration) keys, where pandas' grouped median held ~230 MB
+    over 10 M durations (beside the attribution, on the analysis's peak)."""
+    name, duration = frame["name"], frame["duration"].to_numpy()
+    if (consume and isinstance(name.dtype, pd.CategoricalDtype)
+            and isinstance(names, pd.CategoricalIndex)
+            and names.categories.equals(name.cat.categories)
+            and (codes := name.cat.codes.to_numpy()).min() >= 0):
+        medians = grouped_median(codes, duration, consume=True)
+        return medians.reindex(names.codes).to_numpy(dtype="float64")
+    return frame.groupby("name", observed=True, sort=False)["duration"].median().reindex(
+        names).to_numpy(dtype="float64")
+
