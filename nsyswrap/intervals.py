@@ -132,10 +132,10 @@ def few_groups_median(groups: np.ndarray, values: np.ndarray) -> pd.Series:
         mask = groups == g
         if not mask.any():
             continue
+        if values.dtype.kind == "f":
+            mask &= ~np.isnan(values)  # one copy of the group's values, not two
         v = values[mask]
         del mask
-        if v.dtype.kind == "f":
-            v = v[~np.isnan(v)]
         present.append(g)
         if len(v) == 0:
             medians.append(np.nan)

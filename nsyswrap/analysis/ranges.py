@@ -393,11 +393,6 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
     # order. (Made from the pairs apart, the latencies and the streams' keys were three
     # pair-sized arrays, ~400 MB at 10 M kernels, on the analysis's peak.) The blocking
     # calls and host copies inside each range (few rows, mostly pandas) go on a thread.
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        host_waits = pool.submit(_host_waits, att)
-        by_range = _RangeOrder.of(att)
-        streams = _distinct_streams(by_range, att)
-        latency = _kernel_latency_medians(by_range, att)
     has_gpu = report.info.has_gpu_activity
     ids = out.index.to_numpy()
     position = _lookup_table(ids, np.arange(len(out)))
@@ -409,6 +404,17 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
         zero = has_gpu and col in ("gpu_ops", "kernels", "gpu_busy_ns", "gpu_span_ns",
                                    "gpu_idle_ns", "gaps", "max_gap_ns", "streams")
         return 0.0 if zero else np.nan
+
+    # Each per-range result is put at its instances' rows as soon as it is made (_by_row):
+    # a Series by range id is its values and an index of ids, and held through the unions
+    # the two (streams and latencies) were 320 MB at 10 M ranges, on that report's peak.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        host_waits = pool.submit(_host_waits, att)
+        by_range = _RangeOrder.of(att)
+        streams = _by_row(_distinct_streams(by_range, att), ids, position, fill("streams"),
+                          fresh=True)
+        latency = _by_row(_kernel_latency_medians(by_range, att), ids, position,
+                          fill("launch_latency_ns"), fresh=True)
 
     # The unions write their numbers into the instances' columns, at each range's row.
     union = {c: _filled(len(out), fill(col)) for c, col in UNION_INSTANCE_COLUMNS.items()}
@@ -427,16 +433,16 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
         # Over the array as it is (pandas' constructor copies one).
         out[col] = pd.Series(union.pop(c), index=out.index, copy=False)
     cols = {
-        "kernels": kernels,
+        "kernels": _by_row(kernels, ids, position, fill("kernels"), fresh=True),
         "launch_latency_ns": latency,
-        "first_launch_ns": first_launch,
+        "first_launch_ns": _by_row(first_launch, ids, position, fill("first_launch_ns"),
+                                   fresh=True),
         "streams": streams,
     }
     del streams, latency, kernels, first_launch
-    # Each per-range result is dropped as soon as its column is made: with ten million
-    # ranges they are 80-160 MB each, and kept to the end they set the peak.
     for col in list(cols):
-        out[col] = _by_row(cols.pop(col), ids, position, fill(col))
+        # Over the array as it is (pandas copies an array set as a column).
+        out[col] = pd.Series(cols.pop(col), index=out.index, copy=False)
 
     out["gpu_device_busy_ns"], out["gpu_device_busy_cpu_ns"] = _device_busy_within(
         out, position, att, firsts,
@@ -476,17 +482,19 @@ def _zero_where_known(values: pd.Series) -> pd.Series:
 
 
 def _by_row(values: pd.Series, ids: np.ndarray, position: np.ndarray, fill: float,
-            dtype: str = "float64") -> np.ndarray:
+            dtype: str = "float64", fresh: bool = False) -> np.ndarray:
     """`values` (by range id) as `dtype` at the rows of `ids` (range ids), `fill` elsewhere:
     `values.reindex(ids).astype(dtype).fillna(fill)` by gathers through `position` (row by
     range id: _lookup_table), not a hash lookup of every id for each column. When every
-    range has a value, in the same order (a range-heavy report), a copy. A fill of 0 starts
+    range has a value, in the same order (a range-heavy report), a copy (`fresh`: the
+    values' own array, when they are the caller's to give away). A fill of 0 starts
     from np.zeros: pages the OS has not handed over yet, resident only where a value is
     written (most ranges have no blocking call or host copy: at 10 M ranges, six columns of
     76 MB, none of it resident, as long as the caller does not copy the array)."""
     keys = values.index.to_numpy()
     if len(keys) == len(ids) and np.array_equal(keys, ids):
-        return values.to_numpy(dtype=dtype, copy=True)
+        # `fresh`: the caller made `values` and drops it, so its array may be the result.
+        return values.to_numpy(dtype=dtype, copy=not fresh)
     out = _filled(len(ids), fill, dtype)
     at = position.take(keys.astype("int64", copy=False), mode="clip")
     known = at >= 0
@@ -877,6 +885,11 @@ def range_summary(instances: pd.DataFrame, att: Attribution,
         syncs=("syncs", "sum"), sync_ns=("sync_ns", "sum"), copies=("copies", "sum"),
         copy_bytes=("copy_bytes", "sum"), pageable_copies=("pageable_copies", "sum"),
     )
+    # Sums of unknowns are unknown (no CUDA trace), not zero.
+    unknown = g["gpu_busy_ns"].count() == 0
+    # The groupby holds its group numbers and sort order (two 64-bit arrays of the
+    # instances' size: 160 MB at 10 M ranges) as long as it lives: not through the medians.
+    del g
     # Medians a column at a time, by packed sort where the values are whole numbers (times
     # are): pandas' grouped median of five columns held ~300 MB over the instances and
     # took 2 s at 10 M ranges, on that report's peak.
@@ -884,15 +897,18 @@ def range_summary(instances: pd.DataFrame, att: Attribution,
                          ("gpu_busy_other_threads_median_ns", "gpu_busy_other_threads_ns"),
                          ("gpu_span_median_ns", "gpu_span_ns")):
         out[name] = _whole_median(group, inst[column].to_numpy()).reindex(out.index)
-    span = inst["gpu_span_ns"]
-    # Not kept among the instance columns: freed once its median is taken.
-    out["gpu_idle_share_median"] = _whole_median(
-        group, (inst["gpu_idle_ns"] / span).where(span > 0).to_numpy()).reindex(out.index)
+    # Not kept among the instance columns: freed once its median is taken. One array
+    # (NaN written where the span is not positive), not the quotient and its masked copy.
+    span = inst["gpu_span_ns"].to_numpy()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = inst["gpu_idle_ns"].to_numpy() / span
+    share[~(span > 0)] = np.nan
+    del span
+    out["gpu_idle_share_median"] = _whole_median(group, share).reindex(out.index)
+    del share
     out["launch_latency_median_ns"] = latency_by_group.reindex(out.index)
     out["names"] = _distinct_by_group(group, _name_codes(instances["name"])).reindex(out.index)
     out["processes"] = _distinct_by_group(group, instances["pid"].to_numpy()).reindex(out.index)
-    # Sums of unknowns are unknown (no CUDA trace), not zero.
-    unknown = g["gpu_busy_ns"].count() == 0
     out.loc[unknown, ["gpu_busy_total_ns", "gpu_ops", "kernels", "syncs", "sync_ns", "copies",
                       "copy_bytes", "pageable_copies"]] = np.nan
     # Each group's keys, from its first instance.
