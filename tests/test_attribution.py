@@ -268,3 +268,33 @@ def test_innermost_of_takes_each_events_innermost_pair():
     want = [expected.get(int(e), -1) for e in probe]
     np.testing.assert_array_equal(_innermost_of(pairs, probe), want)
     assert (_innermost_of(pairs.iloc[:0], probe) == -1).all()
+
+
+KERNEL_LAUNCHES = """
+SELECT k.start, r.start, r.globalTid FROM CUPTI_ACTIVITY_KIND_KERNEL k
+JOIN CUPTI_ACTIVITY_KIND_RUNTIME r
+  ON r.correlationId = k.correlationId AND (r.globalTid >> 24) = (k.globalPid >> 24)
+"""
+
+
+def test_family_launch_latency_pools_every_kernel_of_its_instances(monkeypatch):
+    """The range summary's launch latency of a family is the median over every kernel
+    launched inside any of its instances (backward: the main thread's and autograd's, under
+    the process rule), from SQL; the same by selection per family (the usual few families)
+    as by the packed sort that many families take. Fails if a family's latencies are
+    mixed with another's, or one instance's are left out."""
+    from statistics import median
+
+    import pandas as pd
+
+    from nsyswrap.analysis import ranges
+
+    kernels = sql(TRAIN, KERNEL_LAUNCHES)
+    expected = median(start - launch for rng in _instances("backward")
+                      for start, launch, tid in kernels
+                      if rng[0] <= launch <= rng[1] and tid >> 24 == rng[2] >> 24)
+    few = analyze(nsyswrap.load(TRAIN)).ranges
+    got = few.set_index("name").loc["backward", "launch_latency_median_ns"]
+    assert got == expected
+    monkeypatch.setattr(ranges, "FEW_GROUPS", 0)
+    pd.testing.assert_frame_equal(analyze(nsyswrap.load(TRAIN)).ranges, few)
