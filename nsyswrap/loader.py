@@ -34,6 +34,7 @@ from .queries import (
     BulkQueries,
     RuntimeQuery,
     launch_key_sql,
+    small_code_type,
     sql_list,
 )
 from .report import (
@@ -272,16 +273,21 @@ def _transfers(db: Database, queries: dict[str, str]) -> pd.DataFrame:
 
 @dataclass
 class _Launches:
-    """Runtime calls that launched GPU work, sorted by (process, correlation id) key."""
+    """Runtime calls that launched GPU work, sorted by (process, correlation id) key: each
+    one's start and launching thread (a code into `threads`, the few distinct ids)."""
 
     key: np.ndarray
     start_ns: np.ndarray
-    thread: np.ndarray
+    thread_code: np.ndarray
+    threads: np.ndarray  # sorted thread ids
+
+    def thread_ids(self) -> np.ndarray:
+        return self.threads[self.thread_code]
 
     def frame(self) -> pd.DataFrame:
         """The calls as rows again (launch_key, start_ns, thread), to extend them."""
         return pd.DataFrame({"launch_key": self.key, "start_ns": self.start_ns,
-                             "thread": self.thread})
+                             "thread": self.thread_ids()})
 
     def lookup(self, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(launch start, thread) for each key, -1 where no call matches."""
@@ -302,7 +308,7 @@ class _Launches:
             rows = order[found] + lo
             i = i[found]
             start[rows] = self.start_ns[i]
-            thread[rows] = self.thread[i]
+            thread[rows] = self.threads[self.thread_code[i]]
 
         # Chunks of STEP_ROWS at most: each holds five chunk-sized arrays (order, probes,
         # places, matches, rows), ~200 MB at once on two cores with 10 M kernels in four
@@ -311,13 +317,19 @@ class _Launches:
         return start, thread
 
 
+def _coded(thread: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, sorted distinct ids) of thread ids."""
+    threads, codes = np.unique(thread, return_inverse=True)
+    return codes.astype(small_code_type(len(threads))), threads
+
+
 def _runtime_calls(db: Database, query: RuntimeQuery) -> tuple[_Launches, pd.DataFrame]:
     """The runtime calls that may have launched GPU work (joined to it by
     _attach_launches), and those that block the host, in time order (API_COLUMNS): one
     read of the calls that can launch GPU work or block (a filter on their name ids, in
     SQLite), split slice by slice on the reader threads (queries.RuntimeSlice)."""
     if query.calls_sql is None:
-        return _Launches(*(np.array([], dtype="int64") for _ in range(3))), empty(API_COLUMNS)
+        return _Launches(*(np.array([], dtype="int64") for _ in range(4))), empty(API_COLUMNS)
     import pyarrow as pa
 
     parts = db.slices(query.calls_sql)
@@ -333,17 +345,25 @@ def _merged_launches(parts: list) -> _Launches:
     """The slices' launches (each sorted by key, in rowid order) as one table sorted by key,
     as one stable sort of all of them would give. `parts` are emptied as they are joined."""
     launches = [p.launches for p in parts]
+    # The slices' thread codes renumbered into one set of ids (a few dozen threads).
+    threads = np.unique(np.concatenate([s["threads"] for s in launches]
+                                       or [np.array([], "int64")]))
+    code_type = small_code_type(len(threads))
+    for s in launches:
+        s["thread_code"] = np.searchsorted(threads, s.pop("threads")).astype(code_type)[
+            s["thread_code"]]
     key = _joined(launches, "launch_key")
     trim_heap()  # the slices' keys, before the sort's arrays
     if len(parts) == 1:
-        return _Launches(key, _joined(launches, "start_ns"), _joined(launches, "thread"))
+        return _Launches(key, _joined(launches, "start_ns"), _joined(launches, "thread_code"),
+                         threads)
     # Sorted runs, one per slice: a stable sort merges them (timsort finds the runs). The
     # order 32-bit, held through three gathers (40 MB fewer at 10 M launches, on the load's
     # peak on a many-core host, where every slice of every table is read at once).
     order = compact_ids(np.argsort(key, kind="stable"))
     key = key[order]
     start = _joined(launches, "start_ns")[order]
-    return _Launches(key, start, _joined(launches, "thread")[order])
+    return _Launches(key, start, _joined(launches, "thread_code")[order], threads)
 
 
 def _joined(slices: list[dict[str, np.ndarray]], column: str) -> np.ndarray:
@@ -359,7 +379,7 @@ def _sorted_launches(df: pd.DataFrame) -> _Launches:
     order = np.argsort(key, kind="stable")
     key = key[order]
     start = df.pop("start_ns").to_numpy(dtype="int64")[order]
-    return _Launches(key, start, df.pop("thread").to_numpy(dtype="int64")[order])
+    return _Launches(key, start, *_coded(df.pop("thread").to_numpy(dtype="int64")[order]))
 
 
 def _attach_launches(db: Database, launches: _Launches,

@@ -424,7 +424,8 @@ def test_runtime_slices_split_and_merge_as_one_stable_sort():
     rng = np.random.default_rng(5)
     n = 400
     table = pa.table({"launch_key": rng.integers(0, 60, n), "start_ns": np.arange(n) * 10,
-                      "thread": rng.integers(1, 4, n), "end_ns": np.arange(n) * 10 + 5,
+                      "thread": 2**40 + rng.integers(1, 6, n),
+                      "end_ns": np.arange(n) * 10 + 5,
                       "name_id": rng.integers(0, 6, n)})
     cuts = [0, 90, 91, 250, n]
     parts = [RuntimeSlice.of(table.slice(a, b - a), blocking_ids=(2, 5))
@@ -433,7 +434,7 @@ def test_runtime_slices_split_and_merge_as_one_stable_sort():
     order = np.argsort(table["launch_key"].to_numpy(), kind="stable")
     assert merged.key.tolist() == table["launch_key"].to_numpy()[order].tolist()
     assert merged.start_ns.tolist() == table["start_ns"].to_numpy()[order].tolist()
-    assert merged.thread.tolist() == table["thread"].to_numpy()[order].tolist()
+    assert merged.thread_ids().tolist() == table["thread"].to_numpy()[order].tolist()
     blocking = pa.concat_tables([p.blocking for p in parts])
     assert blocking["start_ns"].to_pylist() == [
         s for s, i in zip(table["start_ns"].to_pylist(), table["name_id"].to_pylist(), strict=True)
