@@ -33,6 +33,7 @@ from .queries import (
     TID_BITS,
     BulkQueries,
     RuntimeQuery,
+    coded,
     launch_key_sql,
     small_code_type,
     sql_list,
@@ -320,12 +321,6 @@ class _Launches:
         return start, thread
 
 
-def _coded(thread: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(codes, sorted distinct ids) of thread ids."""
-    threads, codes = np.unique(thread, return_inverse=True)
-    return codes.astype(small_code_type(len(threads))), threads
-
-
 def _runtime_calls(db: Database, query: RuntimeQuery) -> tuple[_Launches, pd.DataFrame]:
     """The runtime calls that may have launched GPU work (joined to it by
     _attach_launches), and those that block the host, in time order (API_COLUMNS): one
@@ -382,7 +377,7 @@ def _sorted_launches(df: pd.DataFrame) -> _Launches:
     order = np.argsort(key, kind="stable")
     key = key[order]
     start = df.pop("start_ns").to_numpy(dtype="int64")[order]
-    return _Launches(key, start, *_coded(df.pop("thread").to_numpy(dtype="int64")[order]))
+    return _Launches(key, start, *coded(df.pop("thread").to_numpy(dtype="int64")[order]))
 
 
 def _attach_launches(db: Database, launches: _Launches,

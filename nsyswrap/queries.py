@@ -224,10 +224,17 @@ class RuntimeSlice:
         # The launching threads as codes into the slice's few distinct thread ids (a byte
         # a launch, not eight: the slices' threads were 80 MB at 10 M launches on the
         # load's peak, where the loader merges the slices).
-        threads, codes = np.unique(launches.pop("thread"), return_inverse=True)
-        launches["thread_code"] = codes.astype(small_code_type(len(threads)))
-        launches["threads"] = threads
+        launches["thread_code"], launches["threads"] = coded(launches.pop("thread"))
         return cls(launches, blocking)
+
+
+def coded(values):
+    """(codes, sorted distinct values) of integers that take a few values, the codes in the
+    narrowest integer type (small_code_type)."""
+    import numpy as np
+
+    distinct, codes = np.unique(values, return_inverse=True)
+    return codes.astype(small_code_type(len(distinct))), distinct
 
 
 def small_code_type(n: int):
