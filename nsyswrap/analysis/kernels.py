@@ -61,6 +61,9 @@ def _median_by_name(frame: pd.DataFrame, names: pd.Index, consume: bool) -> np.n
             and isinstance(names, pd.CategoricalIndex)
             and names.categories.equals(name.cat.categories)
             and (codes := name.cat.codes.to_numpy()).min() >= 0):
+        # pandas hands its column out read-only (copy-on-write); the frame is the caller's
+        # to give away, so its array may be overwritten, not copied (80 MB at 10 M).
+        duration.flags.writeable = True
         medians = grouped_median(codes, duration, consume=True)
         return medians.reindex(names.codes).to_numpy(dtype="float64")
     return frame.groupby("name", observed=True, sort=False)["duration"].median().reindex(
