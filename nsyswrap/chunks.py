@@ -45,6 +45,13 @@ SORT_TRIAL_ROWS = 1 << 16
 SORT_TRIAL_FROM = 1 << 18
 
 
+def small_code_type(n: int) -> type:
+    """The narrowest signed integer type for codes 0 .. n - 1."""
+    import numpy as np
+
+    return np.int8 if n <= 2**7 else np.int16 if n <= 2**15 else np.int32
+
+
 def ascending(values: np.ndarray) -> bool:
     """Whether `values` never decrease, a step at a time (each step one row into the next):
     no array-sized temporaries."""

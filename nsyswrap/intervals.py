@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import pandas as pd
 
-from .chunks import STEP_ROWS, even_bounds, map_chunks, sort_in_place, steps
+from .chunks import STEP_ROWS, even_bounds, map_chunks, small_code_type, sort_in_place, steps
 
 
 def assign_lanes(ranges: pd.DataFrame) -> np.ndarray:
@@ -187,6 +187,23 @@ def _grouped_median_of_steps(group_steps: Callable[[], Iterator[np.ndarray]],
     groups = np.concatenate(parts) if parts else np.array([], dtype="int64")
     keep = groups >= 0
     return grouped_median(groups[keep], values[keep])
+
+
+def coded_by_steps(values: Callable[[], Iterator[np.ndarray]], n: int
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, sorted distinct values) of `n` integers that take a few values, given a step
+    at a time (each call of `values` yields them anew, in order, in consecutive parts):
+    the distinct ones hashed step by step, then each value's place among them, in the
+    narrowest integer type (small_code_type). No array of the values' own width and size
+    (a factorization of every value held three: 200 MB at 10 M operations)."""
+    distinct = np.unique(np.concatenate([pd.unique(v) for v in values()]
+                                        or [np.zeros(0, "int64")]))
+    codes = np.empty(n, dtype=small_code_type(len(distinct)))
+    at = 0
+    for v in values():
+        codes[at:at + len(v)] = np.searchsorted(distinct, v)
+        at += len(v)
+    return codes, distinct
 
 
 def distinct_per_group(key: np.ndarray, width: int) -> pd.Series:

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ._memory import release_freed_memory, trim_heap
-from .chunks import STEP_ROWS, ascending, even_bounds, map_chunks, steps
+from .chunks import STEP_ROWS, ascending, even_bounds, map_chunks, small_code_type, steps
 from .database import Database, OpenReport, open_report
 from .intervals import compact_ids
 from .progress import NO_PROGRESS, Progress
@@ -35,7 +35,6 @@ from .queries import (
     RuntimeQuery,
     coded,
     launch_key_sql,
-    small_code_type,
     sql_list,
 )
 from .report import (

@@ -230,18 +230,13 @@ class RuntimeSlice:
 
 def coded(values):
     """(codes, sorted distinct values) of integers that take a few values, the codes in the
-    narrowest integer type (small_code_type)."""
+    narrowest integer type (chunks.small_code_type)."""
     import numpy as np
+
+    from .chunks import small_code_type
 
     distinct, codes = np.unique(values, return_inverse=True)
     return codes.astype(small_code_type(len(distinct))), distinct
-
-
-def small_code_type(n: int):
-    """The narrowest signed integer type for codes 0 .. n - 1."""
-    import numpy as np
-
-    return np.int8 if n <= 2**7 else np.int16 if n <= 2**15 else np.int32
 
 
 @dataclass

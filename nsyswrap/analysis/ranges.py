@@ -30,9 +30,9 @@ from ..intervals import (
     FEW_GROUPS,
     Cover,
     assign_lanes,
+    coded_by_steps,
     compact_ids,
     distinct_pairs_per_group,
-    distinct_per_group,
     events_in_ranges,
     few_groups_median,
     group_bounds,
@@ -162,16 +162,8 @@ def _int_categorical(parts: list[np.ndarray]) -> pd.Categorical:
     """The parts' integers, joined, as a categorical with sorted categories (codes in the
     values' order), made a step at a time: no joined 64-bit copy of the values."""
     parts = [p.astype("int64", copy=False) for p in parts]
-    categories = np.unique(np.concatenate(
-        [pd.unique(p[s]) for p in parts for s in steps(len(p))] or [np.zeros(0, "int64")]))
-    codes = np.empty(sum(len(p) for p in parts),
-                     dtype=np.int8 if len(categories) < 2**7
-                     else np.int16 if len(categories) < 2**15 else np.int32)
-    at = 0
-    for p in parts:
-        for s in steps(len(p)):
-            codes[at + s.start:at + min(s.stop, len(p))] = np.searchsorted(categories, p[s])
-        at += len(p)
+    codes, categories = coded_by_steps(
+        lambda: (p[s] for p in parts for s in steps(len(p))), sum(len(p) for p in parts))
     return pd.Categorical.from_codes(codes, categories=pd.Index(categories, dtype="int64"))
 
 
@@ -260,11 +252,9 @@ def _launches(ops: pd.DataFrame) -> pd.DataFrame:
 
 
 def _thread_ids(thread: pd.Series, rows: np.ndarray) -> np.ndarray:
-    """The 64-bit thread ids at `rows` of a thread column (gpu_ops' is categorical):
-    gathered from the categories, not from every row's id made first."""
-    if isinstance(thread.dtype, pd.CategoricalDtype):
-        return thread.cat.categories.to_numpy(dtype="int64")[thread.cat.codes.to_numpy()[rows]]
-    return thread.to_numpy(dtype="int64")[rows]
+    """The 64-bit thread ids at `rows` of gpu_ops' thread column (a categorical): gathered
+    from the categories, not from every row's id made first."""
+    return thread.cat.categories.to_numpy(dtype="int64")[thread.cat.codes.to_numpy()[rows]]
 
 
 def _innermost_of(pairs: pd.DataFrame, events: np.ndarray) -> np.ndarray:
@@ -562,14 +552,14 @@ def _kernel_latency_median(att: Attribution, group_of_range: np.ndarray) -> pd.S
     range ids past its end are in none). The pairs are read a step at a time, and the
     groups made anew in each of the median's passes: only the latencies are pair-sized
     (no gathered ranges or groups beside them: 80 MB at 10 M kernels)."""
+    groups_past = int(group_of_range.max()) + 1 if len(group_of_range) else 0
+    if 0 < groups_past <= FEW_GROUPS:
+        return _few_groups_latency_median(att, group_of_range, groups_past)
     pairs, ops = att.op_pairs, att.gpu_ops
     kernel_op = att.kernel_ops()
     event, range_id = pairs["event"].to_numpy(), pairs["range_id"].to_numpy()
     start, launch = ops["start_ns"].to_numpy(), ops["launch_start_ns"].to_numpy()
     parts = steps(len(pairs))
-    groups_past = int(group_of_range.max()) + 1 if len(group_of_range) else 0
-    if 0 < groups_past <= FEW_GROUPS:
-        return _few_groups_latency_median(att, group_of_range, groups_past)
     latency = np.empty(sum(int(np.count_nonzero(kernel_op[event[p]])) for p in parts),
                        dtype="int64")
     at = 0
@@ -799,32 +789,19 @@ def _distinct_streams(order: _RangeOrder, att: Attribution) -> pd.Series:
     ops = att.gpu_ops
     # Streams numbered per operation, then gathered per pair: the numbering reads the
     # operations once (not every pair). The count of distinct streams per range does not
-    # depend on the numbering: here each (device, stream)'s place among the distinct ones,
-    # found a step at a time (a report has a few dozen streams), so that the numbers are
-    # the one operation-sized array (a factorization of every operation's key held three:
-    # 200 MB at 10 M kernels).
+    # depend on the numbering: here each (device, stream)'s place among the distinct ones
+    # (a report has a few dozen streams), the one operation-sized array.
     device, stream = ops["device_id"].to_numpy(), ops["stream_id"].to_numpy()
-
-    def keys(part: slice) -> np.ndarray:
-        return (device[part].astype("int64") << 32) | stream[part].astype("int64")
-
-    parts = steps(len(ops))
-    uniques = np.unique(np.concatenate([pd.unique(keys(p)) for p in parts]
-                                       or [np.zeros(0, "int64")]))
-    codes = np.empty(len(ops), dtype=np.int32 if len(uniques) < 2**31 else np.int64)
-    for part in parts:
-        codes[part] = np.searchsorted(uniques, keys(part))
-    width = max(len(uniques), 1)
+    codes, distinct = coded_by_steps(
+        lambda: ((device[p].astype("int64") << 32) | stream[p].astype("int64")
+                 for p in steps(len(ops))), len(ops))
+    width = max(len(distinct), 1)
 
     def counts(range_id: np.ndarray, rows: np.ndarray) -> pd.Series:
-        # (range, stream) as one integer, ranges counted from the chunk's first: the
-        # chunk's few ranges make a small table of places (distinct_per_group).
+        # Ranges counted from the chunk's first: the chunk's few ranges make a small
+        # table of places.
         first = int(range_id[0])
-        key = range_id.astype("int64")
-        key -= first
-        key *= width
-        key += codes[rows]
-        out = distinct_per_group(key, width)
+        out = distinct_pairs_per_group(range_id - first, codes[rows], width)
         out.index += first
         return out
 
@@ -1028,16 +1005,10 @@ def _work_per_thread(ops: pd.DataFrame) -> pd.DataFrame:
     devices it ran on. Threads and devices are few: numbered once, then everything is
     counts over the numbers, a step of operations at a time (whole-table codes, durations
     and keys were ~400 MB of temporaries at 10 M kernels, the analysis' peak)."""
-    thread = ops["thread"]
-    if isinstance(thread.dtype, pd.CategoricalDtype):
-        # The categorical's own numbers (gpu_ops), not its ids made again per operation.
-        threads, thread = pd.Index(thread.cat.categories, dtype="int64"), thread.cat.codes
-        thread = thread.to_numpy()
-        number = (lambda part: thread[part])  # noqa: E731
-    else:
-        thread = thread.to_numpy()
-        threads = pd.Index(pd.unique(thread))  # in order of appearance
-        number = (lambda part: threads.get_indexer(thread[part]))  # noqa: E731
+    # The threads numbered by gpu_ops' categorical: its own codes, not its ids made again
+    # per operation.
+    threads = pd.Index(ops["thread"].cat.categories, dtype="int64")
+    thread = ops["thread"].cat.codes.to_numpy()
     devices = pd.Index(pd.unique(ops["device_id"].to_numpy()))
     n, width = len(threads), max(len(devices), 1)
     kernel = (ops["kind"] == "kernel").to_numpy()
@@ -1047,7 +1018,7 @@ def _work_per_thread(ops: pd.DataFrame) -> pd.DataFrame:
     kernel_ns = np.zeros(n, dtype="int64")
     thread_devices = []
     for part in steps(len(thread)):
-        codes = number(part).astype("int64")
+        codes = thread[part].astype("int64")
         gpu_ops += np.bincount(codes, minlength=n)
         is_kernel = kernel[part]
         kernel_codes = codes[is_kernel]
