@@ -310,7 +310,11 @@ def compare_command(reports, fmt, output, section, instances, top, thresholds, f
     # The report's bulk reads start now and run on their threads (SQLite in C, without the
     # GIL) while pandas and the analysis are imported: ~0.5 s of start-up overlapped with
     # the reads (docs/performance.md, stop 17).
-    with open_report(report, cache_dir=cache_dir, nsys=nsys, progress=steps) as opened:
+    # Formats that draw every GPU operation (a page's timeline, a trace) need them all;
+    # the others get the same numbers from the streamed analysis, in memory bounded by
+    # the report's ranges, not its operations (docs/performance.md).
+    with open_report(report, cache_dir=cache_dir, nsys=nsys, progress=steps,
+                     stream_operations=fmt not in FILE_FORMATS) as opened:
         fail_codes = _parse_fail_on(fail_on)
         from .compare import compare
 

@@ -42,7 +42,8 @@ class Comparison:
 def compare(report: Report | OpenReport | str | os.PathLike,
             thresholds: Thresholds | None = None, *,
             by_process: bool = False, attribution: str = "process", all_domains: bool = False,
-            progress: Progress = NO_PROGRESS, **load_options) -> Comparison:
+            progress: Progress = NO_PROGRESS, operations: bool = True,
+            **load_options) -> Comparison:
     """Analyse a report (a loaded Report, a path, or a report database.open_report opened)
     and diagnose what distorts its timings.
 
@@ -52,16 +53,60 @@ def compare(report: Report | OpenReport | str | os.PathLike,
         backward) or "thread" (nsys's rule, as nvtx_gpu_proj_sum).
     all_domains: findings also cover ranges of libraries' NVTX domains (NCCL, cuDNN, ...).
     progress: shows the long steps (nsyswrap.progress).
+    operations: keep every GPU operation and (range, operation) pair in the analysis
+        (`analysis.attribution.gpu_ops`, `op_pairs`), as the html and trace formats and
+        the many-report summaries need. False streams them instead (analysis.streamed):
+        the same numbers in memory bounded by the report's ranges, not its operations. A
+        report opened with open_report(..., stream_operations=True) is streamed; a loaded
+        Report is analysed whole.
     """
-    owned = not isinstance(report, Report)  # loaded here: nobody else holds it
-    if owned:
-        report = load(report, progress=progress, **load_options)
     thresholds = thresholds or Thresholds()
-    with progress.step("analysing"):
-        analysis = analyze(report, by_process=by_process, attribution=attribution,
-                           all_domains=all_domains, consume=owned)
-        findings = diagnose(analysis, thresholds)
+    if not isinstance(report, Report | OpenReport) and not operations:
+        from .database import open_report
+
+        with open_report(report, progress=progress, stream_operations=True,
+                         **load_options) as opened:
+            return compare(opened, thresholds, by_process=by_process,
+                           attribution=attribution, all_domains=all_domains,
+                           progress=progress)
+    options = {"by_process": by_process, "attribution": attribution,
+               "all_domains": all_domains}
+    done = None
+    if isinstance(report, OpenReport) and report.stream_operations:
+        done = _streamed(report, thresholds, progress, options)
+    if done is None:
+        owned = not isinstance(report, Report)  # loaded here: nobody else holds it
+        if owned:
+            report = load(report, progress=progress, **load_options)
+        with progress.step("analysing"):
+            analysis = analyze(report, consume=owned, **options)
+            findings = diagnose(analysis, thresholds)
+    else:
+        analysis, findings = done
     return Comparison(analysis, findings, thresholds, _with_verdicts(analysis, findings))
+
+
+def _streamed(opened: OpenReport, thresholds: Thresholds, progress: Progress,
+              options: dict) -> tuple[Analysis, list[Finding]] | None:
+    """The streamed analysis of a report opened for it, and its findings; or None where
+    the report cannot be streamed (operations.StreamFallback), with its reads started for
+    the whole analysis."""
+    from .analysis.streamed import analyze_streamed
+    from .loader import read_without_operations
+    from .operations import OperationStream, StreamFallback
+
+    with progress.step(f"loading {opened.db.path.name}"):
+        report, rest = read_without_operations(opened)
+    stream = OperationStream(opened.db, opened.queries)
+    try:
+        with progress.step("analysing"):
+            analysis = analyze_streamed(report, stream, rest, **options)
+            return analysis, diagnose(analysis, thresholds)
+    except StreamFallback:
+        stream.close()
+        del report, rest, stream
+        opened.read_whole()
+        return None
 
 
 def _with_verdicts(analysis: Analysis, findings: list[Finding]) -> pd.DataFrame:

@@ -15,7 +15,7 @@ import re
 import sqlite3
 import time
 import urllib.parse
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,6 +52,10 @@ SLICES_PER_READER = 2
 # then stayed near 0.95 GiB, where it had reached 1.4 GiB in one traced run; the load's
 # peak as a whole did not move measurably: docs/performance.md, stop 25).
 MAX_SLICE_ROWS = 1_000_000
+# Rows per slice of a streamed read, at most (Database.stream): each of the few slices in
+# flight or held is its rows' columns, ~70 B a row once the stream has made them its own
+# (operations.py), and a quarter of a million rows keep that near 20 MB a slice.
+STREAM_SLICE_ROWS = 1 << 18
 # Rows per record batch from the ADBC SQLite driver (its default is 1024). Each batch is a
 # few small allocations per column, freed only when every column of that batch is: with
 # 1024-row batches, 10 M NVTX ranges read as 9766 batches took 583 MiB of RSS for 471 MiB
@@ -69,6 +73,15 @@ class OpenReport:
     db: Database
     queries: BulkQueries
     notes: list[str] = field(default_factory=list)  # said about the file before loading
+    # Opened for the streamed analysis: the operations' and runtime calls' reads are not
+    # under way (see open_report).
+    stream_operations: bool = False
+
+    def read_whole(self) -> None:
+        """Start the reads a stream left out (the whole analysis after all: a report the
+        stream gave up on)."""
+        self.stream_operations = False
+        self.db.prefetch(*self.queries.in_order(), reducers=self.queries.reducers())
 
     def __enter__(self) -> OpenReport:
         return self
@@ -81,12 +94,15 @@ class OpenReport:
 
 
 def open_report(path: str | os.PathLike, *, cache_dir: str | os.PathLike | None = None,
-                nsys: str | None = None, progress: Progress = NO_PROGRESS) -> OpenReport:
+                nsys: str | None = None, progress: Progress = NO_PROGRESS,
+                stream_operations: bool = False) -> OpenReport:
     """Open an nsys report (`.sqlite` export, or `.nsys-rep`, exported on the fly) and start
     its bulk reads. A `.nsys-rep` is exported with `nsys export --type sqlite` into the
     cache folder (`cache_dir`, else $NSYSWRAP_CACHE, else ~/.cache/nsyswrap), never beside
     the original. Raises BadInputError with a one-line message for anything that is not a
-    usable report."""
+    usable report. `stream_operations`: the GPU operations and runtime calls will be read
+    as a stream (operations.OperationStream), a few slices at a time, so only the other
+    reads start here."""
     source = Path(path)
     if not source.exists():
         raise BadInputError(f"{source}: no such file")
@@ -115,11 +131,12 @@ def open_report(path: str | os.PathLike, *, cache_dir: str | os.PathLike | None 
                 "(no StringIds or export metadata table)"
             )
         queries = BulkQueries.of(db)
-        db.prefetch(*queries.in_order(), reducers=queries.reducers())
+        db.prefetch(*(queries.not_operations() if stream_operations else queries.in_order()),
+                    reducers=queries.reducers())
     except BaseException:
         db.close()
         raise
-    return OpenReport(source, db, queries, notes)
+    return OpenReport(source, db, queries, notes, stream_operations)
 
 
 def check_sqlite_file(path: Path) -> None:
@@ -244,14 +261,45 @@ class Database:
             return [f.result() for f in futures]
         return [self._read(part, self._reducers.get(sql)) for part in self._slices(sql)]
 
+    def stream(self, sql: str, reduce: Callable | None = None, ahead: int | None = None,
+               max_rows: int = STREAM_SLICE_ROWS) -> Iterator:
+        """The query's rowid slices in order (see _slices; at most `max_rows` rowids each),
+        each as `reduce` makes it of its Arrow table, read on the reader threads at most
+        `ahead` slices ahead of the one the caller holds (default: one per reader thread):
+        for reads whose slices are used one at a time and dropped (the streamed analysis's
+        operations and launches), so that the slices in memory stay a few however big the
+        table is."""
+        from collections import deque
+        from concurrent.futures import ThreadPoolExecutor
+
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=min(cores(), MAX_READERS))
+        parts = iter(self._slices(sql, max_rows))
+        in_flight: deque = deque()
+        ahead = max(1, ahead if ahead is not None else min(cores(), MAX_READERS))
+        try:
+            while True:
+                while len(in_flight) < ahead:
+                    part = next(parts, None)
+                    if part is None:
+                        break
+                    in_flight.append(self._pool.submit(self._read, part, reduce))
+                if not in_flight:
+                    return
+                yield in_flight.popleft().result()
+        finally:
+            for future in in_flight:
+                future.cancel()
+
     def _read(self, sql: str, reduce: Callable | None):
         # No reference to the table here while it is reduced: the reducer may free it.
         return self._fetch(sql) if reduce is None else reduce(self._fetch(sql))
 
-    def _slices(self, sql: str) -> list[str]:
+    def _slices(self, sql: str, max_rows: int | None = None) -> list[str]:
         """A bulk query written with ROWS (a scan of one table) as queries over disjoint
         rowid slices, in rowid order: SLICES_PER_READER per core, or more where such slices
-        would span more than MAX_SLICE_ROWS rowids, and none under SLICE_ROWS."""
+        would span more than `max_rows` (default MAX_SLICE_ROWS) rowids, and none under
+        SLICE_ROWS."""
         if ROWS not in sql:
             return [sql]
         table, alias = re.search(r"\bFROM\s+(\w+)(?:\s+AS\s+(\w+))?", sql).groups()
@@ -266,7 +314,8 @@ class Database:
         if lo is None or hi is None:  # empty, or a view (whose rowid SQLite reads as NULL)
             return [sql.replace(ROWS, "1")]
         rows = hi - lo + 1
-        parts = max(1, min(max(SLICES_PER_READER * cores(), -(-rows // MAX_SLICE_ROWS)),
+        max_rows = max_rows or MAX_SLICE_ROWS
+        parts = max(1, min(max(SLICES_PER_READER * cores(), -(-rows // max_rows)),
                            rows // SLICE_ROWS))
         cuts = [lo - 1 + (hi - lo + 1) * i // parts for i in range(parts + 1)]
         return [sql.replace(ROWS, f"{rowid} > {a} AND {rowid} <= {b}")

@@ -335,102 +335,139 @@ def events_in_ranges(ranges: pd.DataFrame, events: pd.DataFrame,
     event (with_innermost). Without `by_event`, range_id and event alone, in the search's
     order: for a caller that joins them with other pairs and sorts them all at once.
     Per lane and thread of the ranges (where they never overlap), a binary search of the
-    events' times among the ranges' starts.
+    events' times among the ranges' starts (RangeSearch, prepared for this one search).
     """
-    cols = {"range_id": "int64", "event": "int64"} | ({"innermost": bool} if by_event else {})
-    if ranges.empty or events.empty:
+    columns = RangeSearch(ranges, key).pairs(events)
+    if columns is None:
+        cols = {"range_id": "int64", "event": "int64"} | ({"innermost": bool} if by_event
+                                                           else {})
         return pd.DataFrame({c: pd.Series(dtype=t) for c, t in cols.items()})
-    ev_key, key_ids = _sort_keys(events[key])
-    ev_time = events["time_ns"].to_numpy(dtype="int64")
-    order = np.lexsort((ev_time, ev_key))
-    ev_time = ev_time[order]
-    # The events of each key: a slice of the sorted events, found from a few bounds (the
-    # sorted keys themselves, an event-sized array, are not kept through the search).
-    key_values, key_bounds = _runs(ev_key[order])
-    del ev_key
-    if key_ids is not None:
-        key_values = key_ids[key_values]
-    # The labels in that order, 32-bit where they fit; a RangeIndex's labels are the order
-    # itself. At 10 M launches each event-sized copy held through the search (the order,
-    # the keys, 64-bit labels) was 80 MB on the attribution's peak.
-    index = events.index
-    if isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1:
-        ev_label = compact_ids(order)
-    else:
-        ev_label = compact_ids(index.to_numpy())[order]
-    del order
-
-    def events_of(k: int) -> tuple[int, int]:
-        """[lo, hi) of key k's events (empty when it has none)."""
-        i = int(np.searchsorted(key_values, k))
-        if i < len(key_values) and key_values[i] == k:
-            return int(key_bounds[i]), int(key_bounds[i + 1])
-        return 0, 0
-
-    r_thread = ranges["thread"].to_numpy(dtype="int64")
-    r_key = ranges[key].to_numpy(dtype="int64")
-    r_lane = ranges["lane"].to_numpy(dtype="int64")
-    r_start = ranges["start_ns"].to_numpy(dtype="int64")
-    r_end = ranges["end_ns"].to_numpy(dtype="int64")
-    r_id = ranges["range_id"].to_numpy(dtype="int64")
-    # By (lane, thread, start); ranges come in start order, so a stable sort by the other
-    # two alone (small_key_order) usually does it.
-    r_order = small_key_order(r_thread, r_lane) if np.all(r_start[1:] >= r_start[:-1]) else None
-    if r_order is None:
-        r_order = np.lexsort((r_start, r_thread, r_lane))
-    r_thread, r_key, r_lane, r_start, r_end, r_id = (
-        a[r_order] for a in (r_thread, r_key, r_lane, r_start, r_end, r_id))
-    # The pairs' two id columns as 32-bit where they fit: at 10 M kernels a report has
-    # ~20 M pairs, held through the whole analysis.
-    r_id = compact_ids(r_id)
-
-    def segment(lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-        """The pairs of one (lane, thread) segment of the ranges: its ranges are disjoint and
-        sorted, so each holds a slice of its key's events (sorted by time), found by binary
-        searches of the ranges' edges. An event goes to the last range starting at or before
-        it, when it is inside (a range that ends where the next starts gives that event to
-        the next). The temporaries scale with the pairs, not with all the key's events."""
-        e_lo, e_hi = events_of(int(r_key[lo]))
-        if e_lo == e_hi:
-            return None
-        times = ev_time[e_lo:e_hi]
-        first = np.searchsorted(times, r_start[lo:hi], side="left")
-        last = np.searchsorted(times, r_end[lo:hi], side="right")
-        np.minimum(last[:-1], first[1:], out=last[:-1])
-        counts = np.maximum(last - first, 0)
-        total = int(counts.sum())
-        if total == 0:
-            return None
-        # Each pair's range, repeated from the ids themselves, and its event: its range's
-        # first event plus its place in the range's slice, 32-bit where the key's events
-        # and the pairs number under 2**31. A segment can hold most of a report's pairs
-        # (the outermost lane of the main thread, under the process rule): every
-        # pair-sized temporary here is 4 bytes a pair, not 8 (a 64-bit range number per
-        # pair, and 64-bit rows and their offsets, were ~190 MB at 6 M pairs).
-        rows = _rows_of_runs(first, counts,
-                             np.int32 if max(e_hi - e_lo, total) < 2**31 else np.int64)
-        return np.repeat(r_id[lo:hi], counts), ev_label[e_lo:e_hi][rows]
-
-    # Segments of (lane, thread) among the ranges, on every core (chunks.py), weighed by
-    # the events of their key.
-    seg = np.flatnonzero(np.r_[True, (np.diff(r_lane) != 0) | (np.diff(r_thread) != 0), True])
-    weight = np.array([hi - lo for lo, hi in map(events_of, r_key[seg[:-1]].tolist())],
-                      dtype="int64")
-    found = [list(p) for p in map_chunks(segment, list(zip(
-        seg[:-1].tolist(), seg[1:].tolist(), strict=True)), weight) if p is not None]
-    if not found:
-        return pd.DataFrame({c: pd.Series(dtype=t) for c, t in cols.items()})
-    # Column by column, each segment's part dropped once joined: the pairs and one column,
-    # not the pairs twice (the segments' arrays beside their concatenation).
-    columns = {}
-    for i, c in enumerate(("range_id", "event")):
-        columns[c] = np.concatenate([p[i] for p in found])
-        for p in found:
-            p[i] = None
-    del found
     if not by_event:
         return pd.DataFrame(columns, copy=False)
     return _sorted_by_event(columns, range_starts(ranges))
+
+
+class RangeSearch:
+    """Ranges prepared for events_in_ranges' search once, for any number of event sets:
+    sorted by (lane, thread, start) and cut into (lane, thread) segments, whose ranges never
+    overlap. The streamed analysis searches each chunk of operations in turn; a search
+    looks only at the ranges of each segment that reach the events' time span (binary
+    searches of the segment's starts and ends), so a chunk costs its own pairs, not a pass
+    over every range.
+
+    ranges: range_id, thread, start_ns, end_ns, lane (from assign_lanes) and `key`."""
+
+    def __init__(self, ranges: pd.DataFrame, key: str = "thread") -> None:
+        self.key = key
+        r_thread = ranges["thread"].to_numpy(dtype="int64")
+        r_key = ranges[key].to_numpy(dtype="int64")
+        r_lane = ranges["lane"].to_numpy(dtype="int64")
+        r_start = ranges["start_ns"].to_numpy(dtype="int64")
+        # By (lane, thread, start); ranges come in start order, so a stable sort by the
+        # other two alone (small_key_order) usually does it.
+        order = (small_key_order(r_thread, r_lane) if np.all(r_start[1:] >= r_start[:-1])
+                 else None)
+        if order is None:
+            order = np.lexsort((r_start, r_thread, r_lane))
+        self.start = r_start[order]
+        self.end = ranges["end_ns"].to_numpy(dtype="int64")[order]
+        # The pairs' range ids as 32-bit where they fit: at 10 M kernels a report has
+        # ~20 M pairs, held through the whole analysis.
+        self.range_id = compact_ids(ranges["range_id"].to_numpy(dtype="int64")[order])
+        r_thread, r_lane, r_key = r_thread[order], r_lane[order], r_key[order]
+        seg = np.flatnonzero(np.r_[True, (np.diff(r_lane) != 0) | (np.diff(r_thread) != 0),
+                                   True]) if len(order) else np.zeros(1, "int64")
+        self.bounds = list(zip(seg[:-1].tolist(), seg[1:].tolist(), strict=True))
+        self.segment_key = r_key[seg[:-1]]  # each segment's key (its thread's, or process)
+        del order, r_thread, r_lane, r_key
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+    def pairs(self, events: pd.DataFrame) -> dict[str, np.ndarray] | None:
+        """range_id and event (the event's row label) of every pair, in the search's order
+        (segment by segment), or None for none. events: time_ns and the search's key."""
+        if len(self) == 0 or events.empty:
+            return None
+        ev_key, key_ids = _sort_keys(events[self.key])
+        ev_time = events["time_ns"].to_numpy(dtype="int64")
+        order = np.lexsort((ev_time, ev_key))
+        ev_time = ev_time[order]
+        # The events of each key: a slice of the sorted events, found from a few bounds (the
+        # sorted keys themselves, an event-sized array, are not kept through the search).
+        key_values, key_bounds = _runs(ev_key[order])
+        del ev_key
+        if key_ids is not None:
+            key_values = key_ids[key_values]
+        # The labels in that order, 32-bit where they fit; a RangeIndex's labels are the
+        # order itself. At 10 M launches each event-sized copy held through the search (the
+        # order, the keys, 64-bit labels) was 80 MB on the attribution's peak.
+        index = events.index
+        if isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1:
+            ev_label = compact_ids(order)
+        else:
+            ev_label = compact_ids(index.to_numpy())[order]
+        del order
+        r_start, r_end, r_id = self.start, self.end, self.range_id
+
+        def events_of(k: int) -> tuple[int, int]:
+            """[lo, hi) of key k's events (empty when it has none)."""
+            i = int(np.searchsorted(key_values, k))
+            if i < len(key_values) and key_values[i] == k:
+                return int(key_bounds[i]), int(key_bounds[i + 1])
+            return 0, 0
+
+        def segment(lo: int, hi: int) -> tuple[np.ndarray, np.ndarray] | None:
+            """The pairs of one (lane, thread) segment of the ranges: its ranges are disjoint
+            and sorted, so each holds a slice of its key's events (sorted by time), found by
+            binary searches of the ranges' edges. An event goes to the last range starting
+            at or before it, when it is inside (a range that ends where the next starts
+            gives that event to the next). Only the segment's ranges that reach the events'
+            time span are searched (their ends ascend too): the temporaries scale with the
+            pairs, not with all the key's events or all the segment's ranges."""
+            e_lo, e_hi = events_of(int(self.segment_key[seg_of[lo]]))
+            if e_lo == e_hi:
+                return None
+            times = ev_time[e_lo:e_hi]
+            hi = lo + int(np.searchsorted(r_start[lo:hi], times[-1], side="right"))
+            lo += int(np.searchsorted(r_end[lo:hi], times[0], side="left"))
+            if lo >= hi:
+                return None
+            first = np.searchsorted(times, r_start[lo:hi], side="left")
+            last = np.searchsorted(times, r_end[lo:hi], side="right")
+            np.minimum(last[:-1], first[1:], out=last[:-1])
+            counts = np.maximum(last - first, 0)
+            total = int(counts.sum())
+            if total == 0:
+                return None
+            # Each pair's range, repeated from the ids themselves, and its event: its range's
+            # first event plus its place in the range's slice, 32-bit where the key's events
+            # and the pairs number under 2**31. A segment can hold most of a report's pairs
+            # (the outermost lane of the main thread, under the process rule): every
+            # pair-sized temporary here is 4 bytes a pair, not 8 (a 64-bit range number per
+            # pair, and 64-bit rows and their offsets, were ~190 MB at 6 M pairs).
+            rows = _rows_of_runs(first, counts,
+                                 np.int32 if max(e_hi - e_lo, total) < 2**31 else np.int64)
+            return np.repeat(r_id[lo:hi], counts), ev_label[e_lo:e_hi][rows]
+
+        # Segments of (lane, thread) among the ranges, on every core (chunks.py), weighed by
+        # the events of their key; those whose key has no events are not visited.
+        seg_of = {lo: i for i, (lo, _) in enumerate(self.bounds)}
+        weight = np.array([hi - lo for lo, hi in map(events_of, self.segment_key.tolist())],
+                          dtype="int64")
+        busy = np.flatnonzero(weight)
+        found = [list(p) for p in map_chunks(segment, [self.bounds[i] for i in busy.tolist()],
+                                             weight[busy]) if p is not None]
+        if not found:
+            return None
+        # Column by column, each segment's part dropped once joined: the pairs and one column,
+        # not the pairs twice (the segments' arrays beside their concatenation).
+        columns = {}
+        for i, c in enumerate(("range_id", "event")):
+            columns[c] = np.concatenate([p[i] for p in found])
+            for p in found:
+                p[i] = None
+        return columns
 
 
 def _sort_keys(key: pd.Series) -> tuple[np.ndarray, np.ndarray | None]:
@@ -689,20 +726,37 @@ def group_bounds(g: np.ndarray, size: int, heads: np.ndarray | None = None
 UNION_CHUNK = 1 << 17
 
 
-def _union_sorted(g: np.ndarray, start: np.ndarray, end: np.ndarray) -> dict[str, np.ndarray]:
-    """union_stats of whole groups, sorted by (group, start), as arrays (and the groups)."""
+def _union_sorted(g: np.ndarray, start: np.ndarray, end: np.ndarray,
+                  prior: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    """union_stats of whole groups, sorted by (group, start), as arrays (and the groups).
+    `prior`: (seen, horizon), per group in order: groups seen before (in an earlier chunk of
+    a time-ordered stream, whose intervals all started no later than these) carry on from
+    the horizon (the latest end) their earlier intervals reached, so that a group's numbers
+    over chunks add up to the numbers over all its intervals at once: its first interval
+    here covers only what lies past that horizon, and a gap before it counts."""
     if len(g) == 0:  # a chunk whose rows were all left out
         return {"group": g, **{c: np.zeros(0, dtype="int64") for c in UNION_COLUMNS}}
     first = np.r_[True, g[1:] != g[:-1]]
     heads = np.flatnonzero(first)
     # Running max of ends within each group, shifted by one: the covered horizon before row i.
     running = pd.Series(end).groupby(np.cumsum(first)).cummax().to_numpy()
+    if prior is not None:
+        seen, reached = prior
+        counts = np.diff(np.r_[heads, len(g)])
+        running = np.maximum(running, np.repeat(
+            np.where(seen, reached, np.iinfo(np.int64).min), counts))
+        first = first.copy()
+        first[heads[seen]] = False  # carried on: no group's first interval overall
     horizon = np.r_[0, running[:-1]]
+    if prior is not None:
+        horizon[heads[seen]] = reached[seen]
     covered = np.where(first, end - start, np.clip(end - np.maximum(start, horizon), 0, None))
     gap = np.where(first, 0, np.clip(start - horizon, 0, None))
     busy = np.add.reduceat(covered, heads)
     first_start = start[heads]  # sorted by start within each group
     last_end = np.maximum.reduceat(end, heads)
+    if prior is not None:
+        last_end = np.where(seen, np.maximum(last_end, reached), last_end)
     return {
         "group": g[heads],
         "busy_ns": busy,

@@ -80,7 +80,7 @@ def load(path: str | os.PathLike | OpenReport, *,
 
 
 def _read_report(opened: OpenReport) -> Report:
-    db, queries, notes = opened.db, opened.queries, list(opened.notes)
+    db, queries = opened.db, opened.queries
     runtime = queries.runtime
     kernels = _kernels(db, queries.kernels)
     trim_heap()  # the kernel slices' arrays, freed as they were joined (_memory.trim_heap)
@@ -93,36 +93,76 @@ def _read_report(opened: OpenReport) -> Report:
     del launches
     _with_launch_ids(kernels)
     kernels, transfers = kernels[KERNEL_COLUMNS], transfers[TRANSFER_COLUMNS]
+    report, rest = read_without_operations(opened)
+    operation_notes: list[str] = []
+    kernels = _drop_reversed(kernels, "kernel", operation_notes)
+    transfers = _drop_reversed(transfers, "copy or memset", operation_notes)
+    report.kernels, report.transfers, report.api_calls = kernels, transfers, api_calls
+    # By hashing (pd.unique), not sorting: ten million kernels share a few pids.
+    pids = set().union(*(pd.unique(f["pid"].to_numpy(dtype="int64")).tolist()
+                         for f in (kernels, transfers)))
+    rest.complete(report, operation_notes, last_call_ns, len(kernels) + len(transfers), pids)
+    return report
+
+
+@dataclass
+class WithoutOperations:
+    """What read_without_operations leaves to say once the operations are read (complete):
+    the notes around theirs, and the processes with NVTX ranges."""
+
+    db: Database
+    notes_before: list[str]  # the file's, and the unended ranges'
+    notes_after: list[str]  # the ranges' with broken timestamps
+    range_pids: set[int]
+
+    def complete(self, report: Report, operation_notes: list[str], last_call_ns: int | None,
+                 operations: int, operation_pids: set[int]) -> None:
+        """Finish `report`'s info once its GPU operations are known: notes in the order the
+        reads made them, a lost GPU trace, the names of the processes that did anything.
+        `operations`: how many GPU operations; `operation_pids`: the processes that ran
+        them; `last_call_ns`: the start of the last runtime call that could launch GPU work
+        or block (None without any)."""
+        info = report.info
+        notes = [*self.notes_before, *operation_notes, *self.notes_after]
+        if not info.has_cuda:
+            notes.append("no CUDA trace in this report (profile with -t cuda): "
+                         "GPU columns are empty")
+        if not info.has_nvtx:
+            notes.append("no NVTX events in this report (profile with -t nvtx and annotate "
+                         "code with nsyswrap.annotate): no per-range analysis")
+        info.notes[:0] = notes  # before any alert already raised
+        _check_gpu_trace(info, last_call_ns, operations, len(report.ranges))
+        active = self.range_pids | operation_pids
+        info.processes = {pid: name for pid, name in _process_names(self.db).items()
+                          if pid in active}
+
+
+def read_without_operations(opened: OpenReport) -> tuple[Report, WithoutOperations]:
+    """The report but its GPU operations and runtime calls (empty frames), and what is left
+    to do once they are read (WithoutOperations.complete): the reads the streamed analysis
+    needs whole (ranges, marks, clock samples, the report's description)."""
+    db, queries = opened.db, opened.queries
+    notes = list(opened.notes)
     domains = _nvtx_domains(db, queries)
     ranges, unterminated = _nvtx_ranges(db, queries, domains)
     if unterminated:
         notes.append(f"{unterminated} NVTX range(s) never ended (program exited inside them); "
                      "left out")
-    kernels = _drop_reversed(kernels, "kernel", notes)
-    transfers = _drop_reversed(transfers, "copy or memset", notes)
-    ranges = _drop_reversed(ranges, "NVTX range", notes)
+    range_notes: list[str] = []
+    ranges = _drop_reversed(ranges, "NVTX range", range_notes)
     marks = _nvtx_marks(db, queries, domains)
     gpu_metrics = _gpu_clock_metrics(db)
 
     info = _report_info(db, opened.source)
-    info.notes.extend(notes)
     info.has_cuda = KERNEL_TABLE in db.tables or RUNTIME_TABLE in db.tables
     info.has_nvtx = NVTX_TABLE in db.tables
     info.has_osrt = "OSRT_API" in db.tables
     info.has_gpu_metrics = not gpu_metrics.empty
-    if not info.has_cuda:
-        info.notes.append("no CUDA trace in this report (profile with -t cuda): "
-                          "GPU columns are empty")
-    if not info.has_nvtx:
-        info.notes.append("no NVTX events in this report (profile with -t nvtx and annotate "
-                          "code with nsyswrap.annotate): no per-range analysis")
-    _check_gpu_trace(info, last_call_ns, kernels, transfers, ranges)
-    # By hashing (pd.unique), not sorting: ten million kernels share a few pids.
-    active_pids = set().union(*(pd.unique(f["pid"].to_numpy(dtype="int64")).tolist()
-                                for f in (kernels, transfers, ranges)))
-    info.processes = {pid: name for pid, name in _process_names(db).items() if pid in active_pids}
     info.threads = _thread_names(db)
-    return Report(info, kernels, transfers, api_calls, ranges, marks, gpu_metrics)
+    report = Report(info, empty(KERNEL_COLUMNS), empty(TRANSFER_COLUMNS), empty(API_COLUMNS),
+                    ranges, marks, gpu_metrics)
+    pids = set(pd.unique(ranges["pid"].to_numpy(dtype="int64")).tolist())
+    return report, WithoutOperations(db, notes, range_notes, pids)
 
 
 def _frame(db: Database, sql: str) -> pd.DataFrame:
@@ -165,20 +205,21 @@ def _drop_reversed(frame: pd.DataFrame, what: str, notes: list[str]) -> pd.DataF
     return frame[~reversed_].reset_index(drop=True)
 
 
-def _check_gpu_trace(info: ReportInfo, last_call_ns: int | None, kernels: pd.DataFrame,
-                     transfers: pd.DataFrame, ranges: pd.DataFrame) -> None:
+def _check_gpu_trace(info: ReportInfo, last_call_ns: int | None, operations: int,
+                     ranges: int) -> None:
     """Say loudly when CUDA was traced and NVTX ranges are there but no GPU activity is: a
     process that dies by a signal never writes the CUDA activity it buffered (kernels, and
     the runtime calls too), while its NVTX ranges all reach the report (docs/nsys-quirks.md,
     "Signals"). GPU times are then unknown, not 0. `last_call_ns`: the start of the last
-    runtime call that could launch GPU work, None without any."""
+    runtime call that could launch GPU work, None without any; `operations`, `ranges`: how
+    many GPU operations and NVTX ranges."""
     if last_call_ns is not None:
         info.last_cuda_call_ns = last_call_ns
-    if not info.has_cuda or ranges.empty or len(kernels) or len(transfers):
+    if not info.has_cuda or not ranges or operations:
         return
     info.gpu_trace_lost = True
     info.alert(
-        f"no GPU activity in this report although CUDA was traced and there are {len(ranges)} "
+        f"no GPU activity in this report although CUDA was traced and there are {ranges} "
         "NVTX ranges: if the program launched GPU work, its GPU trace was lost (a program "
         "ended by a signal never writes the CUDA activity it buffered); GPU times are "
         "unknown, not 0. Profile again and let the program exit normally (nsyswrap run "
@@ -202,7 +243,7 @@ def _with_launch_ids(columns: pd.DataFrame | dict[str, np.ndarray]) -> None:
 def _kernels(db: Database, sql: str | None) -> pd.DataFrame:
     if sql is None:
         return empty(KERNEL_COLUMNS + ["launch_key"])
-    # As numpy from the reader threads (queries.kernel_columns), in export order: nothing
+    # As numpy from the reader threads (queries.numpy_columns), in export order: nothing
     # downstream needs kernels sorted. Unpacked here with numpy (pandas' column setting
     # cost more than the arithmetic).
     slices = db.slices(sql)
@@ -240,13 +281,18 @@ def _strings(db: Database, ids: Iterable[int]) -> dict[int, str]:
     return out
 
 
+def string_labels(ids: Iterable[int], strings: dict[int, str]) -> list[str]:
+    """The text of each StringIds id (_strings), a placeholder for ids the table lacks."""
+    return [strings.get(int(u), f"<unknown string {u}>") for u in ids]
+
+
 def _as_category(ids: np.ndarray, strings: dict[int, str],
                  codes: np.ndarray | None = None) -> pd.Categorical:
     """Map string ids to a categorical: a million kernels share a few hundred names.
     With `codes`, the rows hold ids[codes] (ids already factorized)."""
     if codes is None:
         codes, ids = pd.factorize(ids, sort=False)
-    labels = [strings.get(int(u), f"<unknown string {u}>") for u in ids]
+    labels = string_labels(ids, strings)
     # Two ids can carry the same text; categories must be unique.
     labels_unique, inverse = np.unique(np.array(labels, dtype=object), return_inverse=True)
     return pd.Categorical.from_codes(inverse[codes], categories=list(labels_unique))
@@ -327,15 +373,24 @@ def _runtime_calls(db: Database, query: RuntimeQuery) -> tuple[_Launches, pd.Dat
     SQLite), split slice by slice on the reader threads (queries.RuntimeSlice)."""
     if query.calls_sql is None:
         return _Launches(*(np.array([], dtype="int64") for _ in range(4))), empty(API_COLUMNS)
+    parts = db.slices(query.calls_sql)
+    calls = blocking_calls([p.blocking for p in parts], query)
+    return _merged_launches(parts), calls
+
+
+def blocking_calls(tables: list, query: RuntimeQuery) -> pd.DataFrame:
+    """The blocking calls (API_COLUMNS, in time order) from the runtime read's slices'
+    tables of them (queries.RuntimeSlice.blocking)."""
     import pyarrow as pa
 
-    parts = db.slices(query.calls_sql)
-    calls = _pandas(pa.concat_tables([p.blocking for p in parts]))
+    if query.calls_sql is None or not tables:
+        return empty(API_COLUMNS)
+    calls = _pandas(pa.concat_tables(tables))
     calls = calls.sort_values("start_ns", kind="stable", ignore_index=True)
     calls["correlation_id"] = calls.pop("launch_key").to_numpy(dtype="int64") & LOW32
     calls["pid"] = _pid(calls["thread"])
     calls["api"] = calls.pop("name_id").map(query.blocking)
-    return _merged_launches(parts), calls[API_COLUMNS]
+    return calls[API_COLUMNS]
 
 
 def _merged_launches(parts: list) -> _Launches:

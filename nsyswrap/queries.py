@@ -86,7 +86,7 @@ class BulkQueries:
         """Query -> what a reader thread makes of each of its slices (database.prefetch)."""
         out: dict[str, Callable] = {}
         if self.kernels is not None:
-            out[self.kernels] = kernel_columns
+            out[self.kernels] = numpy_columns
         if self.runtime.calls_sql is not None:
             out[self.runtime.calls_sql] = functools.partial(
                 RuntimeSlice.of, blocking_ids=tuple(sorted(self.runtime.blocking)))
@@ -103,6 +103,11 @@ class BulkQueries:
         (docs/performance.md, "Since (stops 19 and 20)")."""
         return [self.kernels, *self.transfers.values(), self.runtime.calls_sql,
                 self.nvtx_domains, self.nvtx_ranges, self.unterminated, self.nvtx_marks]
+
+    def not_operations(self) -> list[str | None]:
+        """in_order's reads but the GPU operations' and the runtime calls' (which the
+        streamed analysis reads a few slices at a time)."""
+        return [self.nvtx_domains, self.nvtx_ranges, self.unterminated, self.nvtx_marks]
 
 
 def nvtx_event_types(db: Schema) -> dict[str, int]:
@@ -184,11 +189,11 @@ def runtime_sql(db: Schema) -> RuntimeQuery:
         blocking)
 
 
-def kernel_columns(table) -> dict[str, np.ndarray]:
-    """One rowid slice of the kernel read (kernels_sql) as int64 numpy columns, on its
-    reader thread (the driver's small record batches joined there, not on the loader's
-    thread), still packed: unpacked they would be held three columns wider while the other
-    reads finish."""
+def numpy_columns(table) -> dict[str, np.ndarray]:
+    """One rowid slice of a read (the kernels', kernels_sql; the streamed analysis's
+    copies, memsets and graphs too) as int64 numpy columns, on its reader thread (the
+    driver's small record batches joined there, not on the loader's thread), still packed:
+    unpacked they would be held three columns wider while the other reads finish."""
     names = table.column_names
     box = [table]
     del table  # the box holds the only reference: see _numpy_columns
@@ -205,6 +210,8 @@ class RuntimeSlice:
 
     launches: dict[str, np.ndarray]  # launch_key (sorted), start_ns, thread_code, threads
     blocking: Any  # pyarrow.Table: the calls_sql columns of the blocking calls
+    # (first start, last start, whether the starts ascend) in rowid order; None when empty
+    span: tuple[int, int, bool] | None = None
 
     @classmethod
     def of(cls, table, blocking_ids: tuple[int, ...]) -> RuntimeSlice:
@@ -217,6 +224,12 @@ class RuntimeSlice:
         box = [table.select(names)]
         del table  # end and name id go; the box holds the rest: see _numpy_columns
         launches = _numpy_columns(box, names)
+        start = launches["start_ns"]
+        # The calls are exported in start order (docs/nsys-quirks.md): the streamed
+        # analysis keeps a window of slices by their first and last start.
+        span = (int(start[0]), int(start[-1]), bool(np.all(start[1:] >= start[:-1]))) if len(
+            start) else None
+        del start
         order = np.argsort(launches["launch_key"], kind="stable")
         for name, values in launches.items():  # each replaced by its sorted copy in turn
             launches[name] = values[order]
@@ -225,7 +238,7 @@ class RuntimeSlice:
         # a launch, not eight: the slices' threads were 80 MB at 10 M launches on the
         # load's peak, where the loader merges the slices).
         launches["thread_code"], launches["threads"] = coded(launches.pop("thread"))
-        return cls(launches, blocking)
+        return cls(launches, blocking, span)
 
 
 def coded(values):

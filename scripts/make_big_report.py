@@ -5,7 +5,8 @@
 Copy k of every activity row (kernels, runtime API calls, memcpy, memset, syncs, graphs,
 NVTX ranges and marks) is shifted by k x (the source's span + 1 ms); correlation ids by
 k x (the source's largest + 1), so kernels still join their launching calls and every NVTX
-range still holds its own copy's work. Domains, strings, threads and devices are shared.
+range still holds its own copy's work. Copies are appended one after another, so tables in
+start order stay so. Domains, strings, threads and devices are shared.
 Tables the analyses do not read (OSRT, callchains) are left as they are. The source is read
 only; OUT is a new file (refuses to overwrite unless --force).
 """
@@ -76,8 +77,12 @@ def _grow_table(con, table, time_cols, corr_cols, period, max_corr, where) -> No
         else:
             exprs.append(f't."{c}"')
     names = ", ".join(f'"{c}"' for c in cols)
+    # Copy after copy, each in the source's row order (CROSS JOIN keeps SQLite's loops in
+    # this order): the rows stay in start order, as nsys exports them (docs/nsys-quirks.md,
+    # "Export order"), and as the streamed analysis reads them.
     con.execute(f'INSERT INTO "{table}" ({names}) SELECT {", ".join(exprs)} '
-                f'FROM (SELECT * FROM "{table}") AS t CROSS JOIN copies AS c {where}')
+                f'FROM copies AS c CROSS JOIN (SELECT * FROM "{table}") AS t {where} '
+                f'ORDER BY c.k, t.rowid')
 
 
 def main() -> None:

@@ -21,6 +21,7 @@ from .ranges import (
     GPU_OPS_KERNEL_INPUT,
     Attribution,
     attribute,
+    pooled_latency,
     process_summary,
     range_instances,
     range_summary,
@@ -129,7 +130,20 @@ def analyze(report: Report, by_process: bool = False, attribution: str = "proces
         instances = range_instances(report, att)
         processes = processes.result()
     release_freed_memory(size)  # its pair-sized temporaries
-    runs = benchmark_runs(report.marks)
+    runs = with_families(instances, report.marks, library)
+    return finished(report, instances, runs, kernels=kernels, attribution=att,
+                    processes=processes, latency=pooled_latency(att), by_process=by_process,
+                    all_domains=all_domains)
+
+
+def with_families(instances: pd.DataFrame, marks: pd.DataFrame, library: np.ndarray
+                  ) -> list[dict]:
+    """Give the instances (range_instances' rows, or the report's ranges' own columns:
+    these need only names, domains and pids) what the summary and the findings group them
+    by: `benchmark` (the harness benchmark a range belongs to, "" for the user's own),
+    `library`, `family`, `index` and `family_id`. Returns the harness runs the marks
+    hold (reconcile.benchmark_runs)."""
+    runs = benchmark_runs(marks)
     harness = harness_range_names(runs)
     # Which harness benchmark a range belongs to ("" for the user's own ranges).
     instances["benchmark"] = text_where(instances["name"], pairs_in(instances, harness), "")
@@ -139,10 +153,19 @@ def analyze(report: Report, by_process: bool = False, attribution: str = "proces
     family_id, index = family_numbers(instances["domain"], instances["family"])
     instances["index"] = index
     instances["family_id"] = family_id  # for Analysis.by_family
-    del family_id, index
+    return runs
+
+
+def finished(report: Report, instances: pd.DataFrame, runs: list[dict], *,
+             kernels: pd.DataFrame, attribution: Attribution, processes: pd.DataFrame,
+             latency, by_process: bool, all_domains: bool) -> Analysis:
+    """The Analysis from its per-range instances (with_families done) and the rest: what
+    both the whole and the streamed analysis make the same way. `latency`: the pooled
+    launch latency per summary group (ranges.pooled_latency)."""
     instances.loc[lost_tail(report.info, instances), GPU_INSTANCE_COLUMNS] = np.nan
     its = iterations(instances, runs)
-    ranges = range_summary(instances, att, by_process=by_process)
+    ranges = range_summary(instances, latency, by_process=by_process)
+    harness = harness_range_names(runs)
     ranges["harness"] = pairs_in(ranges, harness)
     ranges["library"] = library_mask(ranges["domain"], ranges["name"])
     return Analysis(
@@ -150,7 +173,7 @@ def analyze(report: Report, by_process: bool = False, attribution: str = "proces
         kernels=kernels,
         instances=instances,
         ranges=ranges,
-        attribution=att,
+        attribution=attribution,
         gpu_metrics=report.gpu_metrics,
         runs=runs,
         iterations=its,
@@ -158,4 +181,3 @@ def analyze(report: Report, by_process: bool = False, attribution: str = "proces
         processes=processes,
         all_domains=all_domains,
     )
-

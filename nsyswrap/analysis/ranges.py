@@ -29,11 +29,11 @@ from ..chunks import STEP_ROWS, ascending, cores, map_chunks, sort_in_place, ste
 from ..intervals import (
     FEW_GROUPS,
     Cover,
+    RangeSearch,
     assign_lanes,
     coded_by_steps,
     compact_ids,
     distinct_pairs_per_group,
-    events_in_ranges,
     few_groups_median,
     group_bounds,
     grouped_median,
@@ -64,6 +64,15 @@ class Attribution:
     # Threads whose GPU work went to ranges of other threads (process rule): thread, gpu_ops
     other_threads: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(
         {"thread": pd.Series(dtype="int64"), "gpu_ops": pd.Series(dtype="int64")}))
+    # How many GPU operations the report has: len(gpu_ops), unless the streamed analysis
+    # made this attribution, which keeps no operation or pair (gpu_ops and op_pairs are
+    # empty frames; `streamed` says so).
+    operations: int | None = None
+    streamed: bool = False
+
+    def __post_init__(self) -> None:
+        if self.operations is None:
+            self.operations = len(self.gpu_ops)
 
 
     def kernel_ops(self) -> np.ndarray:
@@ -198,40 +207,130 @@ def attribute(report: Report, library: np.ndarray, rule: str = "process",
     domains.library_mask of the report's ranges (the process rule gives library ranges no
     ownership; analyze computes it once for this and for the findings). `consume`: the
     report's kernel columns may be dropped as they are copied (see gpu_ops)."""
-    if rule not in ATTRIBUTION_RULES:
-        raise ValueError(f"attribution rule {rule!r}: choose from {ATTRIBUTION_RULES}")
-    # Shallow: the columns added below are the copy's own (a deep copy of ten million
-    # ranges with their texts cost a second and 800 MB).
-    ranges = report.ranges.copy(deep=False)
-    ranges["lane"] = assign_lanes(ranges)
-    ranges["process"] = ranges["thread"].to_numpy(dtype="int64") >> 24
+    attributor = Attributor(report.ranges, library, rule)
     ops = gpu_ops(report, consume)
     launches = _launches(ops)
-    # nsys's rule: the launching thread's ranges. In the search's order: sorted by event
-    # once, with the process rule's pairs.
-    own = events_in_ranges(ranges, launches, by_event=False)
-    own["other_thread"] = np.zeros(len(own), dtype=bool)
-    release_freed_memory(len(own))  # the search's temporaries, before the next one
-    starts = range_starts(ranges)
+    op_pairs, taken = attributor.op_pairs(launches)
     other_threads = None
     if rule == "process":
-        op_pairs, other_threads = _with_other_threads_work(ranges, ~library, launches, own,
-                                                           starts)
-    else:
-        op_pairs = with_innermost(starts, own)
-    del own
+        # In event order, as np.unique would list them (value_counts breaks ties by order).
+        other_threads = other_thread_counts(
+            _thread_ids(launches["thread"], np.flatnonzero(taken[launches.index.to_numpy()]))
+            if taken is not None else np.zeros(0, "int64"))
     calls = report.api_calls.reset_index(drop=True)
-    call_pairs = events_in_ranges(
-        ranges, pd.DataFrame({"thread": calls["thread"], "time_ns": calls["start_ns"]})
-    )
+    call_pairs = attributor.call_pairs(calls)
     calls["range_id"] = _innermost_of(call_pairs, np.arange(len(calls)))
-    is_copy = ((ops["kind"] == "memcpy") & ops["copy_kind"].isin(HOST_COPY_KINDS)).to_numpy()
+    is_copy = host_copy_mask(ops)
     copies = ops[is_copy].copy()
     copies["range_id"] = _innermost_of(op_pairs, copies.index.to_numpy())
     att = Attribution(ops, op_pairs, call_pairs, calls, copies, rule)
     if other_threads is not None:
         att.other_threads = other_threads
     return att
+
+
+def host_copy_mask(ops: pd.DataFrame) -> np.ndarray:
+    """Which operations are copies between host and device (HOST_COPY_KINDS)."""
+    return ((ops["kind"] == "memcpy") & ops["copy_kind"].isin(HOST_COPY_KINDS)).to_numpy()
+
+
+def other_thread_counts(threads: np.ndarray) -> pd.DataFrame:
+    """Attribution.other_threads from the launching thread of each operation that went to
+    other threads' ranges, in the operations' order: per thread how many, most first, ties
+    in order of first appearance (value_counts')."""
+    by_thread = pd.Series(threads, dtype="int64").value_counts()
+    return pd.DataFrame({"thread": by_thread.index.to_numpy(dtype="int64"),
+                         "gpu_ops": by_thread.to_numpy(dtype="int64")})
+
+
+class Attributor:
+    """The report's ranges prepared once to attribute launches under a rule (see the module
+    docstring), for all operations at once (attribute) or a chunk at a time (the streamed
+    analysis): the range searches by thread and, for the process rule, the user's ranges by
+    process, each sorted once (intervals.RangeSearch)."""
+
+    def __init__(self, report_ranges: pd.DataFrame, library: np.ndarray,
+                 rule: str = "process") -> None:
+        if rule not in ATTRIBUTION_RULES:
+            raise ValueError(f"attribution rule {rule!r}: choose from {ATTRIBUTION_RULES}")
+        self.rule = rule
+        # Shallow: the columns added below are the copy's own (a deep copy of ten million
+        # ranges with their texts cost a second and 800 MB).
+        ranges = report_ranges.copy(deep=False)
+        ranges["lane"] = assign_lanes(ranges)
+        ranges["process"] = ranges["thread"].to_numpy(dtype="int64") >> 24
+        self.starts = range_starts(ranges)
+        self.by_thread = RangeSearch(ranges)
+        self.user_by_process = None
+        if rule == "process":
+            user = ~np.asarray(library, dtype=bool)
+            self.is_user = np.zeros(int(ranges["range_id"].max()) + 1 if len(ranges) else 0,
+                                    dtype=bool)
+            self.is_user[ranges["range_id"].to_numpy()[user]] = True
+            self.user_by_process = RangeSearch(ranges[user], key="process")
+
+    def call_pairs(self, calls: pd.DataFrame) -> pd.DataFrame:
+        """The ranges of each call's thread that hold its start (range_id, event: the
+        call's row, innermost), sorted by event."""
+        return self._sorted(self.by_thread.pairs(
+            pd.DataFrame({"thread": calls["thread"], "time_ns": calls["start_ns"]})))
+
+    def op_pairs(self, launches: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray | None]:
+        """(pairs, taken): every (range, operation) pair of the launches (_launches: thread
+        and time_ns, labelled by operation row) under the rule, sorted by event with
+        `innermost` and `other_thread` (with_innermost); and, under the process rule, which
+        operation rows went to other threads' ranges (a mask by row), else None."""
+        # nsys's rule: the launching thread's ranges. In the search's order: sorted by event
+        # once, with the process rule's pairs.
+        own = self.by_thread.pairs(launches)
+        own = (pd.DataFrame(own, copy=False) if own is not None else
+               pd.DataFrame({"range_id": pd.Series(dtype="int64"),
+                             "event": pd.Series(dtype="int64")}))
+        own["other_thread"] = np.zeros(len(own), dtype=bool)
+        release_freed_memory(len(own))  # the search's temporaries, before the next one
+        if self.rule != "process":
+            return with_innermost(self.starts, own), None
+        return self._with_other_threads_work(launches, own)
+
+    def _with_other_threads_work(self, launches: pd.DataFrame, pairs: pd.DataFrame
+                                 ) -> tuple[pd.DataFrame, np.ndarray | None]:
+        """The process rule: launches whose thread had no range of the user's own open go
+        to the user's ranges of the same process that were open at that moment (on other
+        threads: on its own thread there was none). Returns all pairs, sorted by event
+        (with_innermost), and which operation rows went to other threads' ranges (None
+        for none). `pairs`, the launching threads' own (in any order), is emptied: its
+        columns move into the returned pairs."""
+        # Lookups by position (range ids and event rows are small integers), not np.isin
+        # and np.unique: sorting tens of millions of pairs cost seconds.
+        n_events = int(launches.index.max()) + 1 if len(launches) else 0
+        owned = np.zeros(n_events, dtype=bool)
+        owned[pairs["event"].to_numpy()[self.is_user[pairs["range_id"].to_numpy()]]] = True
+        # The orphans as the search reads them: process, time and row label (32-bit where it
+        # fits), not a boolean-indexed copy of the launches (thread, time, 64-bit labels)
+        # with the process added (~50 MB more at 10 M kernels, held through the search).
+        label = launches.index.to_numpy()
+        orphan = np.flatnonzero(~owned[label])
+        orphans = pd.DataFrame({"process": _thread_ids(launches["thread"], orphan) >> 24,
+                                "time_ns": launches["time_ns"].to_numpy()[orphan]},
+                               index=pd.Index(compact_ids(label[orphan])), copy=False)
+        del label, orphan
+        extra = self.user_by_process.pairs(orphans)
+        del orphans
+        if extra is None:
+            return with_innermost(self.starts, pairs), None
+        extra = pd.DataFrame(extra, copy=False)
+        extra["other_thread"] = np.ones(len(extra), dtype=bool)
+        taken = np.zeros(n_events, dtype=bool)
+        taken[extra["event"].to_numpy()] = True
+        combined = with_innermost(self.starts, pairs, extra)
+        return combined, taken
+
+    def _sorted(self, columns: dict[str, np.ndarray] | None) -> pd.DataFrame:
+        if columns is None:
+            return pd.DataFrame({"range_id": pd.Series(dtype="int64"),
+                                 "event": pd.Series(dtype="int64"),
+                                 "innermost": pd.Series(dtype=bool)})
+        return with_innermost(self.starts, pd.DataFrame(columns, copy=False))
 
 
 def _launches(ops: pd.DataFrame) -> pd.DataFrame:
@@ -287,52 +386,6 @@ def _innermost_of(pairs: pd.DataFrame, events: np.ndarray) -> np.ndarray:
         more = ~found & (at < hi[todo])
         todo, at = todo[more], at[more]
     return out
-
-
-def _with_other_threads_work(ranges: pd.DataFrame, user: np.ndarray, launches: pd.DataFrame,
-                             pairs: pd.DataFrame, starts: np.ndarray
-                             ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The process rule: launches whose thread had no range of the user's own (`user`, per
-    range) open go to the user's ranges of the same process that were open at that moment
-    (on other threads: on its own thread there was none). Returns all pairs, sorted by
-    event (with_innermost; `starts`: range_starts), and per launching thread how many GPU
-    operations went to other threads' ranges. `pairs`, the launching threads' own (in any
-    order), is emptied: its columns move into the returned pairs."""
-    user_ids = ranges["range_id"].to_numpy()[user]
-    # Lookups by position (range ids and event rows are small integers), not np.isin and
-    # np.unique: sorting tens of millions of pairs cost seconds.
-    n_events = int(launches.index.max()) + 1 if len(launches) else 0
-    owned = np.zeros(n_events, dtype=bool)
-    is_user = np.zeros(int(ranges["range_id"].max()) + 1 if len(ranges) else 0, dtype=bool)
-    is_user[user_ids] = True
-    owned[pairs["event"].to_numpy()[is_user[pairs["range_id"].to_numpy()]]] = True
-    # The orphans as the search reads them: process, time and row label (32-bit where it
-    # fits), not a boolean-indexed copy of the launches (thread, time, 64-bit labels) with
-    # the process added (~50 MB more at 10 M kernels, held through the search).
-    label = launches.index.to_numpy()
-    orphan = np.flatnonzero(~owned[label])
-    orphans = pd.DataFrame({"process": _thread_ids(launches["thread"], orphan) >> 24,
-                            "time_ns": launches["time_ns"].to_numpy()[orphan]},
-                           index=pd.Index(compact_ids(label[orphan])), copy=False)
-    del label, orphan
-    extra = events_in_ranges(ranges[user], orphans, key="process", by_event=False)
-    del orphans
-    counts = pd.DataFrame({"thread": pd.Series(dtype="int64"),
-                           "gpu_ops": pd.Series(dtype="int64")})
-    if extra.empty:
-        return with_innermost(starts, pairs), counts
-    extra["other_thread"] = np.ones(len(extra), dtype=bool)
-    taken = np.zeros(n_events, dtype=bool)
-    taken[extra["event"].to_numpy()] = True
-    combined = with_innermost(starts, pairs, extra)
-    del extra
-    # In event order, as np.unique would list them (value_counts breaks ties by order).
-    by_thread = pd.Series(_thread_ids(launches["thread"],
-                                      np.flatnonzero(taken[launches.index.to_numpy()]))
-                          ).value_counts()
-    counts = pd.DataFrame({"thread": by_thread.index.to_numpy(dtype="int64"),
-                           "gpu_ops": by_thread.to_numpy(dtype="int64")})
-    return combined, counts
 
 
 INSTANCE_COLUMNS = [
@@ -505,12 +558,24 @@ HOST_WAIT_COLUMNS = ("syncs", "sync_ns", "copies", "copy_bytes", "copy_ns", "pag
 def _host_waits(att: Attribution) -> dict[str, pd.Series]:
     """HOST_WAIT_COLUMNS per range id (only ranges that have any): the blocking calls and
     host copies inside each range, nested ranges included."""
+    return {**call_waits(att), **_copy_waits(att)}
+
+
+def call_waits(att: Attribution) -> dict[str, pd.Series]:
+    """syncs and sync_ns per range id (only ranges that have any): the blocking calls
+    inside each range, nested ranges included."""
     calls = att.blocking_calls
     call_pairs = att.call_pairs.merge(calls[["start_ns", "end_ns"]], left_on="event",
                                       right_index=True)
     call_ns = call_pairs["end_ns"] - call_pairs["start_ns"]
-    out = {"syncs": call_pairs.groupby("range_id").size(),
-           "sync_ns": call_ns.groupby(call_pairs["range_id"]).sum()}
+    return {"syncs": call_pairs.groupby("range_id").size(),
+            "sync_ns": call_ns.groupby(call_pairs["range_id"]).sum()}
+
+
+def _copy_waits(att: Attribution) -> dict[str, pd.Series]:
+    """copies, copy_bytes, copy_ns and pageable_copies per range id (only ranges that
+    have any): the host copies inside each range, nested ranges included."""
+    out = {}
     pairs, ops = att.op_pairs, att.gpu_ops
     copy_pairs = pairs[att.host_copy_ops()[pairs["event"].to_numpy()]]
     row = copy_pairs["event"].to_numpy()
@@ -858,13 +923,32 @@ SUMMARY_COLUMNS = [
 ]
 
 
-def range_summary(instances: pd.DataFrame, att: Attribution,
+def summary_groups(instances: pd.DataFrame, by_process: bool = False) -> np.ndarray:
+    """Each instance's group in range_summary, numbered in order of first appearance as
+    groupby(keys, sort=False) numbers its groups: by family id, or by (pid, family id).
+    Grouped by integers: hashing text keys (and counting distinct names as text) of ten
+    million instances cost seconds."""
+    group = instances["family_id"].to_numpy(dtype="int64")
+    if by_process:
+        group = pd.factorize((instances["pid"].to_numpy(dtype="int64") << 32) | group)[0]
+    return group
+
+
+def pooled_latency(att: Attribution) -> Callable[[np.ndarray], pd.Series]:
+    """range_summary's pooled launch latency from the attribution's pairs: for a group per
+    range id (-1 for none), the median latency of every kernel of each group's ranges."""
+    return lambda group_of_range: _kernel_latency_median(att, group_of_range)
+
+
+def range_summary(instances: pd.DataFrame, att: Attribution | Callable,
                   by_process: bool = False) -> pd.DataFrame:
     """Instances grouped by (domain, family), or by (pid, domain, family) when
     `by_process`, heaviest CPU total first; `name` is the family's (analysis/families.py:
     `step {n}` for `step 0`, `step 1`, ...), `names` how many distinct names it holds.
     `processes` counts the processes a group's instances ran in. Reads the `family` and
-    `family_id` columns that analyze gives the instances."""
+    `family_id` columns that analyze gives the instances. `att`: the attribution, or a
+    function of each range id's group (summary_groups, by range id) that gives the median
+    launch latency of every kernel of each group's ranges, by group (pooled_latency)."""
     keys = ["pid", "domain", "family"] if by_process else ["domain", "family"]
     columns = (["pid"] if by_process else []) + SUMMARY_COLUMNS
     if instances.empty:
@@ -876,18 +960,13 @@ def range_summary(instances: pd.DataFrame, att: Attribution,
             "syncs", "sync_ns", "copies", "copy_bytes", "pageable_copies"]
     inst = instances[used].copy(deep=False)
     family = instances["family"]
-    # Grouped by integers, numbered in order of first appearance as groupby(keys,
-    # sort=False) numbers its groups: hashing text keys (and counting distinct names as
-    # text) of ten million instances cost seconds.
-    group = instances["family_id"].to_numpy(dtype="int64")
-    if by_process:
-        group = pd.factorize((instances["pid"].to_numpy(dtype="int64") << 32) | group)[0]
+    group = summary_groups(instances, by_process)
     # Launch latency pooled over every kernel of every instance, not a median of medians
     # (pairs of ranges that are not among `instances` have no group). First, before the
     # grouped columns below exist: its pair-sized array on top of them set a 10 M-range
     # report's peak.
-    latency_by_group = _kernel_latency_median(
-        att, _lookup_table(instances["range_id"].to_numpy(), group))
+    latency = pooled_latency(att) if isinstance(att, Attribution) else att
+    latency_by_group = latency(_lookup_table(instances["range_id"].to_numpy(), group))
     g = inst.groupby(group, sort=False)
     out = g.agg(
         count=("range_id", "size"),
@@ -1045,10 +1124,11 @@ def _work_per_thread(ops: pd.DataFrame) -> pd.DataFrame:
 PROCESS_COLUMNS = ["pid", "name", "devices", "kernels", "kernel_ns", "gpu_ops", "nvtx_ranges"]
 
 
-def process_summary(report: Report, att: Attribution) -> pd.DataFrame:
+def process_summary(report: Report, att: Attribution | pd.DataFrame) -> pd.DataFrame:
     """One row per process that launched GPU work or opened NVTX ranges: what it ran, on
-    which devices. Worker processes and torchrun ranks show up here."""
-    per_thread = _work_per_thread(att.gpu_ops)
+    which devices. Worker processes and torchrun ranks show up here. `att`: the
+    attribution, or its operations' work per launching thread (_work_per_thread's frame)."""
+    per_thread = _work_per_thread(att.gpu_ops) if isinstance(att, Attribution) else att
     thread = per_thread.index.to_numpy()
     # The launching thread's process (-1: launch not in the report).
     pid = np.where(thread >= 0, (thread >> 24) & 0xFFFFFF, -1)

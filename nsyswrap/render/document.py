@@ -172,7 +172,7 @@ def report_block(c: Comparison) -> dict[str, Any]:
         "other_threads": other_thread_rows(c),
         "counts": {
             "kernels": int(a.kernels["count"].sum()) if not a.kernels.empty else 0,
-            "gpu_ops": len(a.attribution.gpu_ops),
+            "gpu_ops": a.attribution.operations,
             "nvtx_ranges": len(a.instances),
         },
         "notes": list(info.notes),

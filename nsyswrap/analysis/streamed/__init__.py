@@ -1,0 +1,227 @@
+"""The analysis of a report whose GPU operations arrive as a stream of time-ordered chunks
+(operations.OperationStream), holding per-range numbers, never every operation or
+(range, operation) pair: the same Analysis as `analyze`, in memory bounded by the ranges
+and the chunks instead of by the operations (docs/performance.md, "Streamed analysis").
+
+What it keeps of the operations is what the outputs need: the host copies (few), the
+blocking calls, per-thread totals, and the kernels' durations for the kernel table. Its
+Attribution has no `gpu_ops` or `op_pairs` rows (`streamed` is true): the formats that draw
+every operation (html, trace) and the many-report summaries analyse the report whole.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..._memory import trim_heap
+from ...loader import COPY_KINDS, MEMORY_KINDS, WithoutOperations, blocking_calls
+from ...operations import LAUNCH_LAG_NS, OperationStream, StreamFallback
+from ...report import Report
+from .. import Analysis, finished, with_families
+from ..domains import library_mask
+from ..kernels import summary_of_names
+from ..ranges import (
+    HOST_WAIT_COLUMNS,
+    INSTANCE_COLUMNS,
+    OP_KINDS,
+    Attribution,
+    Attributor,
+    _innermost_of,
+    _lookup_table,
+    _zero_where_known,
+    call_waits,
+    other_thread_counts,
+    process_summary,
+    summary_groups,
+)
+from .totals import RangeTotals
+
+__all__ = ["analyze_streamed"]
+
+# Columns of range_instances that come from the report's ranges as they are.
+_RANGE_COLUMNS = ["range_id", "domain", "name", "pid", "tid", "style", "start_ns", "end_ns"]
+
+
+def analyze_streamed(report: Report, stream: OperationStream, rest: WithoutOperations, *,
+                     by_process: bool = False, attribution: str = "process",
+                     all_domains: bool = False, lag_ns: int = LAUNCH_LAG_NS) -> Analysis:
+    """All analyses of a report read without its operations (loader.read_without_
+    operations: `report` and what is `rest` to do), its operations from `stream`. The
+    arguments are analyze's. Raises operations.StreamFallback where the report cannot be
+    streamed (then analyse it whole: the results are the same)."""
+    ranges = report.ranges
+    library = library_mask(ranges["domain"], ranges["name"])
+    attributor = Attributor(ranges, library, attribution)
+    # Families first: they need only the ranges' names, and the summary's pooled latency
+    # is gathered per family group as ranges close.
+    families = ranges[["range_id", "domain", "name", "pid", "start_ns"]].copy(deep=False)
+    runs = with_families(families, report.marks, library)
+    group_of_row = summary_groups(families, by_process)
+    totals = RangeTotals(ranges, attributor, group_of_row, lag_ns)
+    for chunk in stream:
+        totals.add(chunk)
+        del chunk
+        # A chunk's temporaries are freed to glibc's heap, which keeps them resident; the
+        # next chunk's do not always fit there (10 M kernels: ~140 MB more at the peak).
+        trim_heap()
+    totals.finish()
+    report.api_calls = blocking_calls(stream.blocking_tables, stream.queries.runtime)
+    rest.complete(report, stream.notes, stream.last_call_ns, stream.operations, stream.pids)
+    att = _attribution(report, attributor, totals, stream)
+    kernels = _kernel_summary(totals, stream)
+    instances = _instances(report, totals, att)
+    for c in ("benchmark", "library", "family", "index", "family_id"):
+        instances[c] = families[c]  # both the ranges' rows, in order (a RangeIndex)
+    processes = process_summary(report, _per_thread(totals))
+    pooled = totals.pooled.medians()
+
+    def latency(group_of_range: np.ndarray) -> pd.Series:
+        # The groups the medians were gathered by are the summary's own.
+        expected = _lookup_table(ranges["range_id"].to_numpy(), group_of_row)
+        if not np.array_equal(group_of_range, expected):
+            raise AssertionError("streamed analysis: summary groups changed")
+        return pooled
+
+    return finished(report, instances, runs, kernels=kernels, attribution=att,
+                    processes=processes, latency=latency, by_process=by_process,
+                    all_domains=all_domains)
+
+
+def _attribution(report: Report, attributor: Attributor, totals: RangeTotals,
+                 stream: OperationStream) -> Attribution:
+    """The Attribution of the streamed analysis: blocking calls and host copies with their
+    innermost ranges, the threads whose work went to other threads' ranges; no operation
+    or pair rows."""
+    calls = report.api_calls.reset_index(drop=True)
+    call_pairs = attributor.call_pairs(calls)
+    calls["range_id"] = _innermost_of(call_pairs, np.arange(len(calls)))
+    kernels = stream.kernels
+    gpu_ops = pd.DataFrame({c: pd.Series(dtype="int64") for c in (
+        "start_ns", "end_ns", "thread", "launch_start_ns", "device_id", "stream_id",
+        "bytes", "kind", "name", "copy_kind", "src_kind", "dst_kind")})
+    pairs = pd.DataFrame({"range_id": pd.Series(dtype="int64"),
+                          "event": pd.Series(dtype="int64"),
+                          "other_thread": pd.Series(dtype=bool),
+                          "innermost": pd.Series(dtype=bool)})
+    att = Attribution(gpu_ops, pairs, call_pairs, calls, _host_copies(totals, kernels),
+                      attributor.rule, operations=stream.operations, streamed=True)
+    if attributor.rule == "process":
+        taken = sorted(totals.taken.items(), key=lambda t: (-t[1][0], t[1][1]))
+        att.other_threads = other_thread_counts(np.repeat(
+            np.array([t for t, _ in taken], dtype="int64"),
+            np.array([n for _, (n, _) in taken], dtype="int64")))
+    return att
+
+
+def _host_copies(totals: RangeTotals, kernels: int) -> pd.DataFrame:
+    """Attribution.host_copies: the host copies' rows as gpu_ops has them (indexed by its
+    rows: the kernels', then the transfers' in order), with their innermost range."""
+    parts = totals.copy_parts
+    columns = {c: np.concatenate([p[c] for p in parts]) if parts else np.zeros(0, "int64")
+               for c in ("start_ns", "end_ns", "thread", "launch_start_ns", "device_id",
+                         "stream_id", "bytes", "copy_kind", "src_kind", "dst_kind", "rank",
+                         "range_id")}
+    n = len(columns["start_ns"])
+    index = pd.Index(kernels + columns.pop("rank"))
+    frame = pd.DataFrame({
+        "start_ns": columns["start_ns"], "end_ns": columns["end_ns"],
+        "thread": columns["thread"], "launch_start_ns": columns["launch_start_ns"],
+        "device_id": columns["device_id"], "stream_id": columns["stream_id"],
+        "bytes": columns["bytes"],
+        "kind": pd.Categorical(["memcpy"] * n, categories=OP_KINDS),
+        "name": pd.Categorical(["memcpy"] * n),
+        "copy_kind": pd.Categorical(pd.Series(columns["copy_kind"]).map(COPY_KINDS)
+                                    .fillna("unknown")),
+        "src_kind": pd.Categorical(pd.Series(columns["src_kind"]).map(MEMORY_KINDS)
+                                   .fillna("unknown")),
+        "dst_kind": pd.Categorical(pd.Series(columns["dst_kind"]).map(MEMORY_KINDS)
+                                   .fillna("unknown")),
+        "range_id": columns["range_id"].astype("int64"),
+    }, index=index)
+    return frame
+
+
+def _kernel_summary(totals: RangeTotals, stream: OperationStream) -> pd.DataFrame:
+    """The kernel table from the kernels the stream read, a demangled name at a time
+    (kernels.summary_of_names): each name's durations are dropped once summed up."""
+    full, short = stream.kernel_names()
+    if len(set(full)) < len(full):
+        # Two string ids with one text: their kernels' order among each other is lost.
+        raise StreamFallback("kernel names repeat in the string table")
+    parts = totals.kernel_durations
+
+    def groups():
+        for code in list(parts):
+            durations = np.concatenate(parts.pop(code)).astype("int64")
+            yield full[code], short[totals.kernel_first_pair[code]], durations
+
+    return summary_of_names(groups())
+
+
+def _per_thread(totals: RangeTotals) -> pd.DataFrame:
+    """ranges._work_per_thread's frame from the stream's totals per launching thread."""
+    threads = sorted(totals.threads)
+    rows = [totals.threads[t] for t in threads]
+    return pd.DataFrame({
+        "gpu_ops": np.array([r[0] for r in rows], dtype="int64"),
+        "kernels": np.array([r[1] for r in rows], dtype="int64"),
+        "kernel_ns": np.array([r[2] for r in rows], dtype="int64"),
+        "devices": [r[3] for r in rows],
+    }, index=pd.Index(threads, dtype="int64"))
+
+
+def _instances(report: Report, totals: RangeTotals, att: Attribution) -> pd.DataFrame:
+    """range_instances' frame from the totals (the report's ranges' rows, in order)."""
+    r = report.ranges
+    has_gpu = report.info.has_gpu_activity
+    out = r[_RANGE_COLUMNS].copy(deep=False).reset_index(drop=True)
+    out["cpu_ns"] = out["end_ns"] - out["start_ns"]
+    t = totals
+    seen = ~np.isnan(t.first_start)
+    zero_columns = {"gpu_ops": t.gpu_ops, "kernels": t.kernels, "gpu_busy_ns": t.busy,
+                    "gaps": t.gaps, "max_gap_ns": t.max_gap, "streams": t.streams}
+    if not has_gpu:  # unknown, not 0 (ranges._filled: the fill of a range without work)
+        for values in zero_columns.values():
+            values[~seen] = np.nan
+    span = t.last_end - t.first_start
+    idle = span - t.busy
+    if has_gpu:
+        span[~seen] = 0
+        idle[~seen] = 0
+    busy_device = t.busy_at_last - t.busy_at_first
+    busy_cpu = np.full(len(out), np.nan)
+    for d, values in t.cpu_busy.items():
+        mine = t.first_device == d
+        busy_cpu[mine] = values[mine]
+    columns = {
+        "gpu_ops": t.gpu_ops, "kernels": t.kernels, "gpu_busy_ns": t.busy,
+        "gpu_span_ns": span, "gpu_idle_ns": idle, "gpu_first_start_ns": t.first_start,
+        "gpu_last_end_ns": t.last_end, "gaps": t.gaps, "max_gap_ns": t.max_gap,
+        "launch_latency_ns": t.latency, "first_launch_ns": t.first_launch,
+        "streams": t.streams, "gpu_device_busy_ns": busy_device,
+        "gpu_device_busy_cpu_ns": busy_cpu,
+    }
+    for c, values in columns.items():
+        out[c] = pd.Series(values, index=out.index, copy=False)
+    if t.own_busy is not None and t.other_thread_pairs:
+        other = np.subtract(t.busy, t.own_busy, out=t.own_busy)
+        out["gpu_busy_other_threads_ns"] = pd.Series(other, index=out.index, copy=False)
+    else:
+        out["gpu_busy_other_threads_ns"] = _zero_where_known(out["gpu_busy_ns"])
+    waits = call_waits(att)
+    copies = {"copies": t.copies, "copy_bytes": t.copy_bytes, "copy_ns": t.copy_ns,
+              "pageable_copies": t.pageable_copies}
+    row_of_id = t.row_of_id
+    for c in HOST_WAIT_COLUMNS:
+        if not has_gpu:
+            out[c] = np.nan
+            continue
+        if c in copies:
+            values = copies[c]
+        else:
+            values = np.zeros(len(out), dtype="int64")
+            by_range = waits[c]
+            values[row_of_id[by_range.index.to_numpy(dtype="int64")]] = by_range.to_numpy()
+        out[c] = pd.Series(values, index=out.index, copy=False)
+    return out[INSTANCE_COLUMNS]

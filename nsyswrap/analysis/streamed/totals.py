@@ -1,0 +1,330 @@
+"""Per-range numbers of range_instances, added up a chunk of operations at a time.
+
+Chunks come in GPU start order (operations.OperationStream), so each range's union sweep
+goes on from the horizon its earlier intervals reached (intervals._union_sorted's `prior`),
+its first operation is the first one seen, and counts, sums, least and greatest values add
+up. What does not add up (each range's median launch latency, its distinct streams) is
+kept per range until the range can receive no more operations: every operation starts
+within LAUNCH_LAG_NS of its launch (the stream checks it), so a range that ended that long
+before the chunks reached is complete. Device busy time is answered as the stream passes
+each window's edges (device_busy.py).
+
+Every array is by row of the report's ranges; GPU numbers are float64 from the start (the
+instance columns' type: integers below 2**53 add exactly), filled as range_instances fills
+a range without work.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ...intervals import _union_sorted, grouped_median
+from ...loader import COPY_KINDS
+from ...operations import KERNEL, MEMCPY, OpChunk
+from ..ranges import HOST_COPY_KINDS, Attributor, _innermost_of
+from .device_busy import DeviceBusy
+from .open_values import OpenValues, PooledCounts
+
+# CUPTI's memcpy kinds that copy between host and device, and its pageable memory kind.
+HOST_COPY_IDS = np.array(sorted(k for k, v in COPY_KINDS.items() if v in HOST_COPY_KINDS))
+PAGEABLE = 0
+
+# The last moment: no chunk reaches it.
+END_OF_TIME = 2**63 - 1
+
+
+class RangeTotals:
+    """The per-range accumulators of one report's streamed analysis."""
+
+    def __init__(self, ranges: pd.DataFrame, attributor: Attributor, group_of_row: np.ndarray,
+                 lag_ns: int) -> None:
+        n = len(ranges)
+        self.attributor, self.lag_ns = attributor, lag_ns
+        ids = ranges["range_id"].to_numpy(dtype="int64")
+        self.row_of_id = np.full(int(ids.max()) + 1 if n else 0, -1, dtype=np.int64)
+        self.row_of_id[ids] = np.arange(n)
+        self.range_start = ranges["start_ns"].to_numpy(dtype="int64")
+        self.range_end = ranges["end_ns"].to_numpy(dtype="int64")
+        self.group_of_row = group_of_row
+        # The union's numbers (NaN first and last: not seen yet) and the rest.
+        self.gpu_ops = np.zeros(n)
+        self.busy = np.zeros(n)
+        self.gaps = np.zeros(n)
+        self.max_gap = np.zeros(n)
+        self.first_start = np.full(n, np.nan)
+        self.last_end = np.full(n, np.nan)
+        self.kernels = np.zeros(n)
+        self.first_launch = np.full(n, np.nan)
+        self.first_device = np.full(n, -1, dtype=np.int64)
+        self.latency = np.full(n, np.nan)
+        self.streams = np.zeros(n)
+        self.own_busy = self.own_last_end = None
+        if attributor.rule == "process":
+            self.own_busy = np.zeros(n)
+            self.own_last_end = np.full(n, np.nan)  # NaN: no own operation seen yet
+        self.other_thread_pairs = False
+        # Device busy: before the first start and the last end of each range's GPU work,
+        # and in its CPU window on each device (the range's device is its first
+        # operation's, which may come after the window has passed).
+        self.device = DeviceBusy()
+        self.busy_at_first = np.full(n, np.nan)
+        self.busy_at_last = np.full(n, np.nan)
+        self.cpu_busy: dict[int, np.ndarray] = {}
+        self.by_start = np.arange(n) if np.all(self.range_start[1:] >= self.range_start[:-1]) \
+            else np.argsort(self.range_start, kind="stable")
+        self.by_end = np.argsort(self.range_end, kind="stable")
+        self.passed = 0  # moments below this are answered (the previous chunk's bound)
+        self.pending_last = np.zeros(0, dtype=np.int64)  # rows whose last end waits
+        # Host copies inside each range (nested included).
+        self.copies = np.zeros(n, dtype="int64")
+        self.copy_bytes = np.zeros(n, dtype="int64")
+        self.copy_ns = np.zeros(n, dtype="int64")
+        self.pageable_copies = np.zeros(n, dtype="int64")
+        self.open_latency = OpenValues()
+        self.open_streams = OpenValues()
+        self.pooled = PooledCounts()
+        self.stream_codes = pd.Index(np.zeros(0, "int64"))
+        # Per launching thread: operations, kernels, kernel time, devices; and the
+        # operations that went to other threads' ranges (count, first operation's place).
+        self.threads: dict[int, list] = {}
+        self.taken: dict[int, list[int]] = {}
+        # The kernel summary's input (by demangled name code: durations, first name pair)
+        # and the host copies, as chunks.
+        self.kernel_durations: dict[int, list[np.ndarray]] = {}
+        self.kernel_first_pair: dict[int, int] = {}
+        self.copy_parts: list[dict[str, np.ndarray]] = []
+        self.transfers_seen = 0
+        self.lower = -END_OF_TIME
+
+    # One chunk.
+
+    def add(self, chunk: OpChunk) -> None:
+        start, end = chunk["start_ns"], chunk["end_ns"]
+        launch, thread = chunk["launch_start_ns"], chunk["thread"]
+        is_kernel = chunk["source"] == KERNEL
+        transfer_rank = self._transfer_ranks(chunk)
+        self._work_per_thread(chunk, is_kernel)
+        self._kernel_inputs(chunk, is_kernel)
+        known = np.flatnonzero(launch >= 0)
+        pairs = None
+        if len(known) and len(self.row_of_id):
+            codes, ids = np.unique(thread[known], return_inverse=True)[::-1]
+            launches = pd.DataFrame(
+                {"thread": pd.Categorical.from_codes(codes, categories=pd.Index(ids)),
+                 "time_ns": launch[known]}, index=pd.Index(known), copy=False)
+            pairs, taken = self.attributor.op_pairs(launches)
+            if taken is not None:
+                self._other_threads(chunk, np.flatnonzero(taken), transfer_rank)
+        self.device.chunk(start, end, chunk["device_id"])
+        if pairs is not None and len(pairs):
+            self._pairs(chunk, pairs, is_kernel)
+        self._host_copies(chunk, pairs, transfer_rank)
+        self._answer_device_busy(chunk.until_ns)
+        self._close(chunk.until_ns - self.lag_ns if chunk.until_ns < END_OF_TIME
+                    else END_OF_TIME)
+
+    def _transfer_ranks(self, chunk: OpChunk) -> np.ndarray:
+        """Each transfer's place among the report's transfers (the loader's gpu_ops row,
+        less the kernels): they come in that order. -1 for kernels."""
+        is_transfer = chunk["source"] != KERNEL
+        rank = np.full(len(chunk), -1, dtype=np.int64)
+        k = int(is_transfer.sum())
+        rank[is_transfer] = np.arange(self.transfers_seen, self.transfers_seen + k)
+        self.transfers_seen += k
+        return rank
+
+    def _pairs(self, chunk: OpChunk, pairs: pd.DataFrame, is_kernel: np.ndarray) -> None:
+        """The union sweep and the per-range numbers of a chunk's (range, operation) pairs."""
+        start, end = chunk["start_ns"], chunk["end_ns"]
+        event = pairs["event"].to_numpy()
+        row = self.row_of_id[pairs["range_id"].to_numpy()]
+        other = pairs["other_thread"].to_numpy()
+        self.other_thread_pairs |= bool(other.any())
+        # By (range, start), ties in pair order (by operation): lexsort's, as _RangeOrder.
+        order = np.lexsort((start[event], row))
+        row, event, other = row[order], event[order], other[order]
+        del order
+        heads = np.flatnonzero(np.r_[True, row[1:] != row[:-1]])
+        rows = row[heads]
+        seen = ~np.isnan(self.first_start[rows])
+        u = _union_sorted(row, start[event], end[event],
+                          prior=(seen, np.nan_to_num(self.last_end[rows]).astype("int64")))
+        self.gpu_ops[rows] += u["count"]
+        self.busy[rows] += u["busy_ns"]
+        self.gaps[rows] += u["gaps"]
+        self.max_gap[rows] = np.fmax(self.max_gap[rows], u["max_gap_ns"])
+        self.last_end[rows] = u["last_end_ns"]
+        new = ~seen
+        first_op = event[heads[new]]
+        self.first_start[rows[new]] = u["first_start_ns"][new]
+        self.first_device[rows[new]] = chunk["device_id"][first_op]
+        self.busy_at_first[rows[new]] = self._busy_before(
+            self.first_device[rows[new]], u["first_start_ns"][new])
+        self.pending_last = np.union1d(self.pending_last, rows)
+        if self.own_busy is not None:
+            own = ~other
+            g = row[own]
+            if len(g):
+                own_heads = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+                own_rows = g[own_heads]
+                reached = self.own_last_end[own_rows]
+                v = _union_sorted(g, start[event[own]], end[event[own]], prior=(
+                    ~np.isnan(reached), np.nan_to_num(reached).astype("int64")))
+                self.own_busy[own_rows] += v["busy_ns"]
+                self.own_last_end[own_rows] = v["last_end_ns"]
+        kernel = is_kernel[event]
+        self.kernels[rows] += np.add.reduceat(kernel.astype("int64"), heads)
+        self.first_launch[rows] = np.fmin(self.first_launch[rows], np.minimum.reduceat(
+            chunk["launch_start_ns"][event], heads))
+        # Launch latencies of the kernels and the streams, kept until each range closes.
+        k_rows, k_events = row[kernel], event[kernel]
+        self.open_latency.add(self.range_end[k_rows], k_rows,
+                              start[k_events] - chunk["launch_start_ns"][k_events])
+        stream_key = (chunk["device_id"][event].astype("int64") << 32) | chunk["stream_id"][event]
+        codes = self._stream_codes(stream_key)
+        distinct = np.unique((row.astype("int64") << 32) | codes)
+        d_rows = distinct >> 32
+        self.open_streams.add(self.range_end[d_rows], d_rows, distinct & 0xFFFFFFFF)
+
+    def _stream_codes(self, keys: np.ndarray) -> np.ndarray:
+        """A number per (device, stream) in order of first appearance."""
+        codes = self.stream_codes.get_indexer(keys)
+        if (codes < 0).any():
+            self.stream_codes = self.stream_codes.append(pd.Index(pd.unique(keys[codes < 0])))
+            codes = self.stream_codes.get_indexer(keys)
+        return codes.astype("int64")
+
+    def _busy_before(self, devices: np.ndarray, moments: np.ndarray) -> np.ndarray:
+        """B(t) on each moment's device (moments within the current chunk's bounds)."""
+        out = np.zeros(len(moments))
+        for d in np.unique(devices).tolist():
+            at = devices == d
+            out[at] = self.device.busy_before(d, moments[at])
+        return out
+
+    def _answer_device_busy(self, until: int) -> None:
+        """The moments in [the previous chunk's bound, this one's) on every device: the
+        ranges' CPU windows' edges, and the last ends of their GPU work."""
+        lo, hi = self.lower, until
+        self.lower = until
+        devices = self.device.devices
+        for d in devices:
+            if d not in self.cpu_busy:
+                self.cpu_busy[d] = np.zeros(len(self.range_start))
+        for order, times, sign in ((self.by_start, self.range_start, -1.0),
+                                   (self.by_end, self.range_end, 1.0)):
+            ts = times[order]
+            a, b = np.searchsorted(ts, [lo, hi], side="left")
+            if a == b:
+                continue
+            rows, moments = order[a:b], ts[a:b]
+            for d in devices:
+                self.cpu_busy[d][rows] += sign * self.device.busy_before(d, moments)
+        pending = self.pending_last
+        if len(pending):
+            moments = self.last_end[pending].astype("int64")
+            now = moments < hi
+            rows = pending[now]
+            self.busy_at_last[rows] = self._busy_before(self.first_device[rows], moments[now])
+            self.pending_last = pending[~now]
+
+    def _close(self, before: int) -> None:
+        """Ranges that ended before `before` receive nothing more: their median latency
+        and distinct streams, and their kernels' latencies pooled per group."""
+        rows, latency = self.open_latency.close(before)
+        if len(rows):
+            medians = grouped_median(rows, latency)
+            self.latency[medians.index.to_numpy()] = medians.to_numpy()
+            self.pooled.add(self.group_of_row[rows], latency)
+        rows, codes = self.open_streams.close(before)
+        if len(rows):
+            distinct = np.unique((rows.astype("int64") << 32) | codes) >> 32
+            present, counts = np.unique(distinct, return_counts=True)
+            self.streams[present] = counts
+
+    def _host_copies(self, chunk: OpChunk, pairs: pd.DataFrame | None,
+                     transfer_rank: np.ndarray) -> None:
+        """The chunk's host copies: each one's innermost range, and the copy numbers of
+        every range that holds it."""
+        copy = np.flatnonzero((chunk["source"] == MEMCPY)
+                              & np.isin(chunk["copy_kind"], HOST_COPY_IDS))
+        if len(copy) == 0:
+            return
+        part = {c: chunk[c][copy] for c in ("start_ns", "end_ns", "thread", "launch_start_ns",
+                                             "device_id", "stream_id", "bytes", "copy_kind",
+                                             "src_kind", "dst_kind")}
+        part["rank"] = transfer_rank[copy]
+        part["range_id"] = (_innermost_of(pairs, copy) if pairs is not None
+                            else np.full(len(copy), -1, dtype="int64"))
+        self.copy_parts.append(part)
+        if pairs is None or not len(pairs):
+            return
+        is_copy = np.zeros(len(chunk), dtype=bool)
+        is_copy[copy] = True
+        event = pairs["event"].to_numpy()
+        mine = is_copy[event]
+        event = event[mine]
+        row = self.row_of_id[pairs["range_id"].to_numpy()[mine]]
+        np.add.at(self.copies, row, 1)
+        np.add.at(self.copy_bytes, row, chunk["bytes"][event])
+        np.add.at(self.copy_ns, row, chunk["end_ns"][event] - chunk["start_ns"][event])
+        np.add.at(self.pageable_copies, row, ((chunk["src_kind"][event] == PAGEABLE)
+                                              | (chunk["dst_kind"][event] == PAGEABLE)))
+
+    def _other_threads(self, chunk: OpChunk, taken: np.ndarray,
+                       transfer_rank: np.ndarray) -> None:
+        """Per launching thread, the operations that went to other threads' ranges: how many,
+        and the first one's place in the loader's operation order (kernels, by index, then
+        transfers), which breaks ties as value_counts does."""
+        place = np.where(chunk["source"][taken] == KERNEL, chunk["index"][taken],
+                         2**62 + transfer_rank[taken])
+        threads, inverse = np.unique(chunk["thread"][taken], return_inverse=True)
+        counts = np.bincount(inverse, minlength=len(threads))
+        first = np.full(len(threads), 2**63 - 1, dtype=np.int64)
+        np.minimum.at(first, inverse, place)
+        for t, n, f in zip(threads.tolist(), counts.tolist(), first.tolist(), strict=True):
+            was = self.taken.get(t)
+            self.taken[t] = [n, f] if was is None else [was[0] + n, min(was[1], f)]
+
+    def _work_per_thread(self, chunk: OpChunk, is_kernel: np.ndarray) -> None:
+        thread = chunk["thread"]
+        threads, inverse = np.unique(thread, return_inverse=True)
+        ops = np.bincount(inverse, minlength=len(threads))
+        kernels = np.bincount(inverse[is_kernel], minlength=len(threads))
+        kernel_ns = np.zeros(len(threads), dtype="int64")
+        np.add.at(kernel_ns, inverse[is_kernel],
+                  chunk["end_ns"][is_kernel] - chunk["start_ns"][is_kernel])
+        pairs = np.unique(inverse.astype("int64") * 2**32 + chunk["device_id"].astype("int64"))
+        for i, t in enumerate(threads.tolist()):
+            entry = self.threads.setdefault(t, [0, 0, 0, set()])
+            entry[0] += int(ops[i])
+            entry[1] += int(kernels[i])
+            entry[2] += int(kernel_ns[i])
+        for p in pairs.tolist():
+            self.threads[int(threads[p >> 32])][3].add(int(p & 0xFFFFFFFF))
+
+    def _kernel_inputs(self, chunk: OpChunk, is_kernel: np.ndarray) -> None:
+        """The kernel table's input: each demangled name's durations in export order, a
+        part per chunk (as uint32 where they fit), and the name pair of its first kernel
+        (whose short name the table shows)."""
+        if not is_kernel.any():
+            return
+        duration = chunk["end_ns"][is_kernel] - chunk["start_ns"][is_kernel]
+        if int(duration.max()) < 2**32:
+            duration = duration.astype(np.uint32)
+        full, pair = chunk["full_name"][is_kernel], chunk["name"][is_kernel]
+        order = np.argsort(full, kind="stable")
+        names, first = np.unique(full[order], return_index=True)
+        bounds = np.r_[first, len(order)]
+        for i, code in enumerate(names.tolist()):
+            rows = order[bounds[i]:bounds[i + 1]]
+            if code not in self.kernel_durations:
+                self.kernel_durations[code] = []
+                self.kernel_first_pair[code] = int(pair[rows[0]])
+            self.kernel_durations[code].append(duration[rows])
+
+    def finish(self) -> None:
+        """After the last chunk: every moment answered, every range closed."""
+        self._answer_device_busy(END_OF_TIME)
+        self._close(END_OF_TIME)
