@@ -190,6 +190,14 @@ def other_thread_rows(c: Comparison) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: -r["gpu_ops"])
 
 
+def refuse_streamed(c: Comparison, what: str) -> None:
+    """Formats that draw every GPU operation (a page's timeline, a trace) need the
+    operations the streamed analysis does not keep: say so rather than draw none."""
+    if c.analysis.attribution.streamed:
+        raise ValueError(f"{what} draws every GPU operation, which a streamed analysis does "
+                         "not keep: compare the report with operations=True")
+
+
 def document(c: Comparison) -> dict[str, Any]:
     """The JSON contract `nsyswrap.compare/1` (see docs/json-schema.md)."""
     return {

@@ -21,7 +21,7 @@ from ..compare import Comparison
 from ..diagnose import range_label
 from ..units import fmt_ns, fmt_share
 from . import charts
-from .document import report_block, section_rows
+from .document import refuse_streamed, report_block, section_rows
 from .names import shorten
 from .page import (
     HtmlPage,
@@ -497,6 +497,7 @@ def _family_rows(inst: pd.DataFrame, cold: int) -> list[dict[str, Any]]:
 
 class HtmlRenderer:
     def render(self, c: Comparison, *, notebook: bool = False, **_) -> str:
+        refuse_streamed(c, "the HTML page")
         return _Page(c, notebook).render()
 
 

@@ -25,7 +25,7 @@ from ..compare import Comparison
 from ..diagnose import range_label
 from ..intervals import assign_lanes
 from ..report import thread_ids
-from .document import plain
+from .document import plain, refuse_streamed
 
 # Synthetic pids for GPUs: above any Linux pid (pid_max is at most 2^22).
 GPU_PID_BASE = 10_000_000
@@ -35,6 +35,7 @@ OP_CATEGORIES = ("kernel", "memcpy", "memset", "graph")
 
 class TraceRenderer:
     def render(self, c: Comparison, **_) -> str:
+        refuse_streamed(c, "a trace")
         return json.dumps(trace_document(c), ensure_ascii=False, separators=(",", ":")) + "\n"
 
 

@@ -1,0 +1,212 @@
+"""The streamed analysis (operations.py, analysis/streamed/) against the whole one
+(loader.load + analysis.analyze) on every fixture: every frame the outputs read, equal to
+the bit, with chunks small enough that ranges, unions, device busy windows and launch
+windows all cross chunk boundaries; and what makes it give up (StreamFallback) and fall
+back to the whole analysis. The whole analysis is itself checked against SQL
+(test_attribution, test_ranges, test_kernels); the operations the stream hands out are
+checked against SQL here too."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sqlite3
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import ALL_REPORTS, DATA, DEMO, GPU_MIX, sql
+
+import nsyswrap
+from nsyswrap.analysis import analyze
+from nsyswrap.analysis.streamed import analyze_streamed
+from nsyswrap.compare import compare
+from nsyswrap.database import open_report
+from nsyswrap.diagnose import Thresholds, diagnose
+from nsyswrap.loader import read_without_operations
+from nsyswrap.operations import (
+    CHUNK_OPERATIONS,
+    LAUNCH_LAG_NS,
+    OperationStream,
+    StreamFallback,
+)
+from nsyswrap.render.document import document
+
+DDP_ONE = DATA / "h200x2_ddp_straggler_one.sqlite"
+GPU_REPORTS = [p for p in ALL_REPORTS if p.name.startswith("h")]
+# Operations per chunk in the tests: a few dozen chunks per fixture, each cut inside
+# ranges, unions and device busy windows.
+SMALL_CHUNK = 97
+
+
+def streamed(path, *, chunk=CHUNK_OPERATIONS, lag_ns=LAUNCH_LAG_NS, **options):
+    with open_report(path, stream_operations=True) as opened:
+        report, rest = read_without_operations(opened)
+        stream = OperationStream(opened.db, opened.queries, chunk_operations=chunk,
+                                 lag_ns=lag_ns)
+        return analyze_streamed(report, stream, rest, lag_ns=lag_ns, **options)
+
+
+def assert_same_analysis(s, w):
+    """Every frame and number the outputs read."""
+    for name in ("instances", "kernels", "ranges", "processes", "iterations", "benchmarks"):
+        pd.testing.assert_frame_equal(getattr(s, name), getattr(w, name), obj=name)
+    sa, wa = s.attribution, w.attribution
+    assert sa.streamed and not wa.streamed
+    assert sa.operations == len(wa.gpu_ops)
+    pd.testing.assert_frame_equal(sa.other_threads, wa.other_threads, obj="other_threads")
+    pd.testing.assert_frame_equal(sa.blocking_calls, wa.blocking_calls, obj="blocking_calls")
+    pd.testing.assert_frame_equal(sa.call_pairs, wa.call_pairs, obj="call_pairs")
+    # Host copies: the same rows (gpu_ops' rows as index) and values; the categoricals'
+    # category lists may differ.
+    def plain(values: pd.Series) -> np.ndarray:
+        values = np.asarray(values.to_numpy())
+        return values.astype("int64") if values.dtype.kind in "iu" else values.astype(str)
+
+    copies = [pd.DataFrame({c: plain(f[c]) for c in f.columns}, index=f.index)
+              for f in (sa.host_copies, wa.host_copies)]
+    pd.testing.assert_frame_equal(copies[0], copies[1], obj="host_copies",
+                                  check_index_type=False)
+    for field in ("notes", "alerts", "processes", "threads", "last_cuda_call_ns",
+                  "gpu_trace_lost", "has_cuda", "has_nvtx"):
+        assert getattr(s.info, field) == getattr(w.info, field), field
+    t = Thresholds()
+    assert ([dataclasses.asdict(f) for f in diagnose(s, t)]
+            == [dataclasses.asdict(f) for f in diagnose(w, t)])
+
+
+@pytest.mark.parametrize("path", ALL_REPORTS + [DEMO], ids=lambda p: p.name)
+def test_streamed_analysis_is_the_whole_one_chunk_by_chunk(path):
+    """Process rule, chunks of SMALL_CHUNK operations (and of every operation at once)."""
+    whole = analyze(nsyswrap.load(path))
+    assert_same_analysis(streamed(path, chunk=SMALL_CHUNK), whole)
+    assert_same_analysis(streamed(path), whole)
+
+
+@pytest.mark.parametrize("path", GPU_REPORTS, ids=lambda p: p.name)
+def test_streamed_analysis_under_nsys_rule_and_per_process(path):
+    whole = analyze(nsyswrap.load(path), attribution="thread", by_process=True)
+    assert_same_analysis(streamed(path, chunk=SMALL_CHUNK, attribution="thread",
+                                  by_process=True), whole)
+
+
+def max_launch_lag(path) -> int:
+    """The longest any operation waited after its launching call, from SQL."""
+    lags = []
+    for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
+                  "CUPTI_ACTIVITY_KIND_MEMSET"):
+        lags += sql(path, f"""SELECT max(o.start - r.start) FROM {table} AS o
+                              JOIN CUPTI_ACTIVITY_KIND_RUNTIME AS r
+                                ON r.correlationId = o.correlationId
+                               AND r.globalTid >> 24 = o.globalPid >> 24""")
+    return max(x for (x,) in lags if x is not None)
+
+
+@pytest.mark.parametrize("path", [GPU_MIX, DDP_ONE], ids=lambda p: p.name)
+def test_ranges_close_as_soon_as_the_launch_lag_allows(path):
+    """With the lag bound just above the report's longest launch lag (SQL), ranges close
+    (their median latency and streams are taken, their latencies pooled) a few chunks
+    after they end: the same numbers. Just below it, the stream gives up."""
+    lag = max_launch_lag(path)
+    whole = analyze(nsyswrap.load(path))
+    assert_same_analysis(streamed(path, chunk=SMALL_CHUNK, lag_ns=lag + 1), whole)
+    with pytest.raises(StreamFallback, match="long after its launch"):
+        streamed(path, chunk=SMALL_CHUNK, lag_ns=lag - 1)
+
+
+@pytest.mark.parametrize("path", [GPU_MIX, DDP_ONE], ids=lambda p: p.name)
+def test_the_stream_hands_out_every_operation_once_in_start_order_with_its_launch(path):
+    """Against SQL: every kernel, copy and memset with its launching call's start and
+    thread (joined on process and correlation id), each once, in start order."""
+    expected = []
+    for table, source in (("CUPTI_ACTIVITY_KIND_KERNEL", 0), ("CUPTI_ACTIVITY_KIND_MEMCPY", 1),
+                          ("CUPTI_ACTIVITY_KIND_MEMSET", 2)):
+        expected += sql(path, f"""SELECT o.start, o.end, {source}, coalesce(r.start, -1),
+                                         coalesce(r.globalTid, -1)
+                                  FROM {table} AS o LEFT JOIN CUPTI_ACTIVITY_KIND_RUNTIME AS r
+                                    ON r.correlationId = o.correlationId
+                                   AND r.globalTid >> 24 = o.globalPid >> 24""")
+    with open_report(path, stream_operations=True) as opened:
+        chunks = list(OperationStream(opened.db, opened.queries, chunk_operations=SMALL_CHUNK))
+    got = [tuple(int(x) for x in row) for c in chunks for row in zip(
+        c["start_ns"], c["end_ns"], c["source"], c["launch_start_ns"], c["thread"],
+        strict=True)]
+    assert sorted(got) == sorted(expected)
+    starts = [g[0] for g in got]
+    assert starts == sorted(starts)
+    # Chunks never split one start, and each says where the next begins.
+    for c, nxt in zip(chunks, chunks[1:], strict=False):
+        assert c["start_ns"][-1] < c.until_ns <= nxt["start_ns"][0]
+
+
+def test_launches_outside_the_name_filter_are_looked_up_or_the_stream_gives_up(monkeypatch):
+    """A launch the runtime read's name filter leaves out is looked up by correlation id
+    (one query for a chunk that needs it); a stream that would need more than
+    MAX_LAUNCH_LOOKUPS of them gives up, and compare analyses the report whole."""
+    import re
+
+    from nsyswrap import cuda_api
+
+    whole = analyze(nsyswrap.load(GPU_MIX))
+    monkeypatch.setattr(cuda_api, "LAUNCH_API", re.compile(r"^no-such-api$"))
+    assert_same_analysis(streamed(GPU_MIX), whole)
+    with pytest.raises(StreamFallback, match="missing"):
+        streamed(GPU_MIX, chunk=SMALL_CHUNK)
+    assert (json.dumps(document(compare(GPU_MIX, operations=False)), default=str)
+            == json.dumps(document(compare(GPU_MIX)), default=str))
+
+
+def test_a_report_out_of_start_order_is_analysed_whole(report_copy):
+    """nsys exports its tables in start order; a report rewritten in another order (here
+    its kernels, newest first) cannot be streamed: compare(operations=False) falls back to
+    the whole analysis, with the same document."""
+    path = report_copy(GPU_MIX)
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE k AS SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start DESC")
+    con.execute("DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL")
+    con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT * FROM k")
+    con.execute("DROP TABLE k")
+    con.commit()
+    con.close()
+    assert [s for (s,) in sql(path, "SELECT start FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 2")][0] \
+        > [s for (s,) in sql(path, "SELECT start FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 2")][1]
+    with pytest.raises(StreamFallback, match="start order"):
+        streamed(path)
+    streamed_doc = document(compare(path, operations=False))
+    assert not compare(path, operations=False).analysis.attribution.streamed
+    assert (json.dumps(streamed_doc, default=str)
+            == json.dumps(document(compare(path)), default=str))
+
+
+def test_cli_json_streams_and_says_what_the_whole_analysis_says(tmp_path):
+    """The CLI's json (streamed) is the whole analysis's document, instances included."""
+    from click.testing import CliRunner
+
+    from nsyswrap.cli import main
+
+    out = tmp_path / "a.json"
+    result = CliRunner().invoke(main, ["compare", str(DDP_ONE), "--format", "json",
+                                       "--instances", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    from nsyswrap.render.json import JsonRenderer
+
+    whole = json.loads(JsonRenderer().render(compare(DDP_ONE), instances=True))
+    got = json.loads(out.read_text())
+    assert len(got["instances"]) == len(compare(DDP_ONE).analysis.instances) > 0
+    for doc in (got, whole):
+        doc.pop("tool", None)
+    assert got == whole
+
+
+def test_outputs_that_draw_every_operation_refuse_a_streamed_analysis():
+    """The page's timeline and the trace need every operation: a streamed analysis (which
+    keeps none) is refused with a message, not drawn empty."""
+    from nsyswrap.render.html import HtmlRenderer
+    from nsyswrap.render.trace import TraceRenderer
+
+    c = compare(GPU_MIX, operations=False)
+    assert c.analysis.attribution.streamed
+    for renderer in (HtmlRenderer(), TraceRenderer()):
+        with pytest.raises(ValueError, match="operations=True"):
+            renderer.render(c)
+    assert np.isfinite(c.analysis.instances["gpu_busy_ns"]).any()
