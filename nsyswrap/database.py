@@ -22,7 +22,7 @@ from pathlib import Path
 from .chunks import cores
 from .errors import BadInputError
 from .progress import NO_PROGRESS, Progress
-from .queries import BulkQueries
+from .queries import NVTX_TABLE, BulkQueries
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -131,6 +131,13 @@ def open_report(path: str | os.PathLike, *, cache_dir: str | os.PathLike | None 
                 "(no StringIds or export metadata table)"
             )
         queries = BulkQueries.of(db)
+        # The streamed analysis holds per-range numbers in place of every operation: it
+        # pays where operations outnumber ranges (a training run's report), not in a
+        # range-heavy one, whose ranges the whole analysis holds more compactly
+        # (docs/performance.md, "Streamed analysis").
+        stream_operations = stream_operations and (
+            sum(db.row_estimate(t) for t in queries.operation_tables())
+            >= db.row_estimate(NVTX_TABLE))
         db.prefetch(*(queries.not_operations() if stream_operations else queries.in_order()),
                     reducers=queries.reducers())
     except BaseException:
@@ -227,6 +234,19 @@ class Database:
         for q in queries:
             self._prefetched[q] = [self._pool.submit(self._read, part, self._reducers.get(q))
                                    for part in self._slices(q)]
+
+    def row_estimate(self, table: str) -> int:
+        """How many rows `table` has, about: the span of its rowids (from the b-tree's two
+        edges, without a scan; exact where no row was ever deleted). 0 for a table the
+        export lacks."""
+        if table not in self.tables:
+            return 0
+        try:
+            (lo,), = self.con.execute(f"SELECT min(rowid) FROM {table}").fetchall()
+            (hi,), = self.con.execute(f"SELECT max(rowid) FROM {table}").fetchall()
+        except sqlite3.DatabaseError:
+            return 0
+        return 0 if lo is None or hi is None else hi - lo + 1
 
     def columns(self, table: str) -> set[str]:
         if table not in self._columns:

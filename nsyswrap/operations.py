@@ -64,6 +64,12 @@ LAUNCH_LAG_NS = 10_000_000_000
 # loader's whole join makes one.
 MAX_LAUNCH_LOOKUPS = 2
 
+# Slices read ahead of the one in use, per table (the runtime calls: twice as many): the
+# reader threads must never wait for the analysis to take a slice, or a core idles. Four
+# kernel slices are ~40 MB. 10 M kernels, 2 cores: 18.5 s with two (and two), 15.7 s with
+# eight (and eight), 877 MiB at the peak either way (docs/performance.md).
+READ_AHEAD = 4
+
 # The columns of an OpChunk.
 CHUNK_COLUMNS = ("start_ns", "end_ns", "source", "index", "launch_start_ns", "thread",
                  "device_id", "stream_id", "pid", "name", "full_name", "bytes", "copy_kind",
@@ -287,7 +293,7 @@ class OperationStream:
 
     def __init__(self, db: Database, queries: BulkQueries,
                  chunk_operations: int = CHUNK_OPERATIONS, lag_ns: int = LAUNCH_LAG_NS,
-                 ahead: int | None = None) -> None:
+                 ahead: int = READ_AHEAD) -> None:
         self.db, self.queries = db, queries
         self.chunk_operations = max(1, chunk_operations)
         self.lag_ns = lag_ns
@@ -300,7 +306,9 @@ class OperationStream:
             self.sources.append(_Source(SOURCE_KINDS[op], db.stream(sql, numpy_columns, 1)))
         reducers = queries.reducers()
         calls = queries.runtime.calls_sql
-        self.launches = _LaunchWindow(db.stream(calls, reducers[calls], ahead)
+        # The runtime calls twice as far ahead: several per operation are scanned, and
+        # what a reader keeps of a slice (its launches) is a few MB.
+        self.launches = _LaunchWindow(db.stream(calls, reducers[calls], 2 * ahead)
                                       if calls is not None else None)
         self.lookups = 0
         self.operations = 0

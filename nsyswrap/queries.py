@@ -104,6 +104,12 @@ class BulkQueries:
         return [self.kernels, *self.transfers.values(), self.runtime.calls_sql,
                 self.nvtx_domains, self.nvtx_ranges, self.unterminated, self.nvtx_marks]
 
+    def operation_tables(self) -> list[str]:
+        """The tables of the GPU operations this export has."""
+        out = [KERNEL_TABLE] if self.kernels is not None else []
+        return out + [{"memcpy": MEMCPY_TABLE, "memset": MEMSET_TABLE, "graph": GRAPH_TABLE}[op]
+                      for op in self.transfers]
+
     def not_operations(self) -> list[str | None]:
         """in_order's reads but the GPU operations' and the runtime calls' (which the
         streamed analysis reads a few slices at a time)."""

@@ -275,11 +275,14 @@ class Attributor:
         return self._sorted(self.by_thread.pairs(
             pd.DataFrame({"thread": calls["thread"], "time_ns": calls["start_ns"]})))
 
-    def op_pairs(self, launches: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray | None]:
+    def op_pairs(self, launches: pd.DataFrame, release: bool = True
+                 ) -> tuple[pd.DataFrame, np.ndarray | None]:
         """(pairs, taken): every (range, operation) pair of the launches (_launches: thread
         and time_ns, labelled by operation row) under the rule, sorted by event with
         `innermost` and `other_thread` (with_innermost); and, under the process rule, which
-        operation rows went to other threads' ranges (a mask by row), else None."""
+        operation rows went to other threads' ranges (a mask by row), else None.
+        `release`: give the search's temporaries back to the system between the searches
+        (a collection and a trim: for a whole report's, not a chunk's)."""
         # nsys's rule: the launching thread's ranges. In the search's order: sorted by event
         # once, with the process rule's pairs.
         own = self.by_thread.pairs(launches)
@@ -287,7 +290,8 @@ class Attributor:
                pd.DataFrame({"range_id": pd.Series(dtype="int64"),
                              "event": pd.Series(dtype="int64")}))
         own["other_thread"] = np.zeros(len(own), dtype=bool)
-        release_freed_memory(len(own))  # the search's temporaries, before the next one
+        if release:
+            release_freed_memory(len(own))  # the search's temporaries, before the next one
         if self.rule != "process":
             return with_innermost(self.starts, own), None
         return self._with_other_threads_work(launches, own)

@@ -87,7 +87,11 @@ class PooledCounts:
         self.pending_size.pop(g, None)
         if not parts:
             return
-        values, counts = np.unique(np.concatenate(parts), return_counts=True)
+        # Counted by hashing (a few distinct values among many), then the few sorted.
+        codes, values = pd.factorize(np.concatenate(parts))
+        counts = np.bincount(codes, minlength=len(values))
+        order = np.argsort(values, kind="stable")
+        values, counts = np.asarray(values)[order], counts[order]
         if g in self.counts:
             old_values, old_counts = self.counts[g]
             values = np.concatenate([old_values, values])

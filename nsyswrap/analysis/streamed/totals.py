@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ...intervals import _union_sorted, grouped_median
+from ...intervals import _union_sorted, compact_ids, grouped_median
 from ...loader import COPY_KINDS
 from ...operations import KERNEL, MEMCPY, OpChunk
 from ..ranges import HOST_COPY_KINDS, Attributor, _innermost_of
@@ -71,9 +71,13 @@ class RangeTotals:
         self.busy_at_first = np.full(n, np.nan)
         self.busy_at_last = np.full(n, np.nan)
         self.cpu_busy: dict[int, np.ndarray] = {}
-        self.by_start = np.arange(n) if np.all(self.range_start[1:] >= self.range_start[:-1]) \
-            else np.argsort(self.range_start, kind="stable")
-        self.by_end = np.argsort(self.range_end, kind="stable")
+        # The CPU windows' edges in time order (rows, and their moments), made once: a
+        # chunk answers the slice of them its starts reach.
+        self.edges = []
+        for times in (self.range_start, self.range_end):
+            rows = None if np.all(times[1:] >= times[:-1]) else compact_ids(
+                np.argsort(times, kind="stable"))
+            self.edges.append((rows, times if rows is None else times[rows]))
         self.passed = 0  # moments below this are answered (the previous chunk's bound)
         self.pending_last = np.zeros(0, dtype=np.int64)  # rows whose last end waits
         # Host copies inside each range (nested included).
@@ -104,18 +108,24 @@ class RangeTotals:
         launch, thread = chunk["launch_start_ns"], chunk["thread"]
         is_kernel = chunk["source"] == KERNEL
         transfer_rank = self._transfer_ranks(chunk)
-        self._work_per_thread(chunk, is_kernel)
+        # The launching threads numbered once (a few ids, by hashing: sorted numbers, so
+        # that they order as the ids do), for every per-thread count below.
+        codes, threads = pd.factorize(thread)
+        by_id = np.argsort(threads)
+        threads = threads[by_id]
+        codes = np.argsort(by_id)[codes]
+        self._work_per_thread(chunk, is_kernel, codes, threads)
         self._kernel_inputs(chunk, is_kernel)
         known = np.flatnonzero(launch >= 0)
         pairs = None
         if len(known) and len(self.row_of_id):
-            codes, ids = np.unique(thread[known], return_inverse=True)[::-1]
             launches = pd.DataFrame(
-                {"thread": pd.Categorical.from_codes(codes, categories=pd.Index(ids)),
+                {"thread": pd.Categorical.from_codes(codes[known], categories=pd.Index(threads)),
                  "time_ns": launch[known]}, index=pd.Index(known), copy=False)
-            pairs, taken = self.attributor.op_pairs(launches)
+            pairs, taken = self.attributor.op_pairs(launches, release=False)
             if taken is not None:
-                self._other_threads(chunk, np.flatnonzero(taken), transfer_rank)
+                self._other_threads(chunk, np.flatnonzero(taken), transfer_rank, codes,
+                                    threads)
         self.device.chunk(start, end, chunk["device_id"])
         if pairs is not None and len(pairs):
             self._pairs(chunk, pairs, is_kernel)
@@ -161,7 +171,15 @@ class RangeTotals:
         self.first_device[rows[new]] = chunk["device_id"][first_op]
         self.busy_at_first[rows[new]] = self._busy_before(
             self.first_device[rows[new]], u["first_start_ns"][new])
-        self.pending_last = np.union1d(self.pending_last, rows)
+        # The device's busy time before each range's last end, now where the chunk's starts
+        # reach it; else once they do (pending_last). A later chunk that moves the end asks
+        # again, so the last answer is the last end's.
+        moments = self.last_end[rows].astype("int64")
+        now = moments < chunk.until_ns
+        self.busy_at_last[rows[now]] = self._busy_before(self.first_device[rows[now]],
+                                                         moments[now])
+        if not now.all():
+            self.pending_last = pd.unique(np.concatenate([self.pending_last, rows[~now]]))
         if self.own_busy is not None:
             own = ~other
             g = row[own]
@@ -183,7 +201,7 @@ class RangeTotals:
                               start[k_events] - chunk["launch_start_ns"][k_events])
         stream_key = (chunk["device_id"][event].astype("int64") << 32) | chunk["stream_id"][event]
         codes = self._stream_codes(stream_key)
-        distinct = np.unique((row.astype("int64") << 32) | codes)
+        distinct = pd.unique((row.astype("int64") << 32) | codes)  # by hashing, not sorting
         d_rows = distinct >> 32
         self.open_streams.add(self.range_end[d_rows], d_rows, distinct & 0xFFFFFFFF)
 
@@ -212,15 +230,13 @@ class RangeTotals:
         for d in devices:
             if d not in self.cpu_busy:
                 self.cpu_busy[d] = np.zeros(len(self.range_start))
-        for order, times, sign in ((self.by_start, self.range_start, -1.0),
-                                   (self.by_end, self.range_end, 1.0)):
-            ts = times[order]
-            a, b = np.searchsorted(ts, [lo, hi], side="left")
+        for (order, moments), sign in zip(self.edges, (-1.0, 1.0), strict=True):
+            a, b = np.searchsorted(moments, [lo, hi], side="left")
             if a == b:
                 continue
-            rows, moments = order[a:b], ts[a:b]
+            rows = slice(a, b) if order is None else order[a:b]
             for d in devices:
-                self.cpu_busy[d][rows] += sign * self.device.busy_before(d, moments)
+                self.cpu_busy[d][rows] += sign * self.device.busy_before(d, moments[a:b])
         pending = self.pending_last
         if len(pending):
             moments = self.last_end[pending].astype("int64")
@@ -239,9 +255,11 @@ class RangeTotals:
             self.pooled.add(self.group_of_row[rows], latency)
         rows, codes = self.open_streams.close(before)
         if len(rows):
-            distinct = np.unique((rows.astype("int64") << 32) | codes) >> 32
-            present, counts = np.unique(distinct, return_counts=True)
-            self.streams[present] = counts
+            # Distinct (range, stream) by hashing, then how many per range: no sort of
+            # every closed range's entries.
+            distinct = pd.unique((rows.astype("int64") << 32) | codes) >> 32
+            numbers, present = pd.factorize(distinct)
+            self.streams[present] = np.bincount(numbers, minlength=len(present))
 
     def _host_copies(self, chunk: OpChunk, pairs: pd.DataFrame | None,
                      transfer_rank: np.ndarray) -> None:
@@ -272,24 +290,28 @@ class RangeTotals:
         np.add.at(self.pageable_copies, row, ((chunk["src_kind"][event] == PAGEABLE)
                                               | (chunk["dst_kind"][event] == PAGEABLE)))
 
-    def _other_threads(self, chunk: OpChunk, taken: np.ndarray,
-                       transfer_rank: np.ndarray) -> None:
+    def _other_threads(self, chunk: OpChunk, taken: np.ndarray, transfer_rank: np.ndarray,
+                       codes: np.ndarray, threads: np.ndarray) -> None:
         """Per launching thread, the operations that went to other threads' ranges: how many,
         and the first one's place in the loader's operation order (kernels, by index, then
-        transfers), which breaks ties as value_counts does."""
+        transfers), which breaks ties as value_counts does. `codes`: each operation's
+        thread, a place in `threads`."""
         place = np.where(chunk["source"][taken] == KERNEL, chunk["index"][taken],
                          2**62 + transfer_rank[taken])
-        threads, inverse = np.unique(chunk["thread"][taken], return_inverse=True)
+        inverse = codes[taken]
         counts = np.bincount(inverse, minlength=len(threads))
         first = np.full(len(threads), 2**63 - 1, dtype=np.int64)
         np.minimum.at(first, inverse, place)
         for t, n, f in zip(threads.tolist(), counts.tolist(), first.tolist(), strict=True):
+            if n == 0:
+                continue
             was = self.taken.get(t)
             self.taken[t] = [n, f] if was is None else [was[0] + n, min(was[1], f)]
 
-    def _work_per_thread(self, chunk: OpChunk, is_kernel: np.ndarray) -> None:
-        thread = chunk["thread"]
-        threads, inverse = np.unique(thread, return_inverse=True)
+    def _work_per_thread(self, chunk: OpChunk, is_kernel: np.ndarray, inverse: np.ndarray,
+                         threads: np.ndarray) -> None:
+        """Per launching thread (`inverse`: each operation's, a place in `threads`): its
+        operations, kernels, kernel time and devices (ranges._work_per_thread's)."""
         ops = np.bincount(inverse, minlength=len(threads))
         kernels = np.bincount(inverse[is_kernel], minlength=len(threads))
         kernel_ns = np.zeros(len(threads), dtype="int64")
