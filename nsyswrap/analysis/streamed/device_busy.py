@@ -54,15 +54,24 @@ class DeviceBusy:
 
     def chunk(self, start: np.ndarray, end: np.ndarray, device: np.ndarray) -> None:
         """Take a chunk's operations (start order)."""
+        self.chunk_merged({d: merge_intervals(start[device == d], end[device == d])
+                           for d in np.unique(device).tolist()})
+
+    def chunk_merged(self, merged: dict[int, tuple[np.ndarray, np.ndarray]]) -> None:
+        """Take a chunk's operations as each device's merged intervals (merge_intervals of
+        its operations in the chunk; a device without any may be left out)."""
         self.covers = {}
-        devices = set(self.open) | set(np.unique(device).tolist())
-        for d in sorted(devices):
-            mine = device == d
-            s, e = start[mine], end[mine]
+        for d in sorted(set(self.open) | set(merged)):
+            ms, me = merged.get(d, (np.zeros(0, "int64"), np.zeros(0, "int64")))
             if d in self.open:
+                # The interval carried in started before every one of the chunk's: it
+                # swallows those that start by its end (touching ones too, as
+                # merge_intervals merges them).
                 lo, hi = self.open[d]
-                s, e = np.r_[lo, s], np.r_[hi, e]
-            ms, me = merge_intervals(s, e)
+                k = int(np.searchsorted(ms, hi, side="right"))
+                if k:
+                    hi = max(hi, int(me[k - 1]))
+                ms, me = np.r_[lo, ms[k:]], np.r_[hi, me[k:]]
             before = self.closed.get(d, 0)
             self.covers[d] = _ChunkCover(ms, me, before)
             # The last merged interval stays open: a later operation may reach it.

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ...intervals import _union_sorted, compact_ids, grouped_median
+from ...intervals import _rows_of_runs, _union_sorted, compact_ids, grouped_median, merge_intervals
 from ...loader import COPY_KINDS
 from ...operations import KERNEL, MEMCPY, OpChunk
 from ..ranges import HOST_COPY_KINDS, Attributor, _innermost_of
@@ -101,74 +101,169 @@ class RangeTotals:
         self.transfers_seen = 0
         self.lower = -END_OF_TIME
 
-    # One chunk.
+    # One chunk: `prepare` (on any thread, in any order: it reads no state that chunks
+    # change) then `apply` (in chunk order).
 
-    def add(self, chunk: OpChunk) -> None:
+    def prepare(self, chunk: OpChunk) -> dict:
+        """What a chunk adds, as far as it does not depend on earlier chunks: its
+        attribution, its pairs in range order and their per-range numbers as if each range
+        began here, its merged intervals per device, per-thread counts, kernel durations
+        per name, host copies. `apply` adds it to the totals."""
         start, end = chunk["start_ns"], chunk["end_ns"]
         launch, thread = chunk["launch_start_ns"], chunk["thread"]
         is_kernel = chunk["source"] == KERNEL
-        transfer_rank = self._transfer_ranks(chunk)
+        out: dict = {"chunk": chunk, "is_kernel": is_kernel}
         # The launching threads numbered once (a few ids, by hashing: sorted numbers, so
         # that they order as the ids do), for every per-thread count below.
         codes, threads = pd.factorize(thread)
         by_id = np.argsort(threads)
         threads = threads[by_id]
         codes = np.argsort(by_id)[codes]
-        self._work_per_thread(chunk, is_kernel, codes, threads)
-        self._kernel_inputs(chunk, is_kernel)
+        out["threads"] = self._work_per_thread(chunk, is_kernel, codes, threads)
+        out["kernels"] = self._kernel_inputs(chunk, is_kernel)
+        # Each transfer's place among the chunk's transfers (apply adds those before).
+        is_transfer = ~is_kernel
+        out["transfer_rank"] = np.where(is_transfer, np.cumsum(is_transfer) - 1, -1)
+        out["transfers"] = int(is_transfer.sum())
         known = np.flatnonzero(launch >= 0)
-        pairs = None
+        pairs = taken = None
         if len(known) and len(self.row_of_id):
             launches = pd.DataFrame(
                 {"thread": pd.Categorical.from_codes(codes[known], categories=pd.Index(threads)),
                  "time_ns": launch[known]}, index=pd.Index(known), copy=False)
             pairs, taken = self.attributor.op_pairs(launches, release=False)
-            if taken is not None:
-                self._other_threads(chunk, np.flatnonzero(taken), transfer_rank, codes,
-                                    threads)
-        self.device.chunk(start, end, chunk["device_id"])
+        if taken is not None:
+            taken = np.flatnonzero(taken)
+            out["taken"] = (taken, codes[taken], threads)
+        out["devices"] = {d: merge_intervals(start[mine], end[mine])
+                          for d in pd.unique(chunk["device_id"]).tolist()
+                          for mine in [chunk["device_id"] == d]}
         if pairs is not None and len(pairs):
-            self._pairs(chunk, pairs, is_kernel)
-        self._host_copies(chunk, pairs, transfer_rank)
-        self._answer_device_busy(chunk.until_ns)
-        self._close(chunk.until_ns - self.lag_ns if chunk.until_ns < END_OF_TIME
-                    else END_OF_TIME)
+            out["pairs"] = self._prepared_pairs(chunk, pairs, is_kernel)
+        out["copies"] = self._prepared_copies(chunk, pairs)
+        return out
 
-    def _transfer_ranks(self, chunk: OpChunk) -> np.ndarray:
-        """Each transfer's place among the report's transfers (the loader's gpu_ops row,
-        less the kernels): they come in that order. -1 for kernels."""
-        is_transfer = chunk["source"] != KERNEL
-        rank = np.full(len(chunk), -1, dtype=np.int64)
-        k = int(is_transfer.sum())
-        rank[is_transfer] = np.arange(self.transfers_seen, self.transfers_seen + k)
-        self.transfers_seen += k
-        return rank
-
-    def _pairs(self, chunk: OpChunk, pairs: pd.DataFrame, is_kernel: np.ndarray) -> None:
-        """The union sweep and the per-range numbers of a chunk's (range, operation) pairs."""
+    def _prepared_pairs(self, chunk: OpChunk, pairs: pd.DataFrame,
+                        is_kernel: np.ndarray) -> dict:
+        """A chunk's (range, operation) pairs in range order, and their numbers per range
+        as if each range's work began in this chunk (apply carries on the ranges seen
+        before)."""
         start, end = chunk["start_ns"], chunk["end_ns"]
         event = pairs["event"].to_numpy()
         row = self.row_of_id[pairs["range_id"].to_numpy()]
         other = pairs["other_thread"].to_numpy()
-        self.other_thread_pairs |= bool(other.any())
         # By (range, start), ties in pair order (by operation): lexsort's, as _RangeOrder.
         order = np.lexsort((start[event], row))
         row, event, other = row[order], event[order], other[order]
         del order
         heads = np.flatnonzero(np.r_[True, row[1:] != row[:-1]])
-        rows = row[heads]
+        out = {"row": row, "event": event, "heads": heads, "rows": row[heads],
+               "other_any": bool(other.any()),
+               "union": _union_sorted(row, start[event], end[event]),
+               "first_device": chunk["device_id"][event[heads]]}
+        if self.own_busy is not None:
+            own = ~other
+            out["own"] = own
+            g = row[own]
+            own_heads = np.flatnonzero(np.r_[True, g[1:] != g[:-1]]) if len(g) else g
+            out["own_heads"], out["own_rows"] = own_heads, g[own_heads]
+            out["own_union"] = _union_sorted(g, start[event[own]], end[event[own]])
+        kernel = is_kernel[event]
+        launch = chunk["launch_start_ns"]
+        out["kernels"] = np.add.reduceat(kernel.astype("int64"), heads)
+        out["first_launch"] = np.minimum.reduceat(launch[event], heads)
+        # Launch latencies of the kernels, and the distinct (range, stream) pairs.
+        k_rows, k_events = row[kernel], event[kernel]
+        out["latency"] = (self.range_end[k_rows], k_rows, start[k_events] - launch[k_events])
+        stream_key = (chunk["device_id"][event].astype("int64") << 32) | chunk["stream_id"][event]
+        local, keys = pd.factorize(stream_key)  # a few streams: numbered here, hashing
+        distinct = pd.unique((row.astype("int64") << 32) | local)
+        out["streams"] = (distinct >> 32, np.asarray(keys)[distinct & 0xFFFFFFFF])
+        return out
+
+    def _prepared_copies(self, chunk: OpChunk, pairs: pd.DataFrame | None) -> dict | None:
+        """The chunk's host copies: each one's innermost range, and every (range, copy)."""
+        copy = np.flatnonzero((chunk["source"] == MEMCPY)
+                              & np.isin(chunk["copy_kind"], HOST_COPY_IDS))
+        if len(copy) == 0:
+            return None
+        part = {c: chunk[c][copy] for c in ("start_ns", "end_ns", "thread", "launch_start_ns",
+                                             "device_id", "stream_id", "bytes", "copy_kind",
+                                             "src_kind", "dst_kind")}
+        part["at"] = copy
+        part["range_id"] = (_innermost_of(pairs, copy) if pairs is not None
+                            else np.full(len(copy), -1, dtype="int64"))
+        out = {"part": part, "pairs": None}
+        if pairs is not None and len(pairs):
+            is_copy = np.zeros(len(chunk), dtype=bool)
+            is_copy[copy] = True
+            event = pairs["event"].to_numpy()
+            mine = is_copy[event]
+            event = event[mine]
+            out["pairs"] = (
+                self.row_of_id[pairs["range_id"].to_numpy()[mine]], chunk["bytes"][event],
+                chunk["end_ns"][event] - chunk["start_ns"][event],
+                (chunk["src_kind"][event] == PAGEABLE) | (chunk["dst_kind"][event] == PAGEABLE))
+        return out
+
+    def apply(self, prepared: dict) -> None:
+        """Add a prepared chunk to the totals (chunks in order)."""
+        chunk = prepared["chunk"]
+        transfer_rank = np.where(prepared["transfer_rank"] >= 0,
+                                 prepared["transfer_rank"] + self.transfers_seen, -1)
+        self.transfers_seen += prepared["transfers"]
+        for t, counts in prepared["threads"].items():
+            entry = self.threads.setdefault(t, [0, 0, 0, set()])
+            entry[0] += counts[0]
+            entry[1] += counts[1]
+            entry[2] += counts[2]
+            entry[3] |= counts[3]
+        for code, first_pair, durations in prepared["kernels"]:
+            if code not in self.kernel_durations:
+                self.kernel_durations[code] = []
+                self.kernel_first_pair[code] = first_pair
+            self.kernel_durations[code].append(durations)
+        if "taken" in prepared:
+            self._other_threads(chunk, transfer_rank, *prepared["taken"])
+        self.device.chunk_merged(prepared["devices"])
+        if "pairs" in prepared:
+            self._pairs(chunk, prepared["pairs"])
+        copies = prepared["copies"]
+        if copies is not None:
+            part = copies.pop("part")
+            part["rank"] = transfer_rank[part.pop("at")]
+            self.copy_parts.append(part)
+            if copies["pairs"] is not None:
+                row, nbytes, ns, pageable = copies["pairs"]
+                np.add.at(self.copies, row, 1)
+                np.add.at(self.copy_bytes, row, nbytes)
+                np.add.at(self.copy_ns, row, ns)
+                np.add.at(self.pageable_copies, row, pageable)
+        self._answer_device_busy(chunk.until_ns)
+        self._close(chunk.until_ns - self.lag_ns if chunk.until_ns < END_OF_TIME
+                    else END_OF_TIME)
+
+    def add(self, chunk: OpChunk) -> None:
+        """prepare and apply, in turn."""
+        self.apply(self.prepare(chunk))
+
+    def _pairs(self, chunk: OpChunk, p: dict) -> None:
+        """Add a chunk's prepared pairs: the union sweep carried on from each range's
+        horizon where the range was seen before, and the per-range numbers."""
+        start, end = chunk["start_ns"], chunk["end_ns"]
+        row, event, heads, rows = p["row"], p["event"], p["heads"], p["rows"]
+        self.other_thread_pairs |= p["other_any"]
         seen = ~np.isnan(self.first_start[rows])
-        u = _union_sorted(row, start[event], end[event],
-                          prior=(seen, np.nan_to_num(self.last_end[rows]).astype("int64")))
+        u = _carried_on(p["union"], row, start[event], end[event], heads, seen,
+                        self.last_end[rows])
         self.gpu_ops[rows] += u["count"]
         self.busy[rows] += u["busy_ns"]
         self.gaps[rows] += u["gaps"]
         self.max_gap[rows] = np.fmax(self.max_gap[rows], u["max_gap_ns"])
         self.last_end[rows] = u["last_end_ns"]
         new = ~seen
-        first_op = event[heads[new]]
         self.first_start[rows[new]] = u["first_start_ns"][new]
-        self.first_device[rows[new]] = chunk["device_id"][first_op]
+        self.first_device[rows[new]] = p["first_device"][new]
         self.busy_at_first[rows[new]] = self._busy_before(
             self.first_device[rows[new]], u["first_start_ns"][new])
         # The device's busy time before each range's last end, now where the chunk's starts
@@ -180,30 +275,19 @@ class RangeTotals:
                                                          moments[now])
         if not now.all():
             self.pending_last = pd.unique(np.concatenate([self.pending_last, rows[~now]]))
-        if self.own_busy is not None:
-            own = ~other
-            g = row[own]
-            if len(g):
-                own_heads = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
-                own_rows = g[own_heads]
-                reached = self.own_last_end[own_rows]
-                v = _union_sorted(g, start[event[own]], end[event[own]], prior=(
-                    ~np.isnan(reached), np.nan_to_num(reached).astype("int64")))
-                self.own_busy[own_rows] += v["busy_ns"]
-                self.own_last_end[own_rows] = v["last_end_ns"]
-        kernel = is_kernel[event]
-        self.kernels[rows] += np.add.reduceat(kernel.astype("int64"), heads)
-        self.first_launch[rows] = np.fmin(self.first_launch[rows], np.minimum.reduceat(
-            chunk["launch_start_ns"][event], heads))
+        if self.own_busy is not None and len(p["own_rows"]):
+            own, own_rows = p["own"], p["own_rows"]
+            reached = self.own_last_end[own_rows]
+            v = _carried_on(p["own_union"], row[own], start[event[own]], end[event[own]],
+                            p["own_heads"], ~np.isnan(reached), reached)
+            self.own_busy[own_rows] += v["busy_ns"]
+            self.own_last_end[own_rows] = v["last_end_ns"]
+        self.kernels[rows] += p["kernels"]
+        self.first_launch[rows] = np.fmin(self.first_launch[rows], p["first_launch"])
         # Launch latencies of the kernels and the streams, kept until each range closes.
-        k_rows, k_events = row[kernel], event[kernel]
-        self.open_latency.add(self.range_end[k_rows], k_rows,
-                              start[k_events] - chunk["launch_start_ns"][k_events])
-        stream_key = (chunk["device_id"][event].astype("int64") << 32) | chunk["stream_id"][event]
-        codes = self._stream_codes(stream_key)
-        distinct = pd.unique((row.astype("int64") << 32) | codes)  # by hashing, not sorting
-        d_rows = distinct >> 32
-        self.open_streams.add(self.range_end[d_rows], d_rows, distinct & 0xFFFFFFFF)
+        self.open_latency.add(*p["latency"])
+        d_rows, keys = p["streams"]
+        self.open_streams.add(self.range_end[d_rows], d_rows, self._stream_codes(keys))
 
     def _stream_codes(self, keys: np.ndarray) -> np.ndarray:
         """A number per (device, stream) in order of first appearance."""
@@ -290,15 +374,14 @@ class RangeTotals:
         np.add.at(self.pageable_copies, row, ((chunk["src_kind"][event] == PAGEABLE)
                                               | (chunk["dst_kind"][event] == PAGEABLE)))
 
-    def _other_threads(self, chunk: OpChunk, taken: np.ndarray, transfer_rank: np.ndarray,
-                       codes: np.ndarray, threads: np.ndarray) -> None:
-        """Per launching thread, the operations that went to other threads' ranges: how many,
-        and the first one's place in the loader's operation order (kernels, by index, then
-        transfers), which breaks ties as value_counts does. `codes`: each operation's
-        thread, a place in `threads`."""
+    def _other_threads(self, chunk: OpChunk, transfer_rank: np.ndarray, taken: np.ndarray,
+                       inverse: np.ndarray, threads: np.ndarray) -> None:
+        """Per launching thread, the operations that went to other threads' ranges (`taken`,
+        their threads `inverse`: places in `threads`): how many, and the first one's place
+        in the loader's operation order (kernels, by index, then transfers), which breaks
+        ties as value_counts does."""
         place = np.where(chunk["source"][taken] == KERNEL, chunk["index"][taken],
                          2**62 + transfer_rank[taken])
-        inverse = codes[taken]
         counts = np.bincount(inverse, minlength=len(threads))
         first = np.full(len(threads), 2**63 - 1, dtype=np.int64)
         np.minimum.at(first, inverse, place)
@@ -308,8 +391,9 @@ class RangeTotals:
             was = self.taken.get(t)
             self.taken[t] = [n, f] if was is None else [was[0] + n, min(was[1], f)]
 
-    def _work_per_thread(self, chunk: OpChunk, is_kernel: np.ndarray, inverse: np.ndarray,
-                         threads: np.ndarray) -> None:
+    @staticmethod
+    def _work_per_thread(chunk: OpChunk, is_kernel: np.ndarray, inverse: np.ndarray,
+                         threads: np.ndarray) -> dict[int, tuple]:
         """Per launching thread (`inverse`: each operation's, a place in `threads`): its
         operations, kernels, kernel time and devices (ranges._work_per_thread's)."""
         ops = np.bincount(inverse, minlength=len(threads))
@@ -317,21 +401,20 @@ class RangeTotals:
         kernel_ns = np.zeros(len(threads), dtype="int64")
         np.add.at(kernel_ns, inverse[is_kernel],
                   chunk["end_ns"][is_kernel] - chunk["start_ns"][is_kernel])
-        pairs = np.unique(inverse.astype("int64") * 2**32 + chunk["device_id"].astype("int64"))
-        for i, t in enumerate(threads.tolist()):
-            entry = self.threads.setdefault(t, [0, 0, 0, set()])
-            entry[0] += int(ops[i])
-            entry[1] += int(kernels[i])
-            entry[2] += int(kernel_ns[i])
-        for p in pairs.tolist():
-            self.threads[int(threads[p >> 32])][3].add(int(p & 0xFFFFFFFF))
+        devices: list[set[int]] = [set() for _ in range(len(threads))]
+        for p in pd.unique(inverse.astype("int64") * 2**32
+                           + chunk["device_id"].astype("int64")).tolist():
+            devices[p >> 32].add(p & 0xFFFFFFFF)
+        return {int(t): (int(ops[i]), int(kernels[i]), int(kernel_ns[i]), devices[i])
+                for i, t in enumerate(threads.tolist())}
 
-    def _kernel_inputs(self, chunk: OpChunk, is_kernel: np.ndarray) -> None:
-        """The kernel table's input: each demangled name's durations in export order, a
-        part per chunk (as uint32 where they fit), and the name pair of its first kernel
-        (whose short name the table shows)."""
+    @staticmethod
+    def _kernel_inputs(chunk: OpChunk, is_kernel: np.ndarray) -> list[tuple]:
+        """The kernel table's input: each demangled name's durations in export order (as
+        uint32 where they fit), with the name pair of its first kernel (whose short name
+        the table shows): (code, first pair, durations) per name in the chunk."""
         if not is_kernel.any():
-            return
+            return []
         duration = chunk["end_ns"][is_kernel] - chunk["start_ns"][is_kernel]
         if int(duration.max()) < 2**32:
             duration = duration.astype(np.uint32)
@@ -339,14 +422,30 @@ class RangeTotals:
         order = np.argsort(full, kind="stable")
         names, first = np.unique(full[order], return_index=True)
         bounds = np.r_[first, len(order)]
-        for i, code in enumerate(names.tolist()):
-            rows = order[bounds[i]:bounds[i + 1]]
-            if code not in self.kernel_durations:
-                self.kernel_durations[code] = []
-                self.kernel_first_pair[code] = int(pair[rows[0]])
-            self.kernel_durations[code].append(duration[rows])
+        return [(code, int(pair[order[bounds[i]]]), duration[order[bounds[i]:bounds[i + 1]]])
+                for i, code in enumerate(names.tolist())]
 
     def finish(self) -> None:
         """After the last chunk: every moment answered, every range closed."""
         self._answer_device_busy(END_OF_TIME)
         self._close(END_OF_TIME)
+
+
+def _carried_on(union: dict[str, np.ndarray], g: np.ndarray, start: np.ndarray,
+                end: np.ndarray, heads: np.ndarray, seen: np.ndarray,
+                reached: np.ndarray) -> dict[str, np.ndarray]:
+    """A chunk's union numbers per range (_union_sorted's, as if each range began here),
+    with the ranges `seen` before taken again from the horizon their earlier work
+    `reached` (intervals._union_sorted's `prior`): only those ranges' pairs are swept
+    again (a few that span chunks)."""
+    if not seen.any():
+        return union
+    at = np.flatnonzero(seen)
+    counts = np.diff(np.r_[heads, len(g)])[at]
+    rows = _rows_of_runs(heads[at], counts)
+    again = _union_sorted(g[rows], start[rows], end[rows],
+                          prior=(np.ones(len(at), bool), reached[at].astype("int64")))
+    out = {c: v.copy() for c, v in union.items()}
+    for c in ("busy_ns", "gaps", "max_gap_ns", "last_end_ns", "count"):
+        out[c][at] = again[c]
+    return out
