@@ -52,6 +52,10 @@ SLICES_PER_READER = 2
 # then stayed near 0.95 GiB, where it had reached 1.4 GiB in one traced run; the load's
 # peak as a whole did not move measurably: docs/performance.md, stop 25).
 MAX_SLICE_ROWS = 1_000_000
+# GPU operations from which a report is streamed (open_report): below, the whole analysis
+# is as lean (1 M kernels: 316 against 322 MiB on 2 cores, 361 against 406 MiB on 16) and,
+# spread over every core, quicker (16 cores: 2.60 against 2.68 s).
+STREAM_MIN_OPERATIONS = 2_000_000
 # Rows per slice of a streamed read, at most (Database.stream): each of the few slices in
 # flight or held is its rows' columns, ~70 B a row once the stream has made them its own
 # (operations.py), and a quarter of a million rows keep that near 20 MB a slice.
@@ -132,12 +136,12 @@ def open_report(path: str | os.PathLike, *, cache_dir: str | os.PathLike | None 
             )
         queries = BulkQueries.of(db)
         # The streamed analysis holds per-range numbers in place of every operation: it
-        # pays where operations outnumber ranges (a training run's report), not in a
-        # range-heavy one, whose ranges the whole analysis holds more compactly
-        # (docs/performance.md, "Streamed analysis").
+        # pays where operations are many and outnumber ranges (a long training run's
+        # report), not in a range-heavy one, whose ranges the whole analysis holds more
+        # compactly, nor in a small one (docs/performance.md, "Since (stop 29)").
+        operations = sum(db.row_estimate(t) for t in queries.operation_tables())
         stream_operations = stream_operations and (
-            sum(db.row_estimate(t) for t in queries.operation_tables())
-            >= db.row_estimate(NVTX_TABLE))
+            operations >= STREAM_MIN_OPERATIONS and operations >= db.row_estimate(NVTX_TABLE))
         db.prefetch(*(queries.not_operations() if stream_operations else queries.in_order()),
                     reducers=queries.reducers())
     except BaseException:

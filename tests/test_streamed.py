@@ -15,7 +15,7 @@ import sqlite3
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import ALL_REPORTS, DATA, DEMO, GPU_MIX, sql
+from conftest import ALL_REPORTS, DATA, DEMO, GPU_MIX, has_table, sql
 
 import nsyswrap
 from nsyswrap.analysis import analyze
@@ -139,7 +139,35 @@ def test_the_stream_hands_out_every_operation_once_in_start_order_with_its_launc
         assert c["start_ns"][-1] < c.until_ns <= nxt["start_ns"][0]
 
 
-def test_launches_outside_the_name_filter_are_looked_up_or_the_stream_gives_up(monkeypatch):
+@pytest.fixture
+def stream_small_reports(monkeypatch):
+    """open_report streams reports of any size (it streams from STREAM_MIN_OPERATIONS)."""
+    from nsyswrap import database
+
+    monkeypatch.setattr(database, "STREAM_MIN_OPERATIONS", 0)
+
+
+def test_small_and_range_heavy_reports_are_not_streamed(monkeypatch):
+    """open_report streams where a report's operations (SQL) reach STREAM_MIN_OPERATIONS and
+    outnumber its NVTX events."""
+    from nsyswrap import database
+
+    for path, streams_at_any_size in ((GPU_MIX, True), (DATA / "h100_torch_emit_nvtx.sqlite",
+                                                         False)):
+        operations = sum(sql(path, f"SELECT count(*) FROM {t}")[0][0] for t in (
+            "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
+            "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_GRAPH_TRACE")
+            if has_table(path, t))
+        events = sql(path, "SELECT count(*) FROM NVTX_EVENTS")[0][0]
+        assert (operations >= events) == streams_at_any_size
+        for limit, streams in ((0, streams_at_any_size), (operations + 1, False)):
+            monkeypatch.setattr(database, "STREAM_MIN_OPERATIONS", limit)
+            with open_report(path, stream_operations=True) as opened:
+                assert opened.stream_operations == streams
+
+
+def test_launches_outside_the_name_filter_are_looked_up_or_the_stream_gives_up(
+        monkeypatch, stream_small_reports):
     """A launch the runtime read's name filter leaves out is looked up by correlation id
     (one query for a chunk that needs it); a stream that would need more than
     MAX_LAUNCH_LOOKUPS of them gives up, and compare analyses the report whole."""
@@ -156,7 +184,7 @@ def test_launches_outside_the_name_filter_are_looked_up_or_the_stream_gives_up(m
             == json.dumps(document(compare(GPU_MIX)), default=str))
 
 
-def test_a_report_out_of_start_order_is_analysed_whole(report_copy):
+def test_a_report_out_of_start_order_is_analysed_whole(report_copy, stream_small_reports):
     """nsys exports its tables in start order; a report rewritten in another order (here
     its kernels, newest first) cannot be streamed: compare(operations=False) falls back to
     the whole analysis, with the same document."""
@@ -178,7 +206,8 @@ def test_a_report_out_of_start_order_is_analysed_whole(report_copy):
             == json.dumps(document(compare(path)), default=str))
 
 
-def test_cli_json_streams_and_says_what_the_whole_analysis_says(tmp_path):
+def test_cli_json_streams_and_says_what_the_whole_analysis_says(tmp_path,
+                                                               stream_small_reports):
     """The CLI's json (streamed) is the whole analysis's document, instances included."""
     from click.testing import CliRunner
 
@@ -198,7 +227,7 @@ def test_cli_json_streams_and_says_what_the_whole_analysis_says(tmp_path):
     assert got == whole
 
 
-def test_outputs_that_draw_every_operation_refuse_a_streamed_analysis():
+def test_outputs_that_draw_every_operation_refuse_a_streamed_analysis(stream_small_reports):
     """The page's timeline and the trace need every operation: a streamed analysis (which
     keeps none) is refused with a message, not drawn empty."""
     from nsyswrap.render.html import HtmlRenderer
