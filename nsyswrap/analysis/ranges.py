@@ -261,13 +261,24 @@ class Attributor:
         ranges["process"] = ranges["thread"].to_numpy(dtype="int64") >> 24
         self.starts = range_starts(ranges)
         self.by_thread = RangeSearch(ranges)
-        self.user_by_process = None
+        self._user_ranges = self._user_by_process = None
         if rule == "process":
             user = ~np.asarray(library, dtype=bool)
             self.is_user = np.zeros(int(ranges["range_id"].max()) + 1 if len(ranges) else 0,
                                     dtype=bool)
             self.is_user[ranges["range_id"].to_numpy()[user]] = True
-            self.user_by_process = RangeSearch(ranges[user], key="process")
+            # Selected and sorted for its search on first use: a report whose every launch
+            # is in a range of its own thread (the range-heavy one: 1 s and a copy of the
+            # ranges at 10 M) needs none.
+            self._user_ranges = (ranges, user)
+
+    def user_by_process(self) -> RangeSearch:
+        """The user's ranges prepared for the process rule's search (by process)."""
+        if self._user_by_process is None:
+            ranges, user = self._user_ranges
+            self._user_by_process = RangeSearch(ranges[user], key="process")
+            self._user_ranges = None
+        return self._user_by_process
 
     def call_pairs(self, calls: pd.DataFrame) -> pd.DataFrame:
         """The ranges of each call's thread that hold its start (range_id, event: the
@@ -318,7 +329,7 @@ class Attributor:
                                 "time_ns": launches["time_ns"].to_numpy()[orphan]},
                                index=pd.Index(compact_ids(label[orphan])), copy=False)
         del label, orphan
-        extra = self.user_by_process.pairs(orphans)
+        extra = self.user_by_process().pairs(orphans) if len(orphans) else None
         del orphans
         if extra is None:
             return with_innermost(self.starts, pairs), None
