@@ -53,8 +53,8 @@ SLICES_PER_READER = 2
 # peak as a whole did not move measurably: docs/performance.md, stop 25).
 MAX_SLICE_ROWS = 1_000_000
 # GPU operations from which a report is streamed (open_report): below, the whole analysis
-# is as lean (1 M kernels: 316 against 322 MiB on 2 cores, 361 against 406 MiB on 16) and,
-# spread over every core, quicker (16 cores: 2.60 against 2.68 s).
+# is as lean and, spread over every core, quicker (1 M kernels, 2 cores: 307-316 MiB whole,
+# 322 MiB streamed; 16 cores: 361 against 406 MiB and 2.60 against 2.68 s).
 STREAM_MIN_OPERATIONS = 2_000_000
 # Rows per slice of a streamed read, at most (Database.stream): each of the few slices in
 # flight or held is its rows' columns, ~70 B a row once the stream has made them its own
