@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...intervals import merge_intervals
-
 
 class _ChunkCover:
     """One device's merged intervals over one chunk (the interval carried in from earlier
@@ -39,8 +37,8 @@ class _ChunkCover:
 class DeviceBusy:
     """B_d(t) for each device d, a chunk of operations at a time (operations in start
     order; each chunk's starts in [its lower bound, its upper bound), bounds that ascend
-    from chunk to chunk). Call `chunk` with a chunk's operations, then `busy_before` for
-    moments in the chunk's bounds, before the next `chunk`."""
+    from chunk to chunk). Call `chunk_merged` with a chunk's operations' merged intervals
+    per device, then `busy_before` for moments in the chunk's bounds, before the next."""
 
     def __init__(self) -> None:
         self.closed: dict[int, int] = {}  # per device: busy time before its open interval
@@ -51,11 +49,6 @@ class DeviceBusy:
     def devices(self) -> list[int]:
         """The devices that ran anything so far (B is 0 on others, before their first)."""
         return list(self.open)
-
-    def chunk(self, start: np.ndarray, end: np.ndarray, device: np.ndarray) -> None:
-        """Take a chunk's operations (start order)."""
-        self.chunk_merged({d: merge_intervals(start[device == d], end[device == d])
-                           for d in np.unique(device).tolist()})
 
     def chunk_merged(self, merged: dict[int, tuple[np.ndarray, np.ndarray]]) -> None:
         """Take a chunk's operations as each device's merged intervals (merge_intervals of

@@ -78,7 +78,6 @@ class RangeTotals:
             rows = None if np.all(times[1:] >= times[:-1]) else compact_ids(
                 np.argsort(times, kind="stable"))
             self.edges.append((rows, times if rows is None else times[rows]))
-        self.passed = 0  # moments below this are answered (the previous chunk's bound)
         self.pending_last = np.zeros(0, dtype=np.int64)  # rows whose last end waits
         # Host copies inside each range (nested included).
         self.copies = np.zeros(n, dtype="int64")
@@ -242,10 +241,6 @@ class RangeTotals:
         self._answer_device_busy(chunk.until_ns)
         self._close(chunk.until_ns - self.lag_ns if chunk.until_ns < END_OF_TIME
                     else END_OF_TIME)
-
-    def add(self, chunk: OpChunk) -> None:
-        """prepare and apply, in turn."""
-        self.apply(self.prepare(chunk))
 
     def _pairs(self, chunk: OpChunk, p: dict) -> None:
         """Add a chunk's prepared pairs: the union sweep carried on from each range's
