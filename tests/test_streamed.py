@@ -239,3 +239,79 @@ def test_outputs_that_draw_every_operation_refuse_a_streamed_analysis(stream_sma
         with pytest.raises(ValueError, match="operations=True"):
             renderer.render(c)
     assert np.isfinite(c.analysis.instances["gpu_busy_ns"]).any()
+
+
+def test_pooled_counts_give_pandas_median_whatever_the_batches():
+    """PooledCounts (value counts per group, folded as batches come) against pandas'
+    grouped median of all the values: ties, even and odd counts, negative values, a
+    group with one value, batches small enough to fold many times."""
+    from nsyswrap.analysis.streamed import open_values
+
+    rng = np.random.default_rng(7)
+    groups = rng.integers(-1, 6, 20_000)
+    groups[0] = 9  # a group of one value
+    values = np.where(rng.random(20_000) < 0.5, rng.integers(-50, 400, 20_000),
+                      rng.integers(-10**9, 10**9, 20_000))  # ties, and values apart
+    counts = open_values.PooledCounts()
+    old_fold = open_values.FOLD_VALUES
+    open_values.FOLD_VALUES = 64
+    try:
+        at = 0
+        for size in rng.integers(1, 700, 200):
+            counts.add(groups[at:at + size], values[at:at + size])
+            at += size
+        counts.add(groups[at:], values[at:])
+    finally:
+        open_values.FOLD_VALUES = old_fold
+    keep = groups >= 0
+    expected = pd.Series(values[keep]).groupby(groups[keep]).median()
+    pd.testing.assert_series_equal(counts.medians(), expected, check_names=False,
+                                   check_index_type=False)
+
+
+def test_open_values_close_exactly_the_ranges_that_ended():
+    """OpenValues hands back, at each close, every entry of the ranges that ended before
+    the moment and only those, however the entries were added."""
+    from nsyswrap.analysis.streamed.open_values import OpenValues
+
+    rng = np.random.default_rng(3)
+    ends = rng.integers(0, 1000, 300)  # per range
+    kept = OpenValues()
+    entries = []
+    for _ in range(100):
+        rows = rng.integers(0, 300, 40)
+        vals = rng.integers(0, 10**6, 40)
+        kept.add(ends[rows], rows, vals)
+        entries += list(zip(rows.tolist(), vals.tolist(), strict=True))
+    closed = []
+    for moment in (100, 100, 550, 999, 1000):
+        rows, vals = kept.close(moment)
+        assert all(ends[r] < moment for r in rows.tolist())
+        closed += list(zip(rows.tolist(), vals.tolist(), strict=True))
+    assert sorted(closed) == sorted(entries) and len(kept) == 0
+
+
+def test_device_busy_answered_chunk_by_chunk_is_the_cover_of_every_operation():
+    """B(hi) - B(lo) from DeviceBusy, fed a chunk of operations at a time (overlapping,
+    touching, long intervals that reach over many chunks), against intervals.Cover over
+    all of them at once, for windows answered in the chunk whose starts reach them."""
+    from nsyswrap.analysis.streamed.device_busy import DeviceBusy
+    from nsyswrap.intervals import Cover, merge_intervals
+
+    rng = np.random.default_rng(11)
+    start = np.sort(rng.integers(0, 100_000, 3000))
+    end = start + rng.choice([0, 5, 50, 400, 20_000], 3000)
+    windows = np.sort(rng.integers(-10, 130_000, (500, 2)), axis=1)
+    cover = Cover(*merge_intervals(start, end))
+    expected = cover.within(windows[:, 0], windows[:, 1])
+    busy = DeviceBusy()
+    answers = {}
+    cuts = np.unique(np.r_[0, np.sort(rng.choice(start, 40)), 2**62])
+    for lo, hi in zip(cuts[:-1], cuts[1:], strict=True):
+        mine = (start >= lo) & (start < hi)
+        busy.chunk_merged({0: merge_intervals(start[mine], end[mine])})
+        for i, moment in enumerate(windows.ravel().tolist()):
+            if (lo if lo > 0 else -2**62) <= moment < hi:
+                answers[i] = int(busy.busy_before(0, np.array([moment]))[0])
+    got = np.array([answers[2 * i + 1] - answers[2 * i] for i in range(len(windows))])
+    assert (got == expected).all()
