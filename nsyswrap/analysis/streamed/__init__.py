@@ -43,7 +43,7 @@ from .totals import RangeTotals
 
 __all__ = ["analyze_streamed"]
 
-# Chunks prepared at once at most (each holds its pairs' arrays, ~40 MB at 256 k
+# Chunks prepared at once at most (each holds its pairs' arrays, ~20 MB at 128 k
 # operations).
 MAX_PREPARING = 4
 
