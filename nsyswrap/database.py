@@ -243,14 +243,20 @@ class Database:
         """How many rows `table` has, about: the span of its rowids (from the b-tree's two
         edges, without a scan; exact where no row was ever deleted). 0 for a table the
         export lacks."""
-        if table not in self.tables:
-            return 0
+        span = self._rowids(table) if table in self.tables else None
+        return 0 if span is None else span[1] - span[0] + 1
+
+    def _rowids(self, table: str) -> tuple[int, int] | None:
+        """(the least, the greatest rowid) of `table`; None where it has none (empty, or a
+        view, whose rowid SQLite reads as NULL) or cannot be read (damage: the bulk read
+        itself reports it, in one line). Apart: SQLite reads min() or max() of the rowid
+        off the b-tree's edge, but scans the whole table for the two in one query."""
         try:
             (lo,), = self.con.execute(f"SELECT min(rowid) FROM {table}").fetchall()
             (hi,), = self.con.execute(f"SELECT max(rowid) FROM {table}").fetchall()
         except sqlite3.DatabaseError:
-            return 0
-        return 0 if lo is None or hi is None else hi - lo + 1
+            return None
+        return None if lo is None or hi is None else (lo, hi)
 
     def columns(self, table: str) -> set[str]:
         if table not in self._columns:
@@ -328,15 +334,10 @@ class Database:
             return [sql]
         table, alias = re.search(r"\bFROM\s+(\w+)(?:\s+AS\s+(\w+))?", sql).groups()
         rowid = f"{alias}.rowid" if alias else "rowid"
-        try:
-            # Apart: SQLite reads min() or max() of the rowid off the b-tree's edge, but
-            # scans the whole table for the two in one query.
-            (lo,), = self.con.execute(f"SELECT min(rowid) FROM {table}").fetchall()
-            (hi,), = self.con.execute(f"SELECT max(rowid) FROM {table}").fetchall()
-        except sqlite3.DatabaseError:  # damage: the read itself reports it, in one line
-            lo = hi = None
-        if lo is None or hi is None:  # empty, or a view (whose rowid SQLite reads as NULL)
+        span = self._rowids(table)
+        if span is None:
             return [sql.replace(ROWS, "1")]
+        lo, hi = span
         rows = hi - lo + 1
         max_rows = max_rows or MAX_SLICE_ROWS
         parts = max(1, min(max(SLICES_PER_READER * cores(), -(-rows // max_rows)),

@@ -434,6 +434,21 @@ def _sorted_launches(df: pd.DataFrame) -> _Launches:
     return _Launches(key, start, *coded(df.pop("thread").to_numpy(dtype="int64")[order]))
 
 
+def launch_rows(db: Database, keys: np.ndarray) -> pd.DataFrame:
+    """Every runtime call whose correlation id is one of the launch keys' (launch_key,
+    start_ns, thread), in export order: a scan of the runtime table by correlation id, for
+    operations whose launching call a name filter left out."""
+    ids = sorted({int(k & LOW32) for k in keys})
+    parts = [_frame(db, f"""SELECT {launch_key_sql("globalTid", "correlationId")}
+                                   AS launch_key, start AS start_ns, globalTid AS thread
+                            FROM {RUNTIME_TABLE}
+                            WHERE correlationId IN ({sql_list(ids[i:i + 5000])})
+                            ORDER BY rowid""")
+             for i in range(0, len(ids), 5000)]
+    return pd.concat(parts, ignore_index=True) if parts else empty(
+        ["launch_key", "start_ns", "thread"])
+
+
 def _attach_launches(db: Database, launches: _Launches,
                      *ops: pd.DataFrame) -> list[pd.DataFrame]:
     """Each operation with the start and thread of the runtime call that launched it (-1
@@ -444,13 +459,8 @@ def _attach_launches(db: Database, launches: _Launches,
     missing = np.unique(np.concatenate([k[f[0] < 0] for k, f in zip(keys, found, strict=True)]
                                        or [np.array([], "int64")]))
     if len(missing) and RUNTIME_TABLE in db.tables:
-        ids = sorted({int(k & LOW32) for k in missing})
-        extra = [_frame(db, f"""SELECT {launch_key_sql("globalTid", "correlationId")}
-                                       AS launch_key, start AS start_ns, globalTid AS thread
-                              FROM {RUNTIME_TABLE}
-                              WHERE correlationId IN ({sql_list(ids[i:i + 5000])})""")
-                 for i in range(0, len(ids), 5000)]
-        launches = _sorted_launches(pd.concat([launches.frame(), *extra], ignore_index=True))
+        launches = _sorted_launches(pd.concat([launches.frame(), launch_rows(db, missing)],
+                                              ignore_index=True))
         found = [launches.lookup(k) for k in keys]
     # New frames over the same columns plus the two found (assign copies each array it
     # sets: 160 MB and 0.3 s at 10 M kernels).

@@ -35,9 +35,7 @@ from .queries import (
     RUNTIME_TABLE,
     BulkQueries,
     RuntimeSlice,
-    launch_key_sql,
     numpy_columns,
-    sql_list,
 )
 
 # Where each operation comes from, as its `kind` (ranges.OP_KINDS' order) and the order of
@@ -390,23 +388,13 @@ class OperationStream:
         return OpChunk(columns)
 
     def _looked_up(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(start, thread) of the calls with these launch keys, by correlation id in the
-        runtime table (as loader._attach_launches does for calls its name filter left
-        out), -1 where none: the first in export order where several share a key."""
-        ids = sorted({int(k & LOW32) for k in keys})
-        rows = []
-        for i in range(0, len(ids), 5000):
-            rows += self.db.rows(f"""SELECT {launch_key_sql("globalTid", "correlationId")},
-                                            start, globalTid
-                                     FROM {RUNTIME_TABLE}
-                                     WHERE correlationId IN ({sql_list(ids[i:i + 5000])})
-                                     ORDER BY rowid""")
-        first: dict[int, tuple[int, int]] = {}
-        for k, s, t in rows:
-            first.setdefault(int(k), (int(s), int(t)))
-        start = np.array([first.get(int(k), (-1, -1))[0] for k in keys], dtype="int64")
-        thread = np.array([first.get(int(k), (-1, -1))[1] for k in keys], dtype="int64")
-        return start, thread
+        """(start, thread) of the calls with these launch keys, looked up in the runtime
+        table by correlation id (loader.launch_rows, as the loader does for calls its name
+        filter left out), -1 where none: the first in export order where several share a
+        key."""
+        from .loader import _sorted_launches, launch_rows
+
+        return _sorted_launches(launch_rows(self.db, keys)).lookup(keys)
 
     def close(self) -> None:
         """Stop the reads under way (a stream given up on)."""
