@@ -1095,18 +1095,24 @@ EXACT_FLOAT_SUM = 2**53
 
 
 def _work_per_thread(ops: pd.DataFrame) -> pd.DataFrame:
+    """work_per_thread of gpu_ops, its threads numbered by its categorical: its own codes,
+    not its ids made again per operation."""
+    return work_per_thread(ops["thread"].cat.codes.to_numpy(),
+                           pd.Index(ops["thread"].cat.categories, dtype="int64"),
+                           (ops["kind"] == "kernel").to_numpy(),
+                           *(ops[c].to_numpy() for c in ("start_ns", "end_ns", "device_id")))
+
+
+def work_per_thread(thread: np.ndarray, threads: pd.Index, kernel: np.ndarray,
+                    start: np.ndarray, end: np.ndarray, device: np.ndarray) -> pd.DataFrame:
     """Per launching thread (-1: launch unknown): gpu_ops, kernels, kernel_ns and the set of
-    devices it ran on. Threads and devices are few: numbered once, then everything is
-    counts over the numbers, a step of operations at a time (whole-table codes, durations
-    and keys were ~400 MB of temporaries at 10 M kernels, the analysis' peak)."""
-    # The threads numbered by gpu_ops' categorical: its own codes, not its ids made again
-    # per operation.
-    threads = pd.Index(ops["thread"].cat.categories, dtype="int64")
-    thread = ops["thread"].cat.codes.to_numpy()
-    devices = pd.Index(pd.unique(ops["device_id"].to_numpy()))
+    devices it ran on, from each operation's thread (`thread`: its place in `threads`,
+    the sorted ids), whether it is a kernel, its times and device. Threads and devices are
+    few: numbered once, then everything is counts over the numbers, a step of operations
+    at a time (whole-table codes, durations and keys were ~400 MB of temporaries at 10 M
+    kernels, the analysis' peak)."""
+    devices = pd.Index(pd.unique(device))
     n, width = len(threads), max(len(devices), 1)
-    kernel = (ops["kind"] == "kernel").to_numpy()
-    start, end, device = (ops[c].to_numpy() for c in ("start_ns", "end_ns", "device_id"))
     gpu_ops = np.zeros(n, dtype="int64")
     kernels = np.zeros(n, dtype="int64")
     kernel_ns = np.zeros(n, dtype="int64")

@@ -22,7 +22,7 @@ import pandas as pd
 from ...intervals import _rows_of_runs, _union_sorted, compact_ids, grouped_median, merge_intervals
 from ...loader import COPY_KINDS
 from ...operations import KERNEL, MEMCPY, OpChunk
-from ..ranges import HOST_COPY_KINDS, Attributor, _innermost_of
+from ..ranges import HOST_COPY_KINDS, Attributor, _innermost_of, work_per_thread
 from .device_busy import DeviceBusy
 from .open_values import OpenValues, PooledCounts
 
@@ -88,8 +88,9 @@ class RangeTotals:
         self.open_streams = OpenValues()
         self.pooled = PooledCounts()
         self.stream_codes = pd.Index(np.zeros(0, "int64"))
-        # Per launching thread: operations, kernels, kernel time, devices; and the
-        # operations that went to other threads' ranges (count, first operation's place).
+        # Per launching thread: operations, kernels, kernel time, devices (work_per_thread's
+        # columns, added up); and the operations that went to other threads' ranges (count,
+        # first operation's place).
         self.threads: dict[int, list] = {}
         self.taken: dict[int, list[int]] = {}
         # The kernel summary's input (by demangled name code: durations, first name pair)
@@ -118,7 +119,8 @@ class RangeTotals:
         by_id = np.argsort(threads)
         threads = threads[by_id]
         codes = np.argsort(by_id)[codes]
-        out["threads"] = self._work_per_thread(chunk, is_kernel, codes, threads)
+        out["threads"] = work_per_thread(codes, pd.Index(threads, dtype="int64"), is_kernel,
+                                         start, end, chunk["device_id"])
         out["kernels"] = self._kernel_inputs(chunk, is_kernel)
         # Each transfer's place among the chunk's transfers (apply adds those before).
         is_transfer = ~is_kernel
@@ -211,12 +213,13 @@ class RangeTotals:
         transfer_rank = np.where(prepared["transfer_rank"] >= 0,
                                  prepared["transfer_rank"] + self.transfers_seen, -1)
         self.transfers_seen += prepared["transfers"]
-        for t, counts in prepared["threads"].items():
+        for t, work in zip(prepared["threads"].index.tolist(),
+                           prepared["threads"].itertuples(index=False), strict=True):
             entry = self.threads.setdefault(t, [0, 0, 0, set()])
-            entry[0] += counts[0]
-            entry[1] += counts[1]
-            entry[2] += counts[2]
-            entry[3] |= counts[3]
+            entry[0] += work.gpu_ops
+            entry[1] += work.kernels
+            entry[2] += work.kernel_ns
+            entry[3] |= work.devices
         for code, first_pair, durations in prepared["kernels"]:
             if code not in self.kernel_durations:
                 self.kernel_durations[code] = []
@@ -385,23 +388,6 @@ class RangeTotals:
                 continue
             was = self.taken.get(t)
             self.taken[t] = [n, f] if was is None else [was[0] + n, min(was[1], f)]
-
-    @staticmethod
-    def _work_per_thread(chunk: OpChunk, is_kernel: np.ndarray, inverse: np.ndarray,
-                         threads: np.ndarray) -> dict[int, tuple]:
-        """Per launching thread (`inverse`: each operation's, a place in `threads`): its
-        operations, kernels, kernel time and devices (ranges._work_per_thread's)."""
-        ops = np.bincount(inverse, minlength=len(threads))
-        kernels = np.bincount(inverse[is_kernel], minlength=len(threads))
-        kernel_ns = np.zeros(len(threads), dtype="int64")
-        np.add.at(kernel_ns, inverse[is_kernel],
-                  chunk["end_ns"][is_kernel] - chunk["start_ns"][is_kernel])
-        devices: list[set[int]] = [set() for _ in range(len(threads))]
-        for p in pd.unique(inverse.astype("int64") * 2**32
-                           + chunk["device_id"].astype("int64")).tolist():
-            devices[p >> 32].add(p & 0xFFFFFFFF)
-        return {int(t): (int(ops[i]), int(kernels[i]), int(kernel_ns[i]), devices[i])
-                for i, t in enumerate(threads.tolist())}
 
     @staticmethod
     def _kernel_inputs(chunk: OpChunk, is_kernel: np.ndarray) -> list[tuple]:
