@@ -339,12 +339,16 @@ def events_in_ranges(ranges: pd.DataFrame, events: pd.DataFrame,
     """
     columns = RangeSearch(ranges, key).pairs(events)
     if columns is None:
-        cols = {"range_id": "int64", "event": "int64"} | ({"innermost": bool} if by_event
-                                                           else {})
-        return pd.DataFrame({c: pd.Series(dtype=t) for c, t in cols.items()})
+        return no_pairs("innermost") if by_event else no_pairs()
     if not by_event:
         return pd.DataFrame(columns, copy=False)
     return _sorted_by_event(columns, range_starts(ranges))
+
+
+def no_pairs(*flags: str) -> pd.DataFrame:
+    """A frame of no (range, event) pairs: range_id and event, and the boolean `flags`."""
+    return pd.DataFrame({"range_id": pd.Series(dtype="int64"), "event": pd.Series(dtype="int64"),
+                         **{f: pd.Series(dtype=bool) for f in flags}})
 
 
 class RangeSearch:
@@ -379,6 +383,7 @@ class RangeSearch:
                                    True]) if len(order) else np.zeros(1, "int64")
         self.bounds = list(zip(seg[:-1].tolist(), seg[1:].tolist(), strict=True))
         self.segment_key = r_key[seg[:-1]]  # each segment's key (its thread's, or process)
+        self._key_at = dict(zip(seg[:-1].tolist(), self.segment_key.tolist(), strict=True))
         del order, r_thread, r_lane, r_key
 
     def __len__(self) -> int:
@@ -425,7 +430,7 @@ class RangeSearch:
             gives that event to the next). Only the segment's ranges that reach the events'
             time span are searched (their ends ascend too): the temporaries scale with the
             pairs, not with all the key's events or all the segment's ranges."""
-            e_lo, e_hi = events_of(int(self.segment_key[seg_of[lo]]))
+            e_lo, e_hi = events_of(self._key_at[lo])
             if e_lo == e_hi:
                 return None
             times = ev_time[e_lo:e_hi]
@@ -452,7 +457,6 @@ class RangeSearch:
 
         # Segments of (lane, thread) among the ranges, on every core (chunks.py), weighed by
         # the events of their key; those whose key has no events are not visited.
-        seg_of = {lo: i for i, (lo, _) in enumerate(self.bounds)}
         weight = np.array([hi - lo for lo, hi in map(events_of, self.segment_key.tolist())],
                           dtype="int64")
         busy = np.flatnonzero(weight)

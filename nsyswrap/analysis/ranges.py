@@ -40,6 +40,7 @@ from ..intervals import (
     grouped_median_by_steps,
     merge_intervals,
     middle_of,
+    no_pairs,
     range_starts,
     union_stats_sorted,
     with_innermost,
@@ -297,9 +298,7 @@ class Attributor:
         # nsys's rule: the launching thread's ranges. In the search's order: sorted by event
         # once, with the process rule's pairs.
         own = self.by_thread.pairs(launches)
-        own = (pd.DataFrame(own, copy=False) if own is not None else
-               pd.DataFrame({"range_id": pd.Series(dtype="int64"),
-                             "event": pd.Series(dtype="int64")}))
+        own = pd.DataFrame(own, copy=False) if own is not None else no_pairs()
         own["other_thread"] = np.zeros(len(own), dtype=bool)
         if release:
             release_freed_memory(len(own))  # the search's temporaries, before the next one
@@ -342,9 +341,7 @@ class Attributor:
 
     def _sorted(self, columns: dict[str, np.ndarray] | None) -> pd.DataFrame:
         if columns is None:
-            return pd.DataFrame({"range_id": pd.Series(dtype="int64"),
-                                 "event": pd.Series(dtype="int64"),
-                                 "innermost": pd.Series(dtype=bool)})
+            return no_pairs("innermost")
         return with_innermost(self.starts, pd.DataFrame(columns, copy=False))
 
 

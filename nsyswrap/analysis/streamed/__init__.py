@@ -19,6 +19,7 @@ import pandas as pd
 
 from ..._memory import trim_heap
 from ...chunks import cores
+from ...intervals import no_pairs
 from ...loader import COPY_KINDS, MEMORY_KINDS, WithoutOperations, blocking_calls
 from ...operations import LAUNCH_LAG_NS, OperationStream, StreamFallback
 from ...report import Report
@@ -132,12 +133,9 @@ def _attribution(report: Report, attributor: Attributor, totals: RangeTotals,
     gpu_ops = pd.DataFrame({c: pd.Series(dtype="int64") for c in (
         "start_ns", "end_ns", "thread", "launch_start_ns", "device_id", "stream_id",
         "bytes", "kind", "name", "copy_kind", "src_kind", "dst_kind")})
-    pairs = pd.DataFrame({"range_id": pd.Series(dtype="int64"),
-                          "event": pd.Series(dtype="int64"),
-                          "other_thread": pd.Series(dtype=bool),
-                          "innermost": pd.Series(dtype=bool)})
-    att = Attribution(gpu_ops, pairs, call_pairs, calls, _host_copies(totals, kernels),
-                      attributor.rule, operations=stream.operations, streamed=True)
+    att = Attribution(gpu_ops, no_pairs("other_thread", "innermost"), call_pairs, calls,
+                      _host_copies(totals, kernels), attributor.rule,
+                      operations=stream.operations, streamed=True)
     if attributor.rule == "process":
         taken = sorted(totals.taken.items(), key=lambda t: (-t[1][0], t[1][1]))
         att.other_threads = other_thread_counts(np.repeat(
