@@ -88,8 +88,8 @@ class OpChunk:
     and index (its place among its source's operations, broken timestamps left out);
     launch_start_ns and thread (-1 where its launching call is not in the report);
     device_id, stream_id, pid; name (kernels: their (short, demangled) name pair's code,
-    NameCodes) and full_name (the demangled name's), -1 for the others; bytes; copy_kind, src_kind,
-    dst_kind (CUPTI's enum values for memcpys, -1 for the others)."""
+    FirstSeenCodes) and full_name (the demangled name's), -1 for the others; bytes;
+    copy_kind, src_kind, dst_kind (CUPTI's enum values for memcpys, -1 for the others)."""
 
     columns: dict[str, np.ndarray]
     # Every later chunk's operations start at or after this (2**63 - 1 after the last).
@@ -102,9 +102,9 @@ class OpChunk:
         return self.columns[column]
 
 
-class NameCodes:
-    """Kernel name ids (packed short and full StringIds ids, as kernels_sql reads them)
-    numbered in order of first appearance, growing as slices arrive."""
+class FirstSeenCodes:
+    """Integer ids numbered in order of first appearance, growing as batches arrive (kernel
+    name ids slice by slice; the streams of the streamed analysis's pairs)."""
 
     def __init__(self) -> None:
         self.ids = pd.Index(np.zeros(0, "int64"))
@@ -125,8 +125,8 @@ class _Source:
 
     code: int
     blocks: Iterator[dict[str, np.ndarray]]
-    names: NameCodes | None = None  # kernels only: (short, demangled) name pairs
-    full_names: NameCodes | None = None  # and demangled names
+    names: FirstSeenCodes | None = None  # kernels only: (short, demangled) name pairs
+    full_names: FirstSeenCodes | None = None  # and demangled names
     buffer: dict[str, np.ndarray] | None = None
     done: bool = False
     read: int = 0  # operations kept so far (their index)
@@ -296,7 +296,7 @@ class OperationStream:
         self.db, self.queries = db, queries
         self.chunk_operations = max(1, chunk_operations)
         self.lag_ns = lag_ns
-        self.names, self.full_names = NameCodes(), NameCodes()
+        self.names, self.full_names = FirstSeenCodes(), FirstSeenCodes()
         self.sources: list[_Source] = []
         if queries.kernels is not None:
             self.sources.append(_Source(KERNEL, db.stream(queries.kernels, numpy_columns,

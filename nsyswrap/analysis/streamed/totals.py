@@ -21,7 +21,7 @@ import pandas as pd
 
 from ...intervals import _rows_of_runs, _union_sorted, compact_ids, grouped_median, merge_intervals
 from ...loader import COPY_KINDS
-from ...operations import KERNEL, MEMCPY, OpChunk
+from ...operations import KERNEL, MEMCPY, FirstSeenCodes, OpChunk
 from ..ranges import HOST_COPY_KINDS, Attributor, _innermost_of, work_per_thread
 from .device_busy import DeviceBusy
 from .open_values import OpenValues, PooledCounts
@@ -87,7 +87,7 @@ class RangeTotals:
         self.open_latency = OpenValues()
         self.open_streams = OpenValues()
         self.pooled = PooledCounts()
-        self.stream_codes = pd.Index(np.zeros(0, "int64"))
+        self.stream_codes = FirstSeenCodes()  # (device, stream) pairs, numbered
         # Per launching thread: operations, kernels, kernel time, devices (work_per_thread's
         # columns, added up); and the operations that went to other threads' ranges (count,
         # first operation's place).
@@ -112,7 +112,7 @@ class RangeTotals:
         start, end = chunk["start_ns"], chunk["end_ns"]
         launch, thread = chunk["launch_start_ns"], chunk["thread"]
         is_kernel = chunk["source"] == KERNEL
-        out: dict = {"chunk": chunk, "is_kernel": is_kernel}
+        out: dict = {"chunk": chunk}
         # The launching threads numbered once (a few ids, by hashing: sorted numbers, so
         # that they order as the ids do), for every per-thread count below.
         codes, threads = pd.factorize(thread)
@@ -136,9 +136,10 @@ class RangeTotals:
         if taken is not None:
             taken = np.flatnonzero(taken)
             out["taken"] = (taken, codes[taken], threads)
-        out["devices"] = {d: merge_intervals(start[mine], end[mine])
-                          for d in pd.unique(chunk["device_id"]).tolist()
-                          for mine in [chunk["device_id"] == d]}
+        out["devices"] = {}  # each device's merged intervals
+        for d in pd.unique(chunk["device_id"]).tolist():
+            mine = chunk["device_id"] == d
+            out["devices"][d] = merge_intervals(start[mine], end[mine])
         if pairs is not None and len(pairs):
             out["pairs"] = self._prepared_pairs(chunk, pairs, is_kernel)
         out["copies"] = self._prepared_copies(chunk, pairs)
@@ -285,15 +286,7 @@ class RangeTotals:
         # Launch latencies of the kernels and the streams, kept until each range closes.
         self.open_latency.add(*p["latency"])
         d_rows, keys = p["streams"]
-        self.open_streams.add(self.range_end[d_rows], d_rows, self._stream_codes(keys))
-
-    def _stream_codes(self, keys: np.ndarray) -> np.ndarray:
-        """A number per (device, stream) in order of first appearance."""
-        codes = self.stream_codes.get_indexer(keys)
-        if (codes < 0).any():
-            self.stream_codes = self.stream_codes.append(pd.Index(pd.unique(keys[codes < 0])))
-            codes = self.stream_codes.get_indexer(keys)
-        return codes.astype("int64")
+        self.open_streams.add(self.range_end[d_rows], d_rows, self.stream_codes(keys))
 
     def _busy_before(self, devices: np.ndarray, moments: np.ndarray) -> np.ndarray:
         """B(t) on each moment's device (moments within the current chunk's bounds)."""
