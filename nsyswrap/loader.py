@@ -298,15 +298,21 @@ def _as_category(ids: np.ndarray, strings: dict[int, str],
     return pd.Categorical.from_codes(inverse[codes], categories=list(labels_unique))
 
 
+def kind_names(ids, names: dict[int, str]) -> pd.Series:
+    """CUPTI enum values (a memcpy's kind, a memory kind) as their names (COPY_KINDS,
+    MEMORY_KINDS), "unknown" for values past the enum."""
+    return pd.Series(ids).map(names).fillna("unknown")
+
+
 def _transfers(db: Database, queries: dict[str, str]) -> pd.DataFrame:
     parts = []
     for op, sql in queries.items():
         df = _frame(db, sql)
         df["op"] = op
         if op == "memcpy":
-            df["copy_kind"] = df.pop("copy_kind_id").map(COPY_KINDS).fillna("unknown")
-            df["src_kind"] = df.pop("src_id").map(MEMORY_KINDS).fillna("unknown")
-            df["dst_kind"] = df.pop("dst_id").map(MEMORY_KINDS).fillna("unknown")
+            df["copy_kind"] = kind_names(df.pop("copy_kind_id"), COPY_KINDS)
+            df["src_kind"] = kind_names(df.pop("src_id"), MEMORY_KINDS)
+            df["dst_kind"] = kind_names(df.pop("dst_id"), MEMORY_KINDS)
         parts.append(df)
     if not parts:
         return empty(TRANSFER_COLUMNS + ["launch_key"])

@@ -20,7 +20,7 @@ import pandas as pd
 from ..._memory import trim_heap
 from ...chunks import cores
 from ...intervals import no_pairs
-from ...loader import COPY_KINDS, MEMORY_KINDS, WithoutOperations, blocking_calls
+from ...loader import COPY_KINDS, MEMORY_KINDS, WithoutOperations, blocking_calls, kind_names
 from ...operations import LAUNCH_LAG_NS, OperationStream, StreamFallback
 from ...report import Report
 from .. import Analysis, finished, with_families
@@ -161,12 +161,9 @@ def _host_copies(totals: RangeTotals, kernels: int) -> pd.DataFrame:
         "bytes": columns["bytes"],
         "kind": pd.Categorical(["memcpy"] * n, categories=OP_KINDS),
         "name": pd.Categorical(["memcpy"] * n),
-        "copy_kind": pd.Categorical(pd.Series(columns["copy_kind"]).map(COPY_KINDS)
-                                    .fillna("unknown")),
-        "src_kind": pd.Categorical(pd.Series(columns["src_kind"]).map(MEMORY_KINDS)
-                                   .fillna("unknown")),
-        "dst_kind": pd.Categorical(pd.Series(columns["dst_kind"]).map(MEMORY_KINDS)
-                                   .fillna("unknown")),
+        "copy_kind": pd.Categorical(kind_names(columns["copy_kind"], COPY_KINDS)),
+        "src_kind": pd.Categorical(kind_names(columns["src_kind"], MEMORY_KINDS)),
+        "dst_kind": pd.Categorical(kind_names(columns["dst_kind"], MEMORY_KINDS)),
         "range_id": columns["range_id"].astype("int64"),
     }, index=index)
     return frame
