@@ -69,6 +69,9 @@ MAX_LAUNCH_LOOKUPS = 2
 # eight (and eight), 877 MiB at the peak either way (docs/performance.md).
 READ_AHEAD = 4
 
+# The last moment: no operation starts there, so every row before it is final.
+END_OF_TIME = 2**63 - 1
+
 # The columns of an OpChunk.
 CHUNK_COLUMNS = ("start_ns", "end_ns", "source", "index", "launch_start_ns", "thread",
                  "device_id", "stream_id", "pid", "name", "full_name", "bytes", "copy_kind",
@@ -92,8 +95,8 @@ class OpChunk:
     copy_kind, src_kind, dst_kind (CUPTI's enum values for memcpys, -1 for the others)."""
 
     columns: dict[str, np.ndarray]
-    # Every later chunk's operations start at or after this (2**63 - 1 after the last).
-    until_ns: int = 2**63 - 1
+    # Every later chunk's operations start at or after this (END_OF_TIME after the last).
+    until_ns: int = END_OF_TIME
 
     def __len__(self) -> int:
         return len(self.columns["start_ns"])
@@ -323,7 +326,7 @@ class OperationStream:
             waiting = [s for s in self.sources if not s.done]
             # Every row still to be read starts at or after its source's last buffered
             # start: the rows before the least of those are final in start order.
-            cut = min((int(s.buffer["start_ns"][-1]) for s in waiting), default=2**63 - 1)
+            cut = min((int(s.buffer["start_ns"][-1]) for s in waiting), default=END_OF_TIME)
             ready = sum(int(np.searchsorted(s.buffer["start_ns"], cut)) for s in self.sources
                         if s.rows())
             if waiting and ready < target:

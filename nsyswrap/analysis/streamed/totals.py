@@ -21,7 +21,7 @@ import pandas as pd
 
 from ...intervals import _rows_of_runs, _union_sorted, compact_ids, grouped_median, merge_intervals
 from ...loader import COPY_KINDS
-from ...operations import KERNEL, MEMCPY, FirstSeenCodes, OpChunk
+from ...operations import END_OF_TIME, KERNEL, MEMCPY, FirstSeenCodes, OpChunk
 from ..ranges import HOST_COPY_KINDS, Attributor, _innermost_of, work_per_thread
 from .device_busy import DeviceBusy
 from .open_values import OpenValues, PooledCounts
@@ -29,9 +29,6 @@ from .open_values import OpenValues, PooledCounts
 # CUPTI's memcpy kinds that copy between host and device, and its pageable memory kind.
 HOST_COPY_IDS = np.array(sorted(k for k, v in COPY_KINDS.items() if v in HOST_COPY_KINDS))
 PAGEABLE = 0
-
-# The last moment: no chunk reaches it.
-END_OF_TIME = 2**63 - 1
 
 
 class RangeTotals:
