@@ -201,6 +201,8 @@ def test_user_instances_by_start_sorts_only_when_out_of_order(by_rule):
     ties in row order (a stable sort)."""
     import pandas as pd
 
+    from nsyswrap.analysis.instance_table import InstanceTable
+
     a = by_rule["process"]
     columns = ["family_id", "start_ns", "cpu_ns"]
     mine = a.user_instances(columns)
@@ -210,12 +212,13 @@ def test_user_instances_by_start_sorts_only_when_out_of_order(by_rule):
     before = a.instances["cpu_ns"].copy()
     got.loc[got.index[0], "cpu_ns"] = -1
     pd.testing.assert_series_equal(a.instances["cpu_ns"], before)
-    shuffled = a.instances.iloc[::-1].copy()
-    shuffled.loc[shuffled.index[:40], "start_ns"] = 7  # ties, in reversed row order
-    b = type(a)(**{**a.__dict__, "instances": shuffled})
+    shuffled = a.instances.frame().iloc[::-1].reset_index(drop=True)
+    shuffled.loc[shuffled.index[:40], "start_ns"] = 7  # ties, in row order
+    b = type(a)(**{**a.__dict__, "instances": InstanceTable.of(shuffled)})
     want = b.user_instances(columns).sort_values("start_ns", kind="stable")
     pd.testing.assert_frame_equal(b.user_instances_by_start(columns), want)
-    tied = [i for i in shuffled.index[:40] if i in mine.index]  # the user's, in row order
+    user = b.user_instances(columns).index
+    tied = [i for i in shuffled.index[:40] if i in user]  # the user's, in row order
     assert len(tied) >= 2 and list(want.index[:len(tied)]) == tied
 
 

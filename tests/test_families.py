@@ -52,7 +52,7 @@ def test_counter_names_form_one_family(analysis, rows):
         assert row["names"] == count  # each instance keeps its own name
         assert row["cpu_median_ns"] == statistics.median(durations)
         assert row["cpu_total_ns"] == sum(durations)
-    inst = analysis.instances
+    inst = analysis.instances.frame()
     steps = inst[inst["family"] == "step {n}"].sort_values("start_ns")
     assert list(steps["name"]) == [f"step {i}" for i in range(8)]
 
@@ -114,7 +114,7 @@ def test_by_family_groups_as_groupby_does(report):
     the same groups, keys, rows and order as groupby(["domain", "family"], sort=False), also
     on a subset of rows re-sorted by another column (as the host-bound check walks them)."""
     a = analyze(nsyswrap.load(report))
-    inst = a.instances
+    inst = a.instances.frame()
     assert inst["family_id"].nunique() == inst.groupby(["domain", "family"]).ngroups > 3
     subsets = [inst, inst[inst["cpu_ns"] > inst["cpu_ns"].median()].sort_values("end_ns")]
     for frame in subsets:

@@ -33,7 +33,8 @@ def test_lost_gpu_trace_is_an_alert_and_gpu_numbers_are_unknown():
     assert any("GPU trace was lost" in alert for alert in a.info.alerts)
     n = sql(LOST, "SELECT count(*) FROM NVTX_EVENTS e JOIN StringIds s ON s.id = e.textId "
                   "WHERE s.value = 'iteration' AND e.eventType = 59")[0][0]
-    inst = a.instances[a.instances["name"] == "iteration"]
+    inst = a.instances.frame()
+    inst = inst[inst["name"] == "iteration"]
     assert len(inst) == n
     assert inst["gpu_busy_ns"].isna().all() and inst["gpu_ops"].isna().all()
     # The blocking calls and copies are CUDA records too, lost with the kernels: unknown.

@@ -40,7 +40,7 @@ def test_operator_ranges_are_a_librarys(analysis):
     backward_nodes = {n for n in names if re.match(r"^\w+Backward\d+, seq = \d+", n)}
     no_namespace = {n for n in names if "::" not in n and n != "step"}
     assert backward_nodes and no_namespace - backward_nodes  # "detach, op_id = N" too
-    inst = analysis.instances
+    inst = analysis.instances.frame()
     operators = inst[inst["domain"] == ""]
     assert len(operators) == sum(1 for n, _ in sql(EMIT, NAMES) if n != "step")
     assert operators["library"].all()
@@ -82,7 +82,7 @@ def test_operator_ranges_own_nothing_of_the_step(analysis):
                          WHERE coalesce(e.text, s.value) = 'step' AND e.eventType = 59
                          ORDER BY e.start""")
     assert len(steps) == 20
-    inst = analysis.instances
+    inst = analysis.instances.frame()
     got = inst[inst["name"] == "step"].sort_values("start_ns").to_dict("records")
     for (start, end), row in zip(steps, got, strict=True):
         mine = [(s, e) for s, e, launch in ops if start <= launch <= end]

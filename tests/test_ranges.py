@@ -19,7 +19,7 @@ from nsyswrap.analysis import analyze
 def test_each_instance_matches_reference(path, rule):
     a = analyze(nsyswrap.load(path), attribution=rule)
     expected = reference.projection(path, rule)
-    inst = a.instances.sort_values("start_ns", kind="stable")
+    inst = a.instances.frame().sort_values("start_ns", kind="stable")
     assert len(inst) == len(expected)
     has_cuda = a.info.has_gpu_activity  # CUDA traced and its GPU records kept
     for got, exp in zip(inst.to_dict("records"), expected, strict=True):
@@ -57,7 +57,7 @@ def test_summary_matches_nsys_projection(path, same_op_count):
 
 
 def test_overlapping_streams_count_once():
-    inst = analyze(nsyswrap.load(GPU_MIX)).instances
+    inst = analyze(nsyswrap.load(GPU_MIX)).instances.frame()
     two = inst[inst["name"] == "two_streams"].iloc[0]
     ops = [o for o in reference.projection(GPU_MIX) if o["name"] == "two_streams"][0]
     assert two["gpu_busy_ns"] == ops["busy"]
@@ -68,7 +68,7 @@ def test_overlapping_streams_count_once():
 
 
 def test_nested_ranges_include_children():
-    inst = analyze(nsyswrap.load(GPU_MIX)).instances
+    inst = analyze(nsyswrap.load(GPU_MIX)).instances.frame()
     steps = inst[inst["name"] == "step"]
     children = inst[inst["name"].isin(["forward", "backward", "optimizer"])]
     for _, step in steps.iterrows():
@@ -147,7 +147,7 @@ def test_steps_and_chunks_of_a_few_rows_give_the_same_analysis(path, monkeypatch
 
     def run():
         a = analyze(loader.load(path))
-        return a.instances, a.ranges, a.kernels, a.processes
+        return a.instances.frame(), a.ranges, a.kernels, a.processes
 
     whole = run()
     monkeypatch.setattr(chunks, "STEP_ROWS", 7)

@@ -92,5 +92,5 @@ def test_a_report_compare_loaded_matches_one_passed_in(range_heavy):
     report = nsyswrap.load(range_heavy)
     mine = nsyswrap.compare(report)
     assert len(report.kernels) == 3000
-    pd.testing.assert_frame_equal(mine.analysis.instances,
-                                  nsyswrap.compare(range_heavy).analysis.instances)
+    pd.testing.assert_frame_equal(mine.analysis.instances.frame(),
+                                  nsyswrap.compare(range_heavy).analysis.instances.frame())

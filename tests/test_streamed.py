@@ -49,7 +49,8 @@ def streamed(path, *, chunk=CHUNK_OPERATIONS, lag_ns=LAUNCH_LAG_NS, **options):
 
 def assert_same_analysis(s, w):
     """Every frame and number the outputs read."""
-    for name in ("instances", "kernels", "ranges", "processes", "iterations", "benchmarks"):
+    pd.testing.assert_frame_equal(s.instances.frame(), w.instances.frame(), obj="instances")
+    for name in ("kernels", "ranges", "processes", "iterations", "benchmarks"):
         pd.testing.assert_frame_equal(getattr(s, name), getattr(w, name), obj=name)
     sa, wa = s.attribution, w.attribution
     assert sa.streamed and not wa.streamed

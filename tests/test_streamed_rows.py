@@ -105,13 +105,13 @@ def test_report_json_with_instances_streams_the_whole_document(small_chunks):
     a = c.analysis
     assert len(a.instances) > 3 * doc_module.CHUNK_ROWS  # several chunks
     whole = document(c)
-    whole["instances"] = reference_records(a.instances, INSTANCE_FIELDS)
+    whole["instances"] = reference_records(a.instances.frame(), INSTANCE_FIELDS)
     whole["iterations"] = reference_records(a.iterations, ITERATION_FIELDS)
     pieces = list(JsonRenderer().pieces(c, instances=True))
     assert len(pieces) > len(a.instances) / doc_module.CHUNK_ROWS  # written as it goes
     assert "".join(pieces) == json.dumps(whole, indent=2, ensure_ascii=False) + "\n"
     csv_text = CsvRenderer().render(c, section="instances")
-    assert csv_text == reference_csv(reference_records(a.instances, INSTANCE_FIELDS))
+    assert csv_text == reference_csv(reference_records(a.instances.frame(), INSTANCE_FIELDS))
 
 
 def test_a_file_cut_short_by_a_failure_is_removed(tmp_path):

@@ -48,7 +48,7 @@ def _us(ns: int, origin: int) -> float:
 
 def test_each_window_draws_its_ranges_gpu_work(demo):
     builder = WindowBuilder(demo)
-    inst = demo.analysis.instances
+    inst = demo.analysis.instances.frame()
     for it in _first_iterations(demo).itertuples():
         r = inst.loc[it.range_id]
         win = builder.build(r, "x", it.benchmark, it.event_ns)
@@ -68,7 +68,7 @@ def test_each_window_draws_its_ranges_gpu_work(demo):
 
 def test_event_window_sits_on_the_timed_stream(demo):
     builder = WindowBuilder(demo)
-    inst = demo.analysis.instances
+    inst = demo.analysis.instances.frame()
     several_streams = []
     for it in _first_iterations(demo).itertuples():
         r = inst.loc[it.range_id]

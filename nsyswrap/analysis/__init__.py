@@ -15,6 +15,7 @@ from ..report import Report, ReportInfo
 from .completeness import lost_tail
 from .domains import library_mask
 from .families import by_family, family_names, family_numbers, family_positions
+from .instance_table import InstanceTable
 from .kernels import durations_summary, kernel_durations
 from .ranges import (
     GPU_INSTANCE_COLUMNS,
@@ -41,7 +42,7 @@ from .texts import text_where
 class Analysis:
     info: ReportInfo
     kernels: pd.DataFrame  # kernel_summary
-    instances: pd.DataFrame  # range_instances: one row per NVTX range instance
+    instances: InstanceTable  # range_instances: one row per NVTX range instance, packed
     ranges: pd.DataFrame  # range_summary: one row per (domain, name)
     attribution: Attribution  # the pairs behind the numbers, for the checks
     gpu_metrics: pd.DataFrame  # clock samples, when captured
@@ -60,14 +61,11 @@ class Analysis:
         mine = inst["benchmark"] == ""
         if not self.all_domains:
             mine &= ~inst["library"]
-        if columns is None:
-            return inst[mine]
         if mine.all():
-            # Every instance (a range-heavy report's usual case): the columns as a frame of
-            # their own, which pandas' copy-on-write does not copy until written, where a
-            # mask made a copy of each (the findings' peak at 10 M ranges).
-            return inst[columns]
-        return inst.loc[mine, columns]
+            # Every instance (a range-heavy report's usual case): the columns decoded
+            # whole, not gathered.
+            return inst.frame(columns)
+        return inst.rows(np.flatnonzero(mine.to_numpy()), columns)
 
     def user_instances_by_start(self, columns: list[str]) -> pd.DataFrame:
         """user_instances(columns), which must hold start_ns, in start order, ties in the
@@ -136,7 +134,7 @@ def analyze(report: Report, by_process: bool = False, attribution: str = "proces
                     all_domains=all_domains)
 
 
-def with_families(instances: pd.DataFrame, marks: pd.DataFrame, library: np.ndarray
+def with_families(instances: InstanceTable | pd.DataFrame, marks: pd.DataFrame, library: np.ndarray
                   ) -> list[dict]:
     """Give the instances (range_instances' rows, or the report's ranges' own columns:
     these need only names, domains and pids) what the summary and the findings group them
@@ -156,13 +154,14 @@ def with_families(instances: pd.DataFrame, marks: pd.DataFrame, library: np.ndar
     return runs
 
 
-def finished(report: Report, instances: pd.DataFrame, runs: list[dict], *,
+def finished(report: Report, instances: InstanceTable, runs: list[dict], *,
              kernels: pd.DataFrame, attribution: Attribution, processes: pd.DataFrame,
              latency, by_process: bool, all_domains: bool) -> Analysis:
     """The Analysis from its per-range instances (with_families done) and the rest: what
     both the whole and the streamed analysis make the same way. `latency`: the pooled
     launch latency per summary group (ranges.pooled_latency)."""
-    instances.loc[lost_tail(report.info, instances), GPU_INSTANCE_COLUMNS] = np.nan
+    instances.set_rows(GPU_INSTANCE_COLUMNS, lost_tail(report.info, instances).to_numpy(),
+                       np.nan)
     its = iterations(instances, runs)
     ranges = range_summary(instances, latency, by_process=by_process)
     harness = harness_range_names(runs)

@@ -13,12 +13,13 @@ import pandas as pd
 from ..report import ReportInfo
 from ..units import fmt_ns
 from .families import by_family
+from .instance_table import InstanceTable
 
 # Instances needed on each side of the last CUDA call before a tail reads as lost.
 MIN_INSTANCES = 3
 
 
-def lost_tail(info: ReportInfo, instances: pd.DataFrame) -> pd.Index:
+def lost_tail(info: ReportInfo, instances: InstanceTable) -> pd.Index:
     """The instances whose GPU work the report lost: of range families that launched GPU
     work in all their earlier instances, the MIN_INSTANCES or more that started after the
     report's last CUDA call. Alerts (ReportInfo.alert) when there are any."""
@@ -26,8 +27,8 @@ def lost_tail(info: ReportInfo, instances: pd.DataFrame) -> pd.Index:
     if last is None or not info.has_gpu_activity or instances.empty:
         return instances.index[:0]
     # Only the columns read here: a copy of every instance column is gigabytes at 10 M.
-    user = instances.loc[(instances["benchmark"] == "") & ~instances["library"],
-                         ["start_ns", "end_ns", "gpu_ops", "family_id"]]
+    mine = ((instances["benchmark"] == "") & ~instances["library"]).to_numpy()
+    user = instances.rows(np.flatnonzero(mine), ["start_ns", "end_ns", "gpu_ops", "family_id"])
     # Only families with MIN_INSTANCES after the last call can have lost a tail: most
     # reports have none, and ten million instances need not be grouped to learn that.
     family = user["family_id"].to_numpy()

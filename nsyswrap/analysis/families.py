@@ -24,6 +24,7 @@ import pandas as pd
 from ..chunks import steps
 from ..intervals import compact_ids, small_key_order
 from .domains import EMIT_NVTX_COUNTER
+from .instance_table import InstanceTable
 from .texts import text_copy, with_texts
 
 COUNTER = re.compile(r"^(?P<stem>.*\D)(?P<number>\d+)$")
@@ -123,7 +124,7 @@ def _rank_in_group(group: np.ndarray) -> np.ndarray:
     return rank
 
 
-def by_family(frame: pd.DataFrame, instances: pd.DataFrame
+def by_family(frame: pd.DataFrame, instances: InstanceTable
               ) -> Iterator[tuple[tuple[str, str], pd.DataFrame]]:
     """((domain, family), rows) of `frame` (rows of `instances`, by label, with its
     family_id column), as `frame.groupby(["domain", "family"], sort=False)` gives them:
@@ -134,7 +135,7 @@ def by_family(frame: pd.DataFrame, instances: pd.DataFrame
         yield key, frame.iloc[rows]
 
 
-def family_positions(frame: pd.DataFrame, instances: pd.DataFrame
+def family_positions(frame: pd.DataFrame, instances: InstanceTable
                      ) -> Iterator[tuple[tuple[str, str], np.ndarray]]:
     """by_family's families with each one's positions in `frame` instead of its rows: for
     a caller that gathers the few columns it needs a family at a time rather than copying
@@ -150,6 +151,6 @@ def family_positions(frame: pd.DataFrame, instances: pd.DataFrame
     del ordered
     ends = np.r_[heads[1:], len(order)]
     first = order[heads]  # each family's first row (the sort is stable)
-    keys = instances.loc[frame.index[first], ["domain", "family"]].to_numpy()
+    keys = instances.rows(frame.index[first].to_numpy(), ["domain", "family"]).to_numpy()
     for k in np.argsort(first, kind="stable"):
         yield (keys[k, 0], keys[k, 1]), order[heads[k]:ends[k]]

@@ -42,10 +42,12 @@ from ..intervals import (
     middle_of,
     no_pairs,
     range_starts,
+    small_key_order,
     union_stats_sorted,
     with_innermost,
 )
 from ..report import Report
+from .instance_table import InstanceTable
 
 # Copies between host and device (what a timed window should rarely contain).
 HOST_COPY_KINDS = frozenset({"HtoD", "DtoH", "HtoA", "AtoH", "HtoH", "UVM HtoD", "UVM DtoH"})
@@ -435,11 +437,13 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
     number in its family) is analyze's, once families are known.
     """
     r = report.ranges
-    # Shallow: the instances share these columns with the report (500 MB at 10 M ranges).
-    out = r[["range_id", "domain", "name", "pid", "tid", "style", "start_ns", "end_ns"]].copy(
-        deep=False)
-    out["cpu_ns"] = out["end_ns"] - out["start_ns"]
-    out = out.set_index("range_id", drop=False)
+    # The report's columns as they are (shared with the report: 500 MB at 10 M ranges);
+    # every column made here is packed as soon as it exists (InstanceTable), so that the
+    # ranges' float64 numbers are never all held at once (1.6 GB at 10 M ranges).
+    out = InstanceTable(len(r))
+    for c in _RANGE_COLUMNS:
+        out[c] = r[c]
+    out["cpu_ns"] = r["end_ns"].to_numpy() - r["start_ns"].to_numpy()
 
     pairs = att.op_pairs
     # One sort of the pairs by (range, GPU start) serves every per-range number below:
@@ -450,7 +454,7 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
     # pair-sized arrays, ~400 MB at 10 M kernels, on the analysis's peak.) The blocking
     # calls and host copies inside each range (few rows, mostly pandas) go on a thread.
     has_gpu = report.info.has_gpu_activity
-    ids = out.index.to_numpy()
+    ids = r["range_id"].to_numpy()
     position = _lookup_table(ids, np.arange(len(out)))
 
     def fill(col: str) -> float:
@@ -461,80 +465,75 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
                                    "gpu_idle_ns", "gaps", "max_gap_ns", "streams")
         return 0.0 if zero else np.nan
 
-    # Each per-range result is put at its instances' rows as soon as it is made (_by_row):
-    # a Series by range id is its values and an index of ids, and held through the unions
-    # the two (streams and latencies) were 320 MB at 10 M ranges, on that report's peak.
+    # Each per-range result is put at its instances' rows as soon as it is made (_by_row)
+    # and packed.
     with ThreadPoolExecutor(max_workers=1) as pool:
         host_waits = pool.submit(_host_waits, att)
         by_range = _RangeOrder.of(att)
-        streams = _by_row(_distinct_streams(by_range, att), ids, position, fill("streams"),
-                          fresh=True)
-        latency = _by_row(_kernel_latency_medians(by_range, att), ids, position,
-                          fill("launch_latency_ns"), fresh=True)
+        out["streams"] = _by_row(_distinct_streams(by_range, att), ids, position,
+                                 fill("streams"), fresh=True)
+        out["launch_latency_ns"] = _by_row(_kernel_latency_medians(by_range, att), ids,
+                                           position, fill("launch_latency_ns"), fresh=True)
 
-    # The unions write their numbers into the instances' columns, at each range's row.
+    # The unions write their numbers into arrays at each range's row.
     union = {c: _filled(len(out), fill(col)) for c, col in UNION_INSTANCE_COLUMNS.items()}
     by_range.union(into=(position, union))
+    for c, col in UNION_INSTANCE_COLUMNS.items():
+        out.set(col, union.pop(c), relative_to=_RELATIVE_TO.get(col))
     own_busy = None
     if by_range.other_thread is not None:
         # What the other threads' work added to each range's busy time (process rule).
         own_busy = np.zeros(len(out))
         by_range.union(own_only=True, into=(position, {"busy_ns": own_busy}))
     firsts = by_range.firsts()
-    first_launch = by_range.min_per_range(att.gpu_ops["launch_start_ns"].to_numpy())
-    kernels = by_range.count_per_range(att.kernel_ops())
+    out.set("first_launch_ns", _by_row(
+        by_range.min_per_range(att.gpu_ops["launch_start_ns"].to_numpy()), ids, position,
+        fill("first_launch_ns"), fresh=True), relative_to="start_ns")
+    out["kernels"] = _by_row(by_range.count_per_range(att.kernel_ops()), ids, position,
+                             fill("kernels"), fresh=True)
     del by_range
     release_freed_memory(len(pairs))  # the order's arrays and the unions' temporaries
-    for c, col in UNION_INSTANCE_COLUMNS.items():
-        # Over the array as it is (pandas' constructor copies one).
-        out[col] = pd.Series(union.pop(c), index=out.index, copy=False)
-    cols = {
-        "kernels": _by_row(kernels, ids, position, fill("kernels"), fresh=True),
-        "launch_latency_ns": latency,
-        "first_launch_ns": _by_row(first_launch, ids, position, fill("first_launch_ns"),
-                                   fresh=True),
-        "streams": streams,
-    }
-    del streams, latency, kernels, first_launch
-    for col in list(cols):
-        # Over the array as it is (pandas copies an array set as a column).
-        out[col] = pd.Series(cols.pop(col), index=out.index, copy=False)
 
-    out["gpu_device_busy_ns"], out["gpu_device_busy_cpu_ns"] = _device_busy_within(
+    device_busy = _device_busy_within(
         out, position, att, firsts,
         [("gpu_first_start_ns", "gpu_last_end_ns"), ("start_ns", "end_ns")])
+    out["gpu_device_busy_ns"] = device_busy.pop(0)
+    out["gpu_device_busy_cpu_ns"] = device_busy.pop(0)
     if own_busy is not None:
-        own_busy = np.subtract(out["gpu_busy_ns"].to_numpy(), own_busy, out=own_busy)
-        out["gpu_busy_other_threads_ns"] = pd.Series(own_busy, index=out.index, copy=False)
+        out["gpu_busy_other_threads_ns"] = np.subtract(out.values("gpu_busy_ns"), own_busy,
+                                                       out=own_busy)
     else:
-        out["gpu_busy_other_threads_ns"] = _zero_where_known(out["gpu_busy_ns"])
+        out["gpu_busy_other_threads_ns"] = _zero_where_known(out.values("gpu_busy_ns"))
+    del own_busy
 
     # Blocking calls and host copies inside the range, nested ranges included.
     waits = host_waits.result()
     for col in HOST_WAIT_COLUMNS:
         if has_gpu:
-            # A Series over the array as it is: pandas copies an array set as a column,
-            # writing the untouched zeros (_by_row).
-            out[col] = pd.Series(_by_row(waits[col], ids, position, 0, "int64"),
-                                 index=out.index, copy=False)
+            out[col] = _by_row(waits.pop(col), ids, position, 0, "int64")
         else:
             # Unknown without a CUDA trace, or when it was lost: the blocking calls are CUDA
             # runtime records, buffered and lost with the kernels (docs/nsys-quirks.md).
             out[col] = np.nan
-    return out.reset_index(drop=True)[INSTANCE_COLUMNS]
+    return out.reordered(INSTANCE_COLUMNS)
 
 
-def _zero_where_known(values: pd.Series) -> pd.Series:
-    """`values * 0`: 0 where known, NaN where not, as a column whose zeros are pages never
-    written (np.zeros), so not resident: at 10 M ranges with no work from other threads,
-    76 MB fewer. A Series over the array as it is (pandas copies an array set as a column,
-    writing the zeros)."""
-    known = values.to_numpy(dtype="float64")
-    out = np.zeros(len(known))
-    unknown = np.isnan(known)
+# Columns of range_instances that come from the report's ranges as they are.
+_RANGE_COLUMNS = ["range_id", "domain", "name", "pid", "tid", "style", "start_ns", "end_ns"]
+
+# Instance columns that are moments of the GPU's, kept as offsets from the range's start
+# where narrower (InstanceTable.set).
+_RELATIVE_TO = {"gpu_first_start_ns": "start_ns", "gpu_last_end_ns": "start_ns",
+                "first_launch_ns": "start_ns"}
+
+
+def _zero_where_known(values: np.ndarray) -> np.ndarray:
+    """`values * 0`: 0 where known, NaN where not (never -0.0)."""
+    out = np.zeros(len(values))
+    unknown = np.isnan(values)
     if unknown.any():
         out[unknown] = np.nan
-    return pd.Series(out, index=values.index, copy=False)
+    return out
 
 
 def _by_row(values: pd.Series, ids: np.ndarray, position: np.ndarray, fill: float,
@@ -885,9 +884,9 @@ def _distinct_streams(order: _RangeOrder, att: Attribution) -> pd.Series:
     return order.per_range(counts)
 
 
-def _device_busy_within(inst: pd.DataFrame, row_of_range: np.ndarray, att: Attribution,
+def _device_busy_within(inst: InstanceTable, row_of_range: np.ndarray, att: Attribution,
                         firsts: tuple[np.ndarray, np.ndarray],
-                        windows: list[tuple[str, str]]) -> list[pd.Series]:
+                        windows: list[tuple[str, str]]) -> list[np.ndarray]:
     """Per window [lo, hi) of columns of `inst` (its GPU span, or its CPU time): GPU time
     busy with *any* work (any thread, stream or process) inside each range's window, on the
     device of its first operation; NaN for ranges without GPU work. A range's own gaps are
@@ -897,7 +896,7 @@ def _device_busy_within(inst: pd.DataFrame, row_of_range: np.ndarray, att: Attri
     out = [np.full(len(inst), np.nan) for _ in windows]
     pairs, ops = att.op_pairs, att.gpu_ops
     if pairs.empty:
-        return [pd.Series(o, index=inst.index, copy=False) for o in out]
+        return out
     # Positions, not labels: assigning by label into a frame of a million ranges is slow.
     # Range-sized arrays are copied only where some ranges are left out (without GPU work,
     # or on another device): with ten million ranges each copy is 40-80 MB. Looked up by
@@ -918,11 +917,10 @@ def _device_busy_within(inst: pd.DataFrame, row_of_range: np.ndarray, att: Attri
             rows = position[device == dev]
             busy = Cover(*merge_intervals(start[on_device], end[on_device]), consume=True)
         for values, (lo, hi) in zip(out, windows, strict=True):
-            busy.within(inst[lo].to_numpy(), inst[hi].to_numpy(), rows, values)
+            # Each window's edges decoded at its ranges' rows only (packed columns).
+            values[rows] = busy.within(inst.values(lo, rows), inst.values(hi, rows))
         del busy
-    # Over the arrays as they are (pandas' constructor copies an array: 152 MB at 10 M
-    # ranges, on that report's peak).
-    return [pd.Series(o, index=inst.index, copy=False) for o in out]
+    return out
 
 
 SUMMARY_COLUMNS = [
@@ -952,7 +950,7 @@ def pooled_latency(att: Attribution) -> Callable[[np.ndarray], pd.Series]:
     return lambda group_of_range: _kernel_latency_median(att, group_of_range)
 
 
-def range_summary(instances: pd.DataFrame, att: Attribution | Callable,
+def range_summary(instances: InstanceTable, att: Attribution | Callable,
                   by_process: bool = False) -> pd.DataFrame:
     """Instances grouped by (domain, family), or by (pid, domain, family) when
     `by_process`, heaviest CPU total first; `name` is the family's (analysis/families.py:
@@ -965,13 +963,6 @@ def range_summary(instances: pd.DataFrame, att: Attribution | Callable,
     columns = (["pid"] if by_process else []) + SUMMARY_COLUMNS
     if instances.empty:
         return pd.DataFrame(columns=columns)
-    # Only the columns the summary reads (a copy of every instance column would double
-    # the memory of a range-heavy report).
-    used = ["range_id", "cpu_ns", "gpu_busy_ns",
-            "gpu_busy_other_threads_ns", "gpu_span_ns", "gpu_idle_ns", "gpu_ops", "kernels",
-            "syncs", "sync_ns", "copies", "copy_bytes", "pageable_copies"]
-    inst = instances[used].copy(deep=False)
-    family = instances["family"]
     group = summary_groups(instances, by_process)
     # Launch latency pooled over every kernel of every instance, not a median of medians
     # (pairs of ranges that are not among `instances` have no group). First, before the
@@ -979,54 +970,99 @@ def range_summary(instances: pd.DataFrame, att: Attribution | Callable,
     # report's peak.
     latency = pooled_latency(att) if isinstance(att, Attribution) else att
     latency_by_group = latency(_lookup_table(instances["range_id"].to_numpy(), group))
-    g = inst.groupby(group, sort=False)
-    out = g.agg(
-        count=("range_id", "size"),
-        cpu_total_ns=("cpu_ns", "sum"),
-        cpu_min_ns=("cpu_ns", "min"), cpu_max_ns=("cpu_ns", "max"),
-        gpu_busy_total_ns=("gpu_busy_ns", "sum"),
-        gpu_busy_min_ns=("gpu_busy_ns", "min"), gpu_busy_max_ns=("gpu_busy_ns", "max"),
-        gpu_ops=("gpu_ops", "sum"),
-        kernels=("kernels", "sum"),
-        syncs=("syncs", "sum"), sync_ns=("sync_ns", "sum"), copies=("copies", "sum"),
-        copy_bytes=("copy_bytes", "sum"), pageable_copies=("pageable_copies", "sum"),
-    )
-    # Sums of unknowns are unknown (no CUDA trace), not zero.
-    unknown = g["gpu_busy_ns"].count() == 0
-    # The groupby holds its group numbers and sort order (two 64-bit arrays of the
-    # instances' size: 160 MB at 10 M ranges) as long as it lives: not through the medians.
-    del g
+    # A column at a time, each decoded from the packed instances only while it is read:
+    # a frame of the thirteen columns was 1 GB at 10 M ranges.
+    grouped = _Grouped(group)
+    out = pd.DataFrame({"count": grouped.sizes()})
+    for column, aggregates in (
+            ("cpu_ns", (("cpu_total_ns", "sum"), ("cpu_min_ns", "min"),
+                        ("cpu_max_ns", "max"))),
+            ("gpu_busy_ns", (("gpu_busy_total_ns", "sum"), ("gpu_busy_min_ns", "min"),
+                             ("gpu_busy_max_ns", "max"))),
+            ("gpu_ops", (("gpu_ops", "sum"),)), ("kernels", (("kernels", "sum"),)),
+            ("syncs", (("syncs", "sum"),)), ("sync_ns", (("sync_ns", "sum"),)),
+            ("copies", (("copies", "sum"),)), ("copy_bytes", (("copy_bytes", "sum"),)),
+            ("pageable_copies", (("pageable_copies", "sum"),))):
+        values = instances.values(column)
+        for name, how in aggregates:
+            out[name] = grouped.aggregate(values, how)
+        if column == "gpu_busy_ns":
+            # Sums of unknowns are unknown (no CUDA trace), not zero.
+            unknown = grouped.known(values) == 0
+        del values
     # Medians a column at a time, by packed sort where the values are whole numbers (times
     # are): pandas' grouped median of five columns held ~300 MB over the instances and
     # took 2 s at 10 M ranges, on that report's peak.
     for name, column in (("cpu_median_ns", "cpu_ns"), ("gpu_busy_median_ns", "gpu_busy_ns"),
                          ("gpu_busy_other_threads_median_ns", "gpu_busy_other_threads_ns"),
                          ("gpu_span_median_ns", "gpu_span_ns")):
-        out[name] = _whole_median(group, inst[column].to_numpy()).reindex(out.index)
+        out[name] = _whole_median(group, instances.values(column)).reindex(out.index)
     # Not kept among the instance columns: freed once its median is taken. One array
     # (NaN written where the span is not positive), not the quotient and its masked copy.
-    span = inst["gpu_span_ns"].to_numpy()
+    span = instances.values("gpu_span_ns")
     with np.errstate(divide="ignore", invalid="ignore"):
-        share = inst["gpu_idle_ns"].to_numpy() / span
+        share = instances.values("gpu_idle_ns") / span
     share[~(span > 0)] = np.nan
     del span
     out["gpu_idle_share_median"] = _whole_median(group, share).reindex(out.index)
     del share
     out["launch_latency_median_ns"] = latency_by_group.reindex(out.index)
     out["names"] = _distinct_by_group(group, _name_codes(instances["name"])).reindex(out.index)
-    out["processes"] = _distinct_by_group(group, instances["pid"].to_numpy()).reindex(out.index)
+    out["processes"] = _distinct_by_group(group, instances.values("pid")).reindex(out.index)
     out.loc[unknown, ["gpu_busy_total_ns", "gpu_ops", "kernels", "syncs", "sync_ns", "copies",
                       "copy_bytes", "pageable_copies"]] = np.nan
     # Each group's keys, from its first instance.
     rows = _first_rows(group)[out.index.to_numpy()]
     for key in reversed(keys):
         # Only the rows taken: a whole text column as an array is ten million Python strings.
-        values = (family if key == "family" else instances[key]).iloc[rows].to_numpy()
+        values = np.asarray(instances.values(key, rows))
         out.insert(0, "name" if key == "family" else key, values)
     out = out.reset_index(drop=True)
     return out.sort_values("cpu_total_ns", ascending=False, kind="stable", ignore_index=True)[
         columns
     ]
+
+
+class _Grouped:
+    """Grouped sums, minima and maxima of columns by one grouping (non-negative group
+    numbers 0..k-1, each present), as pandas' `groupby(group, sort=False)` gives them
+    (NaN left out; a group's sum of nothing is 0, its minimum NaN), from one stable sort
+    of the groups shared by every column: a groupby per column hashed the ten million
+    groups each time."""
+
+    def __init__(self, group: np.ndarray):
+        self.group = group
+        order = small_key_order(group)
+        self.order = compact_ids(order if order is not None
+                                 else np.argsort(group, kind="stable"))
+        ordered = group[self.order]
+        self.heads = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+
+    def sizes(self) -> np.ndarray:
+        return np.diff(np.r_[self.heads, len(self.order)])
+
+    def known(self, values: np.ndarray) -> np.ndarray:
+        """Values other than NaN, per group."""
+        if values.dtype.kind != "f":
+            return self.sizes()
+        return np.add.reduceat((~np.isnan(values[self.order])).astype("int64"), self.heads)
+
+    def aggregate(self, values: np.ndarray, how: str) -> np.ndarray:
+        """`how` ("sum", "min" or "max") of `values` per group."""
+        ordered = values[self.order]
+        floats = values.dtype.kind == "f"
+        if how == "sum":
+            if floats:
+                ordered = np.nan_to_num(ordered, nan=0.0, copy=False)
+                # pandas adds floats with a compensated sum: the same exactly when every
+                # partial sum is a whole number below 2**53 (nanoseconds, counts).
+                if not (np.abs(ordered).sum() < EXACT_FLOAT_SUM
+                        and np.array_equal(ordered, np.trunc(ordered))):
+                    return pd.Series(values).groupby(self.group, sort=False).sum().to_numpy()
+            return np.add.reduceat(ordered, self.heads)
+        if floats:  # NaN left out, NaN where a group has nothing else
+            return (np.fmin if how == "min" else np.fmax).reduceat(ordered, self.heads)
+        return (np.minimum if how == "min" else np.maximum).reduceat(ordered, self.heads)
 
 
 def _whole_median(group: np.ndarray, values: np.ndarray) -> pd.Series:

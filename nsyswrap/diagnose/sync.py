@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pandas as pd
+
 from ..analysis import Analysis
 from ..cuda_api import SYNC_ORIGIN, sync_kind
 from ..units import fmt_ns, fmt_share, plural
@@ -15,10 +17,13 @@ def check(a: Analysis, t: Thresholds) -> list[Finding]:
     calls = calls[calls["range_id"].isin(a.user_instances(["range_id"])["range_id"])]
     if calls.empty:
         return []
-    inst = a.instances.set_index("range_id")
-    calls = calls.join(inst[["domain", "family", "cpu_ns"]], on="range_id")
+    inst = a.instances
+    # Each call's instance row: only those rows' columns are decoded and taken.
+    row = pd.Index(inst["range_id"]).get_indexer(calls["range_id"])
+    calls = calls.assign(domain=inst.values("domain", row), family=inst.values("family", row),
+                         cpu_ns=inst.values("cpu_ns", row))
     calls = calls.assign(blocked_ns=calls["end_ns"] - calls["start_ns"])
-    counts = a.instances.groupby(["domain", "family"], observed=True).size()
+    counts = inst[["domain", "family"]].groupby(["domain", "family"], observed=True).size()
     findings = []
     for (domain, name), g in calls.groupby(["domain", "family"], sort=False, observed=True):
         per_instance = g.groupby("range_id").agg(blocked_ns=("blocked_ns", "sum"),

@@ -29,7 +29,7 @@ def check(a: Analysis, t: Thresholds) -> list[Finding]:
     row = pd.Index(inst["range_id"]).get_indexer(copies["range_id"])
 
     def at(column: str) -> np.ndarray:
-        return inst[column].to_numpy()[row]
+        return np.asarray(inst.values(column, row))
 
     # The range's wall time: its CPU time, or until its last GPU work ended if later.
     wall = np.fmax(at("end_ns"), at("gpu_last_end_ns")) - at("start_ns")

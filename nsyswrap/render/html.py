@@ -290,7 +290,7 @@ class _Page(HtmlPage):
         codes = _codes_by_label(self.c)
         drawn = 0
         its = self.c.analysis.iterations
-        instances = self.c.analysis.instances
+        instances = self.c.analysis.instances.frame()
         for r in section_rows(self.c, "benchmarks"):
             run = r["run"]
             if run not in self.plotted_runs:

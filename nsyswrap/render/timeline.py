@@ -112,7 +112,7 @@ class WindowBuilder:
                                .groupby(pairs["range_id"].to_numpy()).indices
                                if not pairs.empty else {})
         self.pair_events = pairs["event"].to_numpy() if not pairs.empty else np.array([], int)
-        self.instances = a.instances
+        self.instances = a.instances.frame()
         self.calls = att.blocking_calls
 
     def ops_of(self, range_id: int) -> np.ndarray:

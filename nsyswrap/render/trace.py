@@ -115,7 +115,7 @@ def _meta(name: str, pid: int, tid: int, args: dict[str, Any]) -> dict[str, Any]
 
 
 def _nvtx_events(c: Comparison, origin: int) -> list[dict[str, Any]]:
-    inst = c.analysis.instances
+    inst = c.analysis.instances.frame()
     out: list[dict[str, Any]] = []
     if inst.empty:
         return out
@@ -218,7 +218,7 @@ def _findings(c: Comparison, origin: int) -> list[dict[str, Any]]:
     """Each finding as an instant on the first instance of each range it concerns (the
     first timed iteration of a benchmark); findings about the whole report as global
     instants."""
-    inst = c.analysis.instances
+    inst = c.analysis.instances.frame()
     its = c.analysis.iterations
     labels = pd.Series([range_label(d or "", str(n)) for d, n in
                         zip(inst["domain"].fillna(""), inst["name"], strict=True)],

@@ -25,8 +25,11 @@ from ...operations import LAUNCH_LAG_NS, OperationStream, StreamFallback
 from ...report import Report
 from .. import Analysis, finished, with_families
 from ..domains import library_mask
+from ..instance_table import InstanceTable
 from ..kernels import summary_of_names
 from ..ranges import (
+    _RANGE_COLUMNS,
+    _RELATIVE_TO,
     HOST_WAIT_COLUMNS,
     INSTANCE_COLUMNS,
     OP_KINDS,
@@ -48,8 +51,6 @@ __all__ = ["analyze_streamed"]
 # operations).
 MAX_PREPARING = 4
 
-# Columns of range_instances that come from the report's ranges as they are.
-_RANGE_COLUMNS = ["range_id", "domain", "name", "pid", "tid", "style", "start_ns", "end_ns"]
 
 
 def analyze_streamed(report: Report, stream: OperationStream, rest: WithoutOperations, *,
@@ -198,57 +199,63 @@ def _per_thread(totals: RangeTotals) -> pd.DataFrame:
     }, index=pd.Index(threads, dtype="int64"))
 
 
-def _instances(report: Report, totals: RangeTotals, att: Attribution) -> pd.DataFrame:
-    """range_instances' frame from the totals (the report's ranges' rows, in order)."""
+def _instances(report: Report, totals: RangeTotals, att: Attribution) -> InstanceTable:
+    """range_instances' table from the totals (the report's ranges' rows, in order). Each
+    of the totals' per-range arrays is packed and let go as its column is made."""
     r = report.ranges
     has_gpu = report.info.has_gpu_activity
-    out = r[_RANGE_COLUMNS].copy(deep=False).reset_index(drop=True)
-    out["cpu_ns"] = out["end_ns"] - out["start_ns"]
+    out = InstanceTable(len(r))
+    for c in _RANGE_COLUMNS:
+        out[c] = r[c]
+    out["cpu_ns"] = r["end_ns"].to_numpy() - r["start_ns"].to_numpy()
     t = totals
     seen = ~np.isnan(t.first_start)
-    zero_columns = {"gpu_ops": t.gpu_ops, "kernels": t.kernels, "gpu_busy_ns": t.busy,
-                    "gaps": t.gaps, "max_gap_ns": t.max_gap, "streams": t.streams}
     if not has_gpu:  # unknown, not 0 (ranges._filled: the fill of a range without work)
-        for values in zero_columns.values():
+        for values in (t.gpu_ops, t.kernels, t.busy, t.gaps, t.max_gap, t.streams):
             values[~seen] = np.nan
     span = t.last_end - t.first_start
-    idle = span - t.busy
     if has_gpu:
         span[~seen] = 0
-        idle[~seen] = 0
-    busy_device = t.busy_at_last - t.busy_at_first
+    out["gpu_idle_ns"] = span - t.busy
+    out["gpu_span_ns"] = span
+    del span
+    out["gpu_device_busy_ns"] = t.busy_at_last - t.busy_at_first
+    t.busy_at_last = t.busy_at_first = None
     busy_cpu = np.full(len(out), np.nan)
     for d, values in t.cpu_busy.items():
         mine = t.first_device == d
         busy_cpu[mine] = values[mine]
-    columns = {
-        "gpu_ops": t.gpu_ops, "kernels": t.kernels, "gpu_busy_ns": t.busy,
-        "gpu_span_ns": span, "gpu_idle_ns": idle, "gpu_first_start_ns": t.first_start,
-        "gpu_last_end_ns": t.last_end, "gaps": t.gaps, "max_gap_ns": t.max_gap,
-        "launch_latency_ns": t.latency, "first_launch_ns": t.first_launch,
-        "streams": t.streams, "gpu_device_busy_ns": busy_device,
-        "gpu_device_busy_cpu_ns": busy_cpu,
-    }
-    for c, values in columns.items():
-        out[c] = pd.Series(values, index=out.index, copy=False)
+    t.cpu_busy = {}
+    out["gpu_device_busy_cpu_ns"] = busy_cpu
+    del busy_cpu
+    for c, attr in (("gpu_ops", "gpu_ops"), ("kernels", "kernels"), ("gpu_busy_ns", "busy"),
+                    ("gpu_first_start_ns", "first_start"), ("gpu_last_end_ns", "last_end"),
+                    ("gaps", "gaps"), ("max_gap_ns", "max_gap"),
+                    ("launch_latency_ns", "latency"), ("first_launch_ns", "first_launch"),
+                    ("streams", "streams")):
+        out.set(c, getattr(t, attr), relative_to=_RELATIVE_TO.get(c))
+        if attr != "busy":
+            setattr(t, attr, None)
     if t.own_busy is not None and t.other_thread_pairs:
-        other = np.subtract(t.busy, t.own_busy, out=t.own_busy)
-        out["gpu_busy_other_threads_ns"] = pd.Series(other, index=out.index, copy=False)
+        out["gpu_busy_other_threads_ns"] = np.subtract(t.busy, t.own_busy, out=t.own_busy)
     else:
-        out["gpu_busy_other_threads_ns"] = _zero_where_known(out["gpu_busy_ns"])
+        out["gpu_busy_other_threads_ns"] = _zero_where_known(t.busy)
+    t.busy = t.own_busy = None
     waits = call_waits(att)
-    copies = {"copies": t.copies, "copy_bytes": t.copy_bytes, "copy_ns": t.copy_ns,
-              "pageable_copies": t.pageable_copies}
+    copies = {"copies": "copies", "copy_bytes": "copy_bytes", "copy_ns": "copy_ns",
+              "pageable_copies": "pageable_copies"}
     row_of_id = t.row_of_id
     for c in HOST_WAIT_COLUMNS:
         if not has_gpu:
             out[c] = np.nan
             continue
         if c in copies:
-            values = copies[c]
+            values = getattr(t, copies[c])
+            setattr(t, copies[c], None)
         else:
             values = np.zeros(len(out), dtype="int64")
             by_range = waits[c]
             values[row_of_id[by_range.index.to_numpy(dtype="int64")]] = by_range.to_numpy()
-        out[c] = pd.Series(values, index=out.index, copy=False)
-    return out[INSTANCE_COLUMNS]
+        out[c] = values
+        del values
+    return out.reordered(INSTANCE_COLUMNS)

@@ -1,0 +1,296 @@
+"""The range instances' columns, each kept in the fewest bytes that give its values back
+exactly (docs/performance.md, "Since (stop 30)").
+
+An instance's GPU numbers are float64 (NaN marks what the report lost) and its counts and
+host waits int64: ~200 bytes per instance, 1.6 GB resident at 10 M ranges, which the
+analysis held to its end. Almost all of them are whole numbers of nanoseconds or small
+counts, often the same value throughout (no gaps, one stream), and the GPU's first and
+last times sit close to the range's own start. So each column is kept as the narrowest
+integers that hold it (halves too: the median of an even count), a constant as one value,
+times as offsets from the range's start where that is narrower; anything else as it is.
+Reading a column gives the very values that were stored, bit for bit, as the dtype they
+came in.
+
+Readers ask for the columns they need (`table["cpu_ns"]`, `table[["family_id",
+"start_ns"]]`): a column is decoded on each read, so a reader that loops reads it once.
+`frame()` gives every column as one DataFrame, for the formats that draw every instance
+on reports small enough to analyse whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..chunks import steps
+
+__all__ = ["InstanceTable"]
+
+# Whole floats at or above this lose their last digits as integers' doubles; kept as floats.
+_EXACT = 2.0**53
+_WIDTHS = (np.int8, np.int16, np.int32, np.int64)
+
+
+@dataclass
+class _Plain:
+    """A column as it came: texts, flags, fractions."""
+    values: np.ndarray | pd.Categorical
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.values.nbytes)
+
+
+@dataclass
+class _Packed:
+    """Integers `codes` (None: every row is `constant`) that decode to `dtype`: plus the
+    column `base` where given (times as offsets from the range's start), divided by
+    `scale` (2 for halves), NaN where the code is `missing`."""
+    codes: np.ndarray | None
+    constant: int
+    dtype: np.dtype
+    scale: int
+    base: str | None
+    missing: int | None
+
+    @property
+    def nbytes(self) -> int:
+        return 0 if self.codes is None else int(self.codes.nbytes)
+
+
+def _width(lo: int, hi: int, spare: bool) -> type:
+    """The narrowest integer type holding [lo, hi], with its smallest value free for NaN
+    when `spare`."""
+    for t in _WIDTHS:
+        info = np.iinfo(t)
+        if info.min + (1 if spare else 0) <= lo and hi <= info.max:
+            return t
+    return np.int64
+
+
+def _pack(values: np.ndarray, base: np.ndarray | None, base_name: str | None
+          ) -> _Plain | _Packed:
+    """`values` (a float or integer array) as its narrowest exact form."""
+    dtype = values.dtype
+    if len(values) == 0:
+        return _Plain(values)
+    if dtype.kind in "iu":
+        if dtype.kind == "u" and len(values) and int(values.max()) >= 2**63:
+            return _Plain(values)
+        ints, missing, scale = values.astype("int64", copy=False), None, 1
+    elif dtype.kind == "f" and dtype.itemsize == 8:
+        missing = np.isnan(values)
+        if not missing.any():
+            missing = None
+        known = values if missing is None else values[~missing]
+        if len(known) == 0:
+            return _Packed(None, 0, dtype, 1, None, 0)  # every row unknown
+        if not (np.abs(known).max() < _EXACT / 2) or np.signbit(known[known == 0]).any():
+            return _Plain(values)
+        scale = 1
+        if not np.array_equal(known, np.trunc(known)):
+            doubled = known * 2
+            if not np.array_equal(doubled, np.trunc(doubled)):
+                return _Plain(values)  # fractions: shares, rates
+            scale = 2
+        del known
+        ints = np.empty(len(values), dtype="int64")
+        for part in steps(len(values)):
+            v = values[part] * scale if scale != 1 else values[part]
+            ints[part] = np.nan_to_num(v, nan=0.0)
+    else:
+        return _Plain(values)
+    known_ints = ints if missing is None else ints[~missing]
+    lo, hi = int(known_ints.min()), int(known_ints.max())
+    if base is not None:
+        # Offsets from the range's start, where narrower (the GPU's first and last times
+        # fall within milliseconds of it; as absolute nanoseconds they need 64 bits).
+        offsets = known_ints - (base if missing is None else base[~missing])
+        off_lo, off_hi = int(offsets.min()), int(offsets.max())
+        if off_hi - off_lo < hi - lo:
+            np.subtract(ints, base, out=ints)
+            lo, hi = off_lo, off_hi
+        else:
+            base_name = None
+        del offsets
+    else:
+        base_name = None
+    del known_ints
+    if lo == hi and missing is None:
+        return _Packed(None, lo, dtype, scale, base_name, None)
+    width = _width(lo, hi, missing is not None)
+    codes = ints.astype(width)
+    del ints
+    sentinel = None
+    if missing is not None:
+        sentinel = int(np.iinfo(width).min)
+        codes[missing] = sentinel
+    return _Packed(codes, 0, dtype, scale, base_name, sentinel)
+
+
+class InstanceTable:
+    """One row per NVTX range instance (ranges.INSTANCE_COLUMNS and the families'
+    columns), in the report's range order, each column stored as _pack keeps it. Reads
+    give pandas objects indexed 0..n-1, as the instance frame was."""
+
+    def __init__(self, rows: int):
+        self._rows = rows
+        self._columns: dict[str, _Plain | _Packed] = {}
+
+    @classmethod
+    def of(cls, frame: pd.DataFrame) -> InstanceTable:
+        """A table of `frame`'s columns, rows in its order (its index is not kept)."""
+        table = cls(len(frame))
+        for c in frame.columns:
+            table[c] = frame[c]
+        return table
+
+    # -- shape -----------------------------------------------------------------------
+    def __len__(self) -> int:
+        return self._rows
+
+    @property
+    def empty(self) -> bool:
+        return self._rows == 0 or not self._columns
+
+    @property
+    def columns(self) -> pd.Index:
+        return pd.Index(list(self._columns))
+
+    @property
+    def index(self) -> pd.RangeIndex:
+        return pd.RangeIndex(self._rows)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._columns
+
+    def nbytes(self) -> int:
+        """The bytes the columns hold (texts' codes, not their categories)."""
+        return sum(c.nbytes for c in self._columns.values())
+
+    # -- writing ---------------------------------------------------------------------
+    def set(self, name: str, values, *, relative_to: str | None = None) -> None:
+        """Column `name` from `values` (an array, Series, Categorical or one scalar for
+        every row), packed: as offsets from column `relative_to` (integers) where that
+        is narrower. A column kept as it came (_Plain) is the caller's array itself: the
+        caller must not write it afterwards."""
+        if isinstance(values, pd.Series):
+            values = values.array if isinstance(values.dtype, pd.api.extensions.ExtensionDtype) \
+                else values.to_numpy()
+        if isinstance(values, pd.api.extensions.ExtensionArray):
+            self._columns[name] = _Plain(values)
+            return
+        if np.isscalar(values) or values is None:
+            values = np.full(self._rows, values)
+        values = np.asarray(values)
+        if len(values) != self._rows:
+            raise ValueError(f"{name}: {len(values)} values for {self._rows} instances")
+        base = self.values(relative_to) if relative_to is not None else None
+        self._columns.pop(name, None)  # its old codes freed before the new ones exist
+        self._columns[name] = _pack(values, base, relative_to)
+
+    __setitem__ = set
+
+    def set_rows(self, columns: Iterable[str], rows: np.ndarray, value: float) -> None:
+        """Write `value` at positions `rows` of `columns` (the lost tail's NaN)."""
+        if len(rows) == 0:
+            return
+        for name in columns:
+            values = self.values(name)
+            values[rows] = value
+            self.set(name, values, relative_to=self._base(name))
+
+    def reordered(self, columns: list[str]) -> InstanceTable:
+        """This table with exactly `columns`, in that order (the same stored columns)."""
+        table = InstanceTable(self._rows)
+        table._columns = {c: self._columns[c] for c in columns}
+        return table
+
+    def __delitem__(self, name: str) -> None:
+        del self._columns[name]
+
+    def _base(self, name: str) -> str | None:
+        stored = self._columns[name]
+        return stored.base if isinstance(stored, _Packed) else None
+
+    # -- reading ---------------------------------------------------------------------
+    def values(self, name: str, rows: np.ndarray | slice | None = None) -> np.ndarray:
+        """Column `name` as a numpy array (a fresh one: the caller may write it), at
+        positions `rows` (an integer array or a slice) when given. Texts come as their
+        Categorical, flags and fractions as they were given."""
+        stored = self._columns[name]
+        if isinstance(stored, _Plain):
+            v = stored.values
+            if rows is None:
+                return v.copy()
+            return v[rows]
+        n = self._rows if rows is None else len(range(self._rows)[rows]) \
+            if isinstance(rows, slice) else len(rows)
+        out = np.empty(n, dtype=stored.dtype)
+        codes = stored.codes
+        if codes is not None and rows is not None:
+            codes = codes[rows]  # narrow integers: a gather of a few bytes per row
+        base = None
+        if stored.base is not None:
+            base = self.values(stored.base, rows)
+        for part in steps(n):
+            if codes is None:
+                ints = np.full(len(range(n)[part]), stored.constant, dtype="int64")
+            else:
+                ints = codes[part].astype("int64")
+            if base is not None:
+                ints += base[part]
+            # Exact: integers below 2**53 as doubles, and their halves.
+            out[part] = ints / stored.scale if stored.scale != 1 else ints
+            if stored.missing is not None:
+                if codes is None:
+                    out[part] = np.nan
+                else:
+                    out[part][codes[part] == stored.missing] = np.nan
+        return out
+
+    def __getitem__(self, key):
+        if isinstance(key, str):
+            return pd.Series(self.values(key), index=self.index, name=key, copy=False)
+        if isinstance(key, (pd.Series, np.ndarray)) and np.asarray(key).dtype == bool:
+            return self.rows(np.flatnonzero(np.asarray(key)))
+        return self.frame(list(key))
+
+    def frame(self, columns: list[str] | None = None) -> pd.DataFrame:
+        """`columns` (every column when None) as one DataFrame indexed 0..n-1."""
+        names = list(self._columns) if columns is None else list(columns)
+        return pd.DataFrame({c: self._series(c) for c in names}, index=self.index,
+                            copy=False)
+
+    def rows(self, positions: np.ndarray, columns: list[str] | None = None) -> pd.DataFrame:
+        """The rows at `positions` (0-based) of `columns` (all when None), indexed by
+        their positions."""
+        positions = np.asarray(positions, dtype="int64")
+        names = list(self._columns) if columns is None else list(columns)
+        return pd.DataFrame({c: self._series(c, positions) for c in names},
+                            index=pd.Index(positions), copy=False)
+
+    @property
+    def iloc(self) -> _Slices:
+        """`table.iloc[lo:hi]`: those rows of every column as a DataFrame (the writers'
+        chunks of rows)."""
+        return _Slices(self)
+
+    def _series(self, name: str, rows: np.ndarray | None = None):
+        return self.values(name, rows)
+
+
+class _Slices:
+    def __init__(self, table: InstanceTable):
+        self._table = table
+
+    def __getitem__(self, rows: slice) -> pd.DataFrame:
+        if not isinstance(rows, slice):
+            raise TypeError("InstanceTable.iloc takes a slice of rows")
+        t = self._table
+        index = t.index[rows]
+        return pd.DataFrame({c: t.values(c, rows) for c in t.columns}, index=index,
+                            copy=False)
