@@ -53,29 +53,39 @@ class Analysis:
 
     all_domains: bool = False  # findings cover libraries' ranges (NCCL, cuDNN, ...) too
 
-    def user_instances(self, columns: list[str] | None = None) -> pd.DataFrame:
-        """Range instances that findings cover: the user's own, not the harness's iterations,
-        nor (unless all_domains) ranges of libraries' NVTX domains. Only `columns` when
-        given: with millions of instances, a copy of every column is gigabytes."""
+    def user_rows(self, by_start: bool = False) -> np.ndarray:
+        """Rows of the instances that findings cover: the user's own, not the harness's
+        iterations, nor (unless all_domains) ranges of libraries' NVTX domains. With
+        `by_start`, in start order, ties in the report's order (a stable sort, and only
+        where they are not in order already: the loader puts the ranges in start order).
+        Callers take the columns they need at these rows (InstanceTable.values), a family
+        at a time where they can: at 10 M ranges every instance column is 76 MB."""
         inst = self.instances
-        mine = inst["benchmark"] == ""
+        mine = (inst["benchmark"] == "").to_numpy()
         if not self.all_domains:
-            mine &= ~inst["library"]
-        if mine.all():
-            # Every instance (a range-heavy report's usual case): the columns decoded
-            # whole, not gathered.
-            return inst.frame(columns)
-        return inst.rows(np.flatnonzero(mine.to_numpy()), columns)
+            mine = mine & ~inst.values("library")
+        rows = np.flatnonzero(mine)
+        if by_start:
+            start = inst.values("start_ns", rows)
+            if len(start) > 1 and not (start[1:] >= start[:-1]).all():
+                rows = rows[np.argsort(start, kind="stable")]
+        return rows
+
+    def user_instances(self, columns: list[str] | None = None) -> pd.DataFrame:
+        """The instances at user_rows() as a frame (every column unless `columns`)."""
+        return self.instances.rows(self.user_rows(), columns)
 
     def user_instances_by_start(self, columns: list[str]) -> pd.DataFrame:
-        """user_instances(columns), which must hold start_ns, in start order, ties in the
-        report's order: as they are where they already are (the loader puts the ranges in
-        start order), not a sorted copy (and pandas' default sort, not stable, may order
-        ties by the CPU's sorting code)."""
-        inst = self.user_instances(columns)
-        if inst["start_ns"].is_monotonic_increasing:
-            return inst
-        return inst.sort_values("start_ns", kind="stable")
+        """user_instances(columns) at user_rows(by_start=True)."""
+        return self.instances.rows(self.user_rows(by_start=True), columns)
+
+    def user_families(self, rows: np.ndarray
+                      ) -> Iterator[tuple[tuple[str, str], np.ndarray]]:
+        """The families of the instances at `rows` (user_rows), each with its positions in
+        `rows` (in their order): families in order of first appearance."""
+        frame = pd.DataFrame({"family_id": self.instances.values("family_id", rows)},
+                             index=rows, copy=False)
+        return family_positions(frame, self.instances)
 
     def by_family(self, frame: pd.DataFrame) -> Iterator[tuple[tuple[str, str], pd.DataFrame]]:
         """Rows of `frame` (instances, or some of their rows and columns with family_id)

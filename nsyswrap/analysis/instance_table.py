@@ -252,6 +252,10 @@ class InstanceTable:
                     out[part][codes[part] == stored.missing] = np.nan
         return out
 
+    def series(self, name: str, rows: np.ndarray | None = None) -> pd.Series:
+        """values(name, rows) as a Series indexed 0..len-1 (the findings' statistics)."""
+        return pd.Series(self.values(name, rows), copy=False)
+
     def __getitem__(self, key):
         if isinstance(key, str):
             return pd.Series(self.values(key), index=self.index, name=key, copy=False)

@@ -94,10 +94,12 @@ def _harness_runs(a: Analysis, t: Thresholds) -> list[Finding]:
 
 def _user_ranges(a: Analysis, t: Thresholds) -> list[Finding]:
     findings = []
-    inst = a.user_instances_by_start(["family_id", "start_ns", *(c for c, _ in METRICS)])
-    for (domain, name), g in a.by_family(inst):
-        if len(g) < t.cold_min_instances:
+    user = a.user_rows(by_start=True)
+    for (domain, name), at in a.user_families(user):
+        if len(at) < t.cold_min_instances:
             continue
+        # This family's columns only, decoded at its rows.
+        g = a.instances.rows(user[at], ["family_id", "start_ns", *(c for c, _ in METRICS)])
         cold = _cold_metrics(g, METRICS, t)
         if not cold:
             continue

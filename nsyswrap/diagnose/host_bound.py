@@ -74,35 +74,31 @@ def _harness(a: Analysis, t: Thresholds) -> list[Finding]:
 
 
 def _ranges(a: Analysis, t: Thresholds) -> list[Finding]:
-    inst = a.user_instances_by_start(["family_id", "start_ns", "gpu_ops", "cpu_ns", "sync_ns",
-                                      "gpu_busy_ns", "gpu_device_busy_cpu_ns", "gpu_span_ns",
-                                      "gpu_device_busy_ns"])
-    if inst.empty or inst["gpu_busy_ns"].isna().all():
+    inst = a.instances
+    user = a.user_rows(by_start=True)
+    if len(user) == 0 or np.isnan(inst.values("gpu_busy_ns", user)).all():
         return []
     findings = []
-    # Families found on two columns, then each one's columns gathered at the rows it
-    # keeps, a column or two at a time: a copy of the kept rows' nine columns held ~300 MB
-    # at 10 M instances (the findings' peak there).
-    ops = inst["gpu_ops"].to_numpy()
-    for (domain, name), rows in a.family_positions(inst[["family_id"]]):
-        rows = rows[1:]  # after its first instance
-        rows = rows[ops[rows] > 0]
+    # Families found on one column, then each one's columns decoded at the rows it keeps,
+    # a column or two at a time: the kept rows' nine columns at once held ~300 MB at 10 M
+    # instances (the findings' peak there).
+    ops = inst.values("gpu_ops", user)
+    for (domain, name), at in a.user_families(user):
+        at = at[1:]  # after its first instance
+        rows = user[at[ops[at] > 0]]
         if len(rows) < 2:
             continue
 
-        def column(c: str, rows: np.ndarray = rows) -> pd.Series:
-            return pd.Series(inst[c].to_numpy()[rows], copy=False)
-
-        cpu_all = column("cpu_ns")
-        host = float((cpu_all - column("sync_ns")).median())
-        busy = float(column("gpu_busy_ns").median())
+        cpu_all = inst.series("cpu_ns", rows)
+        host = float((cpu_all - inst.series("sync_ns", rows)).median())
+        busy = float(inst.series("gpu_busy_ns", rows).median())
         cpu = cpu_all.where(cpu_all > 0)
         del cpu_all
-        idle_cpu = float(((cpu - column("gpu_device_busy_cpu_ns")) / cpu).median())
+        idle_cpu = float(((cpu - inst.series("gpu_device_busy_cpu_ns", rows)) / cpu).median())
         del cpu
-        span = column("gpu_span_ns")
+        span = inst.series("gpu_span_ns", rows)
         span = span.where(span >= t.idle_min_span_ns)
-        idle_span = ((span - column("gpu_device_busy_ns")) / span).median()
+        idle_span = ((span - inst.series("gpu_device_busy_ns", rows)) / span).median()
         del span
         if not _host_bound(host, busy, t) or not idle_cpu >= t.idle_share or (
                 pd.notna(idle_span) and idle_span >= t.idle_share):

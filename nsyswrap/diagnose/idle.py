@@ -4,7 +4,6 @@ operations with launch gaps (the host launches slower than the GPU runs), or one
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from ..analysis import Analysis
 from ..units import fmt_ns, fmt_share
@@ -14,36 +13,33 @@ CODE = "GPU_IDLE_IN_RANGE"
 
 
 def check(a: Analysis, t: Thresholds) -> list[Finding]:
-    inst = a.user_instances(["family_id", "gpu_span_ns", "gpu_device_busy_ns",
-                             "max_gap_ns", "gpu_idle_ns", "gpu_busy_ns", "gpu_ops", "gaps"])
-    if inst.empty or inst["gpu_span_ns"].isna().all():
+    inst = a.instances
+    user = a.user_rows()
+    span = inst.values("gpu_span_ns", user)
+    if len(user) == 0 or np.isnan(span).all():
         return []
-    keep = np.flatnonzero((inst["gpu_span_ns"] >= t.idle_min_span_ns).to_numpy())
-    # Each family's columns gathered at its kept rows, one family at a time: a copy of
-    # every kept row's eight columns, then of each family's, held ~110 MB at 10 M kernels
-    # (the findings' peak there).
-    kept = pd.DataFrame({"family_id": inst["family_id"].to_numpy()[keep]},
-                        index=inst.index[keep], copy=False)
+    # Each family's columns decoded at its kept rows, one family at a time: every kept
+    # row's eight columns at once, then each family's, held ~110 MB at 10 M kernels (the
+    # findings' peak there).
+    keep = user[span >= t.idle_min_span_ns]
+    del span
     findings = []
-    for (domain, name), rows in a.family_positions(kept):
-        rows = keep[rows]
+    for (domain, name), at in a.user_families(keep):
+        rows = keep[at]
 
-        def column(c: str, rows: np.ndarray = rows) -> pd.Series:
-            return pd.Series(inst[c].to_numpy()[rows], copy=False)
-
-        span = column("gpu_span_ns")
-        device_busy_all = column("gpu_device_busy_ns")
+        span = inst.series("gpu_span_ns", rows)
+        device_busy_all = inst.series("gpu_device_busy_ns", rows)
         # Idle means no work at all on the GPU, not just none of this range's: other
         # threads' kernels (autograd's backward, a data-loader stream) fill a range's gaps.
         share = float(((span - device_busy_all) / span).median())
         if share < t.idle_share:
             continue
-        max_gaps = column("max_gap_ns")
-        stall = bool((max_gaps >= t.stall_share * column("gpu_idle_ns")).mean() >= 0.5)
+        max_gaps = inst.series("max_gap_ns", rows)
+        stall = bool((max_gaps >= t.stall_share * inst.series("gpu_idle_ns", rows)).mean() >= 0.5)
         span, device_busy = float(span.median()), float(device_busy_all.median())
-        busy = float(column("gpu_busy_ns").median())
-        ops = float(column("gpu_ops").median())
-        gaps = float(column("gaps").median())
+        busy = float(inst.series("gpu_busy_ns", rows).median())
+        ops = float(inst.series("gpu_ops", rows).median())
+        gaps = float(inst.series("gaps", rows).median())
         max_gap = float(max_gaps.median())
         del device_busy_all, max_gaps
         label = range_label(domain, name)
