@@ -134,8 +134,9 @@ def analyze(report: Report, by_process: bool = False, attribution: str = "proces
     # The per-process table (counts over the operations a step at a time: little memory)
     # on a second thread, in the gaps the instances' passes leave on the cores.
     with ThreadPoolExecutor(max_workers=1) as pool:
-        processes = pool.submit(process_summary, report, att)
-        instances = range_instances(report, att)
+        # The ranges' pids taken first: range_instances lets the report's ranges go.
+        processes = pool.submit(process_summary, report, att, report.ranges["pid"])
+        instances = range_instances(report, att, consume=consume)
         processes = processes.result()
     release_freed_memory(size)  # its pair-sized temporaries
     runs = with_families(instances, report.marks, library)

@@ -26,15 +26,15 @@ def lost_tail(info: ReportInfo, instances: InstanceTable) -> pd.Index:
     last = info.last_cuda_call_ns
     if last is None or not info.has_gpu_activity or instances.empty:
         return instances.index[:0]
-    # Only the columns read here: a copy of every instance column is gigabytes at 10 M.
-    mine = ((instances["benchmark"] == "") & ~instances["library"]).to_numpy()
-    user = instances.rows(np.flatnonzero(mine), ["start_ns", "end_ns", "gpu_ops", "family_id"])
-    # Only families with MIN_INSTANCES after the last call can have lost a tail: most
-    # reports have none, and ten million instances need not be grouped to learn that.
-    family = user["family_id"].to_numpy()
-    late = np.bincount(family[user["start_ns"].to_numpy() > last],
+    # Only the columns read here, decoded at the user's rows: most reports have no family
+    # with instances after the last call, and then only two columns are read.
+    rows = np.flatnonzero(((instances["benchmark"] == "") & ~instances["library"]).to_numpy())
+    family = instances.values("family_id", rows)
+    late = np.bincount(family[instances.values("start_ns", rows) > last],
                        minlength=int(family.max(initial=-1)) + 1)
-    candidates = user[late[family] >= MIN_INSTANCES]
+    candidates = instances.rows(rows[late[family] >= MIN_INSTANCES],
+                                ["start_ns", "end_ns", "gpu_ops", "family_id"])
+    del family
     cut, lost = [], []
     for (_domain, name), g in by_family(candidates, instances):
         before, after = g[g["start_ns"] <= last], g[g["start_ns"] > last]
@@ -44,7 +44,8 @@ def lost_tail(info: ReportInfo, instances: InstanceTable) -> pd.Index:
             lost.append(after.index)
     if cut:
         what = ", ".join(f"{n} of {total} `{family}`" for family, n, total in cut[:3])
-        end = info.end_ns if info.end_ns is not None else int(user["end_ns"].max())
+        end = info.end_ns if info.end_ns is not None else int(
+            instances.values("end_ns", rows).max())
         info.alert(
             f"GPU trace incomplete: the last CUDA call in the report is {fmt_ns(end - last)} "
             f"before its end, and ranges that launched GPU work every time before have none "

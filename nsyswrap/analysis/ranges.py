@@ -428,7 +428,7 @@ GPU_INSTANCE_COLUMNS = [
 ]
 
 
-def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
+def range_instances(report: Report, att: Attribution, consume: bool = False) -> InstanceTable:
     """One row per NVTX range instance with its CPU time and its GPU projection.
 
     GPU columns are NaN when the report has no CUDA trace (unknown), 0 when the range
@@ -437,13 +437,16 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
     number in its family) is analyze's, once families are known.
     """
     r = report.ranges
-    # The report's columns as they are (shared with the report: 500 MB at 10 M ranges);
-    # every column made here is packed as soon as it exists (InstanceTable), so that the
-    # ranges' float64 numbers are never all held at once (1.6 GB at 10 M ranges).
+    # Every column is packed as soon as it exists (InstanceTable), so that the ranges'
+    # float64 numbers are never all held at once (1.6 GB at 10 M ranges); the report's own
+    # columns too, which `consume` then drops from the report (330 MB at 10 M ranges).
     out = InstanceTable(len(r))
     for c in _RANGE_COLUMNS:
-        out[c] = r[c]
+        out.set(c, r[c], relative_to="start_ns" if c == "end_ns" else None)
     out["cpu_ns"] = r["end_ns"].to_numpy() - r["start_ns"].to_numpy()
+    if consume:
+        report.ranges = r = r.iloc[:0].copy()
+    del r
 
     pairs = att.op_pairs
     # One sort of the pairs by (range, GPU start) serves every per-range number below:
@@ -454,7 +457,7 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
     # pair-sized arrays, ~400 MB at 10 M kernels, on the analysis's peak.) The blocking
     # calls and host copies inside each range (few rows, mostly pandas) go on a thread.
     has_gpu = report.info.has_gpu_activity
-    ids = r["range_id"].to_numpy()
+    ids = compact_ids(out.values("range_id"))
     position = _lookup_table(ids, np.arange(len(out)))
 
     def fill(col: str) -> float:
@@ -475,11 +478,16 @@ def range_instances(report: Report, att: Attribution) -> pd.DataFrame:
         out["launch_latency_ns"] = _by_row(_kernel_latency_medians(by_range, att), ids,
                                            position, fill("launch_latency_ns"), fresh=True)
 
-    # The unions write their numbers into arrays at each range's row.
-    union = {c: _filled(len(out), fill(col)) for c, col in UNION_INSTANCE_COLUMNS.items()}
+    # The unions write their numbers into arrays at each range's row; the span and idle
+    # time follow from them (_span_and_idle), so that two fewer range-sized arrays are held
+    # while the union runs.
+    union = {c: _filled(len(out), fill(col)) for c, col in UNION_INSTANCE_COLUMNS.items()
+             if col not in ("gpu_span_ns", "gpu_idle_ns")}
     by_range.union(into=(position, union))
-    for c, col in UNION_INSTANCE_COLUMNS.items():
+    for c in list(union):
+        col = UNION_INSTANCE_COLUMNS[c]
         out.set(col, union.pop(c), relative_to=_RELATIVE_TO.get(col))
+    _span_and_idle(out, fill("gpu_span_ns"))
     own_busy = None
     if by_range.other_thread is not None:
         # What the other threads' work added to each range's busy time (process rule).
@@ -525,6 +533,22 @@ _RANGE_COLUMNS = ["range_id", "domain", "name", "pid", "tid", "style", "start_ns
 # where narrower (InstanceTable.set).
 _RELATIVE_TO = {"gpu_first_start_ns": "start_ns", "gpu_last_end_ns": "start_ns",
                 "first_launch_ns": "start_ns"}
+
+
+def _span_and_idle(out: InstanceTable, fill: float) -> None:
+    """gpu_span_ns (last end - first start) and gpu_idle_ns (span - busy) of the ranges with
+    GPU work, as union_stats has them (exact: whole numbers below 2**53), `fill` for the
+    others."""
+    first = out.values("gpu_first_start_ns")
+    known = ~np.isnan(first)
+    span = np.full(len(out), fill)
+    span[known] = out.values("gpu_last_end_ns")[known] - first[known]
+    del first
+    idle = np.full(len(out), fill)
+    idle[known] = span[known] - out.values("gpu_busy_ns")[known]
+    out["gpu_span_ns"] = span
+    del span
+    out["gpu_idle_ns"] = idle
 
 
 def _zero_where_known(values: np.ndarray) -> np.ndarray:
@@ -1178,10 +1202,13 @@ def work_per_thread(thread: np.ndarray, threads: pd.Index, kernel: np.ndarray,
 PROCESS_COLUMNS = ["pid", "name", "devices", "kernels", "kernel_ns", "gpu_ops", "nvtx_ranges"]
 
 
-def process_summary(report: Report, att: Attribution | pd.DataFrame) -> pd.DataFrame:
+def process_summary(report: Report, att: Attribution | pd.DataFrame,
+                    range_pids: pd.Series | None = None) -> pd.DataFrame:
     """One row per process that launched GPU work or opened NVTX ranges: what it ran, on
     which devices. Worker processes and torchrun ranks show up here. `att`: the
-    attribution, or its operations' work per launching thread (_work_per_thread's frame)."""
+    attribution, or its operations' work per launching thread (_work_per_thread's frame);
+    `range_pids`: the report's ranges' pid column, for a caller that lets the report's
+    ranges go while this runs."""
     per_thread = _work_per_thread(att.gpu_ops) if isinstance(att, Attribution) else att
     thread = per_thread.index.to_numpy()
     # The launching thread's process (-1: launch not in the report).
@@ -1193,7 +1220,8 @@ def process_summary(report: Report, att: Attribution | pd.DataFrame) -> pd.DataF
         "kernel_ns": g["kernel_ns"].sum(),
         "gpu_ops": g["gpu_ops"].sum(),
     })
-    ranges = report.ranges.groupby("pid").size()
+    pids = report.ranges["pid"] if range_pids is None else range_pids
+    ranges = pids.groupby(pids).size()
     out = out.reindex(out.index.union(ranges.index))
     out["nvtx_ranges"] = ranges.reindex(out.index).fillna(0).astype("int64")
     for col in ("kernels", "kernel_ns", "gpu_ops"):
