@@ -364,27 +364,39 @@ class RangeSearch:
     def __init__(self, ranges: pd.DataFrame, key: str = "thread") -> None:
         self.key = key
         r_thread = ranges["thread"].to_numpy(dtype="int64")
-        r_key = ranges[key].to_numpy(dtype="int64")
-        r_lane = ranges["lane"].to_numpy(dtype="int64")
+        r_lane = ranges["lane"].to_numpy()
         r_start = ranges["start_ns"].to_numpy(dtype="int64")
         # By (lane, thread, start); ranges come in start order, so a stable sort by the
         # other two alone (small_key_order) usually does it.
-        order = (small_key_order(r_thread, r_lane) if np.all(r_start[1:] >= r_start[:-1])
-                 else None)
+        order = (small_key_order(r_thread, r_lane.astype("int64", copy=False))
+                 if np.all(r_start[1:] >= r_start[:-1]) else None)
         if order is None:
             order = np.lexsort((r_start, r_thread, r_lane))
+        # Every array here is range-sized (76 MB each at 10 M ranges, on the attribution's
+        # peak there): the order 32-bit, and the sorted threads and lanes compared in place
+        # rather than differenced.
+        order = compact_ids(order)
         self.start = r_start[order]
+        del r_start
         self.end = ranges["end_ns"].to_numpy(dtype="int64")[order]
         # The pairs' range ids as 32-bit where they fit: at 10 M kernels a report has
         # ~20 M pairs, held through the whole analysis.
         self.range_id = compact_ids(ranges["range_id"].to_numpy(dtype="int64")[order])
-        r_thread, r_lane, r_key = r_thread[order], r_lane[order], r_key[order]
-        seg = np.flatnonzero(np.r_[True, (np.diff(r_lane) != 0) | (np.diff(r_thread) != 0),
-                                   True]) if len(order) else np.zeros(1, "int64")
+        n = len(order)
+        # Segment bounds: 0, each row whose lane or thread differs from the row before, n.
+        same = np.ones(n + 1, dtype=bool)
+        same[0] = same[n] = False
+        for column in (r_thread, r_lane):
+            ordered = column[order]
+            same[1:n] &= ordered[1:] == ordered[:-1]
+            del ordered
+        seg = np.flatnonzero(~same) if n else np.zeros(1, "int64")
+        del same
         self.bounds = list(zip(seg[:-1].tolist(), seg[1:].tolist(), strict=True))
-        self.segment_key = r_key[seg[:-1]]  # each segment's key (its thread's, or process)
+        # Each segment's key (its thread's, or process).
+        self.segment_key = ranges[key].to_numpy(dtype="int64")[order[seg[:-1]]]
         self._key_at = dict(zip(seg[:-1].tolist(), self.segment_key.tolist(), strict=True))
-        del order, r_thread, r_lane, r_key
+        del order, r_thread, r_lane
 
     def __len__(self) -> int:
         return len(self.start)

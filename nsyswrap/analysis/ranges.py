@@ -261,7 +261,6 @@ class Attributor:
         # ranges with their texts cost a second and 800 MB).
         ranges = report_ranges.copy(deep=False)
         ranges["lane"] = assign_lanes(ranges)
-        ranges["process"] = ranges["thread"].to_numpy(dtype="int64") >> 24
         self.starts = range_starts(ranges)
         self.by_thread = RangeSearch(ranges)
         self._user_ranges = self._user_by_process = None
@@ -279,7 +278,10 @@ class Attributor:
         """The user's ranges prepared for the process rule's search (by process)."""
         if self._user_by_process is None:
             ranges, user = self._user_ranges
-            self._user_by_process = RangeSearch(ranges[user], key="process")
+            # The process of each range: made here, for the rule that searches by it.
+            ranges = ranges[user].copy(deep=False)
+            ranges["process"] = ranges["thread"].to_numpy(dtype="int64") >> 24
+            self._user_by_process = RangeSearch(ranges, key="process")
             self._user_ranges = None
         return self._user_by_process
 
