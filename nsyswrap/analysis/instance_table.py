@@ -46,9 +46,9 @@ class _Plain:
 
 @dataclass
 class _Packed:
-    """Integers `codes` (None: every row is `constant`) that decode to `dtype`: plus the
-    column `base` where given (times as offsets from the range's start), divided by
-    `scale` (2 for halves), NaN where the code is `missing`."""
+    """Integers `codes` plus `constant` (None: every row is `constant`) that decode to
+    `dtype`: plus the column `base` where given (times as offsets from the range's start),
+    divided by `scale` (2 for halves), NaN where the code is `missing`."""
     codes: np.ndarray | None
     constant: int
     dtype: np.dtype
@@ -61,12 +61,12 @@ class _Packed:
         return 0 if self.codes is None else int(self.codes.nbytes)
 
 
-def _width(lo: int, hi: int, spare: bool) -> type:
-    """The narrowest integer type holding [lo, hi], with its smallest value free for NaN
-    when `spare`."""
+def _width(span: int, spare: bool) -> type:
+    """The narrowest integer type with `span` + 1 codes, and one more for NaN when
+    `spare`."""
     for t in _WIDTHS:
         info = np.iinfo(t)
-        if info.min + (1 if spare else 0) <= lo and hi <= info.max:
+        if span + (1 if spare else 0) <= int(info.max) - int(info.min):
             return t
     return np.int64
 
@@ -130,8 +130,13 @@ def _pack(values: np.ndarray, base: np.ndarray | None, base_name: str | None
         base_name = None
     if lo == hi and not missing:
         return _Packed(None, lo, dtype, scale, base_name, None)
-    width = _width(lo, hi, missing)
-    sentinel = int(np.iinfo(width).min) if missing else None
+    # Codes are the values less `reference`, which puts the lowest at the type's least
+    # code (or the one above it, the least kept for NaN): pids 1000-1010 take one byte.
+    width = _width(hi - lo, missing)
+    info = np.iinfo(width)
+    sentinel = int(info.min) if missing else None
+    # (64-bit codes are the values themselves: the shift could leave 64 bits.)
+    reference = 0 if width is np.int64 else lo - int(info.min) - (1 if missing else 0)
     codes = np.empty(n, dtype=width)
     for part in steps(n):
         v = values[part]
@@ -142,10 +147,11 @@ def _pack(values: np.ndarray, base: np.ndarray | None, base_name: str | None
             ints = v.astype("int64")
         if relative:
             ints -= base[part]
+        ints -= reference
         codes[part] = ints
         if missing:
             codes[part][nan] = sentinel
-    return _Packed(codes, 0, dtype, scale, base_name, sentinel)
+    return _Packed(codes, reference, dtype, scale, base_name, sentinel)
 
 
 class InstanceTable:
@@ -258,6 +264,7 @@ class InstanceTable:
                 ints = np.full(len(range(n)[part]), stored.constant, dtype="int64")
             else:
                 ints = codes[part].astype("int64")
+                ints += stored.constant
             if base is not None:
                 ints += base[part]
             # Exact: integers below 2**53 as doubles, and their halves.
