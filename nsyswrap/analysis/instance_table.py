@@ -20,12 +20,13 @@ on reports small enough to analyse whole.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from ..chunks import steps
+from ..chunks import cores, steps
 
 __all__ = ["InstanceTable"]
 
@@ -216,6 +217,22 @@ class InstanceTable:
         self._columns[name] = _pack(values, base, relative_to)
 
     __setitem__ = set
+
+    def set_many(self, columns: dict[str, np.ndarray], relative_to: dict[str, str]) -> None:
+        """set() of each of `columns` (name -> values; `relative_to`: name -> base column,
+        for those that have one), packed on worker threads at once (numpy's passes run
+        without the GIL): the union's columns at 10 M ranges took 0.1 s each on one."""
+        names = list(columns)
+        bases = {b: self.values(b) for b in set(relative_to.values())}
+        work = [(columns.pop(n), bases.get(relative_to.get(n)), relative_to.get(n))
+                for n in names]
+        for n in names:
+            self._columns.pop(n, None)
+        with ThreadPoolExecutor(max_workers=max(1, min(cores(), len(work)))) as pool:
+            packed = list(pool.map(lambda w: _pack(*w), work))
+        del work
+        for n, stored in zip(names, packed, strict=True):
+            self._columns[n] = stored
 
     def set_rows(self, columns: Iterable[str], rows: np.ndarray, value: float) -> None:
         """Write `value` at positions `rows` of `columns` (the lost tail's NaN)."""

@@ -486,9 +486,7 @@ def range_instances(report: Report, att: Attribution, consume: bool = False) -> 
     union = {c: _filled(len(out), fill(col)) for c, col in UNION_INSTANCE_COLUMNS.items()
              if col not in ("gpu_span_ns", "gpu_idle_ns")}
     by_range.union(into=(position, union))
-    for c in list(union):
-        col = UNION_INSTANCE_COLUMNS[c]
-        out.set(col, union.pop(c), relative_to=_RELATIVE_TO.get(col))
+    out.set_many({UNION_INSTANCE_COLUMNS[c]: union.pop(c) for c in list(union)}, _RELATIVE_TO)
     _span_and_idle(out, fill("gpu_span_ns"))
     own_busy = None
     if by_range.other_thread is not None:
@@ -935,16 +933,22 @@ def _device_busy_within(inst: InstanceTable, row_of_range: np.ndarray, att: Attr
         device, position = device[position >= 0], position[position >= 0]
     start, end = ops["start_ns"].to_numpy(dtype="int64"), ops["end_ns"].to_numpy(dtype="int64")
     one_device = len(device_of_op) > 0 and device_of_op.min() == device_of_op.max()
+    if len(position) == len(inst) and np.array_equal(position, np.arange(len(inst))):
+        position = None  # every range, in order (a range-heavy report): no gathers
     for dev in np.unique(device):
         if one_device:  # the usual process: every operation and range, without copies
             rows, busy = position, Cover(*merge_intervals(start, end), consume=True)
         else:
             on_device = device_of_op == dev  # a mask, not a copy of every operation's row
-            rows = position[device == dev]
+            rows = np.flatnonzero(device == dev) if position is None else \
+                position[device == dev]
             busy = Cover(*merge_intervals(start[on_device], end[on_device]), consume=True)
         for values, (lo, hi) in zip(out, windows, strict=True):
             # Each window's edges decoded at its ranges' rows only (packed columns).
-            values[rows] = busy.within(inst.values(lo, rows), inst.values(hi, rows))
+            if rows is None:
+                busy.within(inst.values(lo), inst.values(hi), None, values)
+            else:
+                values[rows] = busy.within(inst.values(lo, rows), inst.values(hi, rows))
         del busy
     return out
 
@@ -1000,22 +1004,24 @@ def range_summary(instances: InstanceTable, att: Attribution | Callable,
     # a frame of the thirteen columns was 1 GB at 10 M ranges.
     grouped = _Grouped(group)
     out = pd.DataFrame({"count": grouped.sizes()})
-    for column, aggregates in (
-            ("cpu_ns", (("cpu_total_ns", "sum"), ("cpu_min_ns", "min"),
-                        ("cpu_max_ns", "max"))),
-            ("gpu_busy_ns", (("gpu_busy_total_ns", "sum"), ("gpu_busy_min_ns", "min"),
-                             ("gpu_busy_max_ns", "max"))),
-            ("gpu_ops", (("gpu_ops", "sum"),)), ("kernels", (("kernels", "sum"),)),
-            ("syncs", (("syncs", "sum"),)), ("sync_ns", (("sync_ns", "sum"),)),
-            ("copies", (("copies", "sum"),)), ("copy_bytes", (("copy_bytes", "sum"),)),
-            ("pageable_copies", (("pageable_copies", "sum"),))):
+
+    def aggregated(column: str, aggregates: tuple) -> dict[str, np.ndarray]:
         values = instances.values(column)
-        for name, how in aggregates:
-            out[name] = grouped.aggregate(values, how)
+        got = {name: grouped.aggregate(values, how) for name, how in aggregates}
         if column == "gpu_busy_ns":
             # Sums of unknowns are unknown (no CUDA trace), not zero.
-            unknown = grouped.known(values) == 0
-        del values
+            got["unknown"] = grouped.known(values) == 0
+        return got
+
+    # Two columns at a time (numpy's passes run without the GIL): each holds two arrays of
+    # the instances' size while it is aggregated.
+    with ThreadPoolExecutor(max_workers=max(1, min(cores(), 2))) as pool:
+        for got in pool.map(lambda spec: aggregated(*spec), _SUMMED):
+            for name, values in got.items():
+                if name == "unknown":
+                    unknown = values
+                else:
+                    out[name] = values
     # Medians a column at a time, by packed sort where the values are whole numbers (times
     # are): pandas' grouped median of five columns held ~300 MB over the instances and
     # took 2 s at 10 M ranges, on that report's peak.
@@ -1047,6 +1053,18 @@ def range_summary(instances: InstanceTable, att: Attribution | Callable,
     return out.sort_values("cpu_total_ns", ascending=False, kind="stable", ignore_index=True)[
         columns
     ]
+
+
+# range_summary's sums, minima and maxima: (instance column, ((summary column, how), ...)).
+_SUMMED = (
+    ("cpu_ns", (("cpu_total_ns", "sum"), ("cpu_min_ns", "min"), ("cpu_max_ns", "max"))),
+    ("gpu_busy_ns", (("gpu_busy_total_ns", "sum"), ("gpu_busy_min_ns", "min"),
+                     ("gpu_busy_max_ns", "max"))),
+    ("gpu_ops", (("gpu_ops", "sum"),)), ("kernels", (("kernels", "sum"),)),
+    ("syncs", (("syncs", "sum"),)), ("sync_ns", (("sync_ns", "sum"),)),
+    ("copies", (("copies", "sum"),)), ("copy_bytes", (("copy_bytes", "sum"),)),
+    ("pageable_copies", (("pageable_copies", "sum"),)),
+)
 
 
 class _Grouped:
