@@ -212,7 +212,7 @@ class InstanceTable:
         values = np.asarray(values)
         if len(values) != self._rows:
             raise ValueError(f"{name}: {len(values)} values for {self._rows} instances")
-        base = self.values(relative_to) if relative_to is not None else None
+        base = self._read_only(relative_to) if relative_to is not None else None
         self._columns.pop(name, None)  # its old codes freed before the new ones exist
         self._columns[name] = _pack(values, base, relative_to)
 
@@ -223,14 +223,17 @@ class InstanceTable:
         for those that have one), packed on worker threads at once (numpy's passes run
         without the GIL): the union's columns at 10 M ranges took 0.1 s each on one."""
         names = list(columns)
-        bases = {b: self.values(b) for b in set(relative_to.values())}
-        work = [(columns.pop(n), bases.get(relative_to.get(n)), relative_to.get(n))
-                for n in names]
+        bases = {b: self._read_only(b) for b in set(relative_to.values())}
         for n in names:
             self._columns.pop(n, None)
-        with ThreadPoolExecutor(max_workers=max(1, min(cores(), len(work)))) as pool:
-            packed = list(pool.map(lambda w: _pack(*w), work))
-        del work
+
+        def pack(name: str) -> _Plain | _Packed:
+            # Taken from `columns` here, so that each array is freed once packed.
+            base = relative_to.get(name)
+            return _pack(columns.pop(name), bases.get(base), base)
+
+        with ThreadPoolExecutor(max_workers=max(1, min(cores(), len(names)))) as pool:
+            packed = list(pool.map(pack, names))
         for n, stored in zip(names, packed, strict=True):
             self._columns[n] = stored
 
@@ -251,6 +254,16 @@ class InstanceTable:
 
     def __delitem__(self, name: str) -> None:
         del self._columns[name]
+
+    def _read_only(self, name: str) -> np.ndarray:
+        """Column `name` for reading only: its own codes where they are its values (the
+        range's start, 64-bit: the base of the GPU times), else decoded."""
+        stored = self._columns[name]
+        if (isinstance(stored, _Packed) and stored.codes is not None
+                and stored.codes.dtype == stored.dtype and stored.constant == 0
+                and stored.base is None and stored.scale == 1 and stored.missing is None):
+            return stored.codes
+        return self.values(name)
 
     def _base(self, name: str) -> str | None:
         stored = self._columns[name]
