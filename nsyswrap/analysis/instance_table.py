@@ -331,6 +331,22 @@ class InstanceTable:
         return pd.DataFrame({c: self._series(c, positions) for c in names},
                             index=pd.Index(positions), copy=False)
 
+    to_pandas = frame
+
+    def head(self, n: int = 5) -> pd.DataFrame:
+        """The first `n` rows as a DataFrame."""
+        return self.iloc[:n]
+
+    def __repr__(self) -> str:
+        return (f"InstanceTable: {self._rows:,} range instances, {len(self._columns)} "
+                f"columns in {self.nbytes() / 2**20:,.1f} MiB (.frame() for a DataFrame)\n"
+                f"{self.head()!r}")
+
+    def _repr_html_(self) -> str:
+        return (f"<p>InstanceTable: {self._rows:,} range instances, "
+                f"{len(self._columns)} columns in {self.nbytes() / 2**20:,.1f} MiB "
+                f"(<code>.frame()</code> for a DataFrame)</p>{self.head()._repr_html_()}")
+
     @property
     def iloc(self) -> _Slices:
         """`table.iloc[lo:hi]`: those rows of every column as a DataFrame (the writers'
