@@ -1068,8 +1068,9 @@ _SUMMED = (
 
 
 class _Grouped:
-    """Grouped sums, minima and maxima of columns by one grouping (non-negative group
-    numbers 0..k-1, each present), as pandas' `groupby(group, sort=False)` gives them
+    """Grouped sums, minima and maxima of columns by one grouping (group numbers 0..k-1,
+    each present, numbered in order of first appearance as summary_groups numbers them), as
+    pandas' `groupby(group, sort=False)` gives them
     (NaN left out; a group's sum of nothing is 0, its minimum NaN), from one stable sort
     of the groups shared by every column: a groupby per column hashed the ten million
     groups each time."""
