@@ -91,6 +91,7 @@ def _streamed(opened: OpenReport, thresholds: Thresholds, progress: Progress,
     """The streamed analysis of a report opened for it, and its findings; or None where
     the report cannot be streamed (operations.StreamFallback), with its reads started for
     the whole analysis."""
+    from ._memory import trim_heap
     from .analysis.streamed import analyze_streamed
     from .loader import read_without_operations
     from .operations import OperationStream, StreamFallback
@@ -101,6 +102,11 @@ def _streamed(opened: OpenReport, thresholds: Thresholds, progress: Progress,
     try:
         with progress.step("analysing"):
             analysis = analyze_streamed(report, stream, rest, **options)
+            # The report's ranges and tables and the stream's buffers are the analysis's
+            # now, or done with: let them go before the findings.
+            stream.close()
+            del report, rest, stream
+            trim_heap()
             return analysis, diagnose(analysis, thresholds)
     except StreamFallback:
         stream.close()

@@ -242,8 +242,13 @@ def other_thread_counts(threads: np.ndarray) -> pd.DataFrame:
     other threads' ranges, in the operations' order: per thread how many, most first, ties
     in order of first appearance (value_counts')."""
     by_thread = pd.Series(threads, dtype="int64").value_counts()
-    return pd.DataFrame({"thread": by_thread.index.to_numpy(dtype="int64"),
-                         "gpu_ops": by_thread.to_numpy(dtype="int64")})
+    return other_threads_frame(by_thread.index.to_numpy(), by_thread.to_numpy())
+
+
+def other_threads_frame(threads: np.ndarray, counts: np.ndarray) -> pd.DataFrame:
+    """Attribution.other_threads from each thread and its count, in the order given."""
+    return pd.DataFrame({"thread": np.asarray(threads, dtype="int64"),
+                         "gpu_ops": np.asarray(counts, dtype="int64")})
 
 
 class Attributor:
