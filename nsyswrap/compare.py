@@ -105,12 +105,12 @@ def _streamed(opened: OpenReport, thresholds: Thresholds, progress: Progress,
             # The report's ranges and tables and the stream's buffers are the analysis's
             # now, or done with: let them go before the findings.
             stream.close()
-            del report, rest, stream
+            report = rest = stream = None
             trim_heap()
             return analysis, diagnose(analysis, thresholds)
     except StreamFallback:
         stream.close()
-        del report, rest, stream
+        report = rest = stream = None
         opened.read_whole()
         return None
 
