@@ -195,7 +195,7 @@ def test_host_bound_ranges_leave_out_each_familys_first_instance(by_rule, name):
     assert found[0].evidence["gpu_busy_median_ns"] == median(busy)
 
 
-def test_user_instances_by_start_sorts_only_when_out_of_order(by_rule):
+def test_user_rows_by_start_sort_only_when_out_of_order(by_rule):
     """The loader's instances are in start order: given as they are (the same values, and
     writing to them leaves the analysis's frame alone); out of order, sorted by start with
     ties in row order (a stable sort)."""
@@ -206,7 +206,7 @@ def test_user_instances_by_start_sorts_only_when_out_of_order(by_rule):
     a = by_rule["process"]
     columns = ["family_id", "start_ns", "cpu_ns"]
     mine = a.user_instances(columns)
-    got = a.user_instances_by_start(columns)
+    got = a.instances.rows(a.user_rows(by_start=True), columns)
     assert got["start_ns"].is_monotonic_increasing
     pd.testing.assert_frame_equal(got, mine)
     before = a.instances["cpu_ns"].copy()
@@ -216,7 +216,7 @@ def test_user_instances_by_start_sorts_only_when_out_of_order(by_rule):
     shuffled.loc[shuffled.index[:40], "start_ns"] = 7  # ties, in row order
     b = type(a)(**{**a.__dict__, "instances": InstanceTable.of(shuffled)})
     want = b.user_instances(columns).sort_values("start_ns", kind="stable")
-    pd.testing.assert_frame_equal(b.user_instances_by_start(columns), want)
+    pd.testing.assert_frame_equal(b.instances.rows(b.user_rows(by_start=True), columns), want)
     user = b.user_instances(columns).index
     tied = [i for i in shuffled.index[:40] if i in user]  # the user's, in row order
     assert len(tied) >= 2 and list(want.index[:len(tied)]) == tied

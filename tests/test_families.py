@@ -14,6 +14,7 @@ from conftest import DATA, finding, sql
 
 import nsyswrap
 from nsyswrap.analysis import analyze
+from nsyswrap.analysis.families import by_family
 from nsyswrap.cli import main
 from nsyswrap.diagnose import diagnose
 
@@ -110,7 +111,7 @@ def test_cli_all_domains_and_json_fields():
 
 @pytest.mark.parametrize("report", [FAMILIES, DATA / "h100_torch_emit_nvtx.sqlite"])
 def test_by_family_groups_as_groupby_does(report):
-    """Findings walk families with Analysis.by_family (grouped by the integer family_id):
+    """Findings walk families with families.by_family (grouped by the integer family_id):
     the same groups, keys, rows and order as groupby(["domain", "family"], sort=False), also
     on a subset of rows re-sorted by another column (as the host-bound check walks them)."""
     a = analyze(nsyswrap.load(report))
@@ -120,7 +121,7 @@ def test_by_family_groups_as_groupby_does(report):
     for frame in subsets:
         want = [(key, g.index.tolist())
                 for key, g in frame.groupby(["domain", "family"], sort=False)]
-        got = [(key, g.index.tolist()) for key, g in a.by_family(frame)]
+        got = [(key, g.index.tolist()) for key, g in by_family(frame, a.instances)]
         assert got == want
 
 

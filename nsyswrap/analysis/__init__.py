@@ -14,7 +14,7 @@ from .._memory import release_freed_memory
 from ..report import Report, ReportInfo
 from .completeness import lost_tail
 from .domains import library_mask
-from .families import by_family, family_names, family_numbers, family_positions
+from .families import family_names, family_numbers, family_positions
 from .instance_table import InstanceTable
 from .kernels import durations_summary, kernel_durations
 from .ranges import (
@@ -75,27 +75,12 @@ class Analysis:
         """The instances at user_rows() as a frame (every column unless `columns`)."""
         return self.instances.rows(self.user_rows(), columns)
 
-    def user_instances_by_start(self, columns: list[str]) -> pd.DataFrame:
-        """user_instances(columns) at user_rows(by_start=True)."""
-        return self.instances.rows(self.user_rows(by_start=True), columns)
-
     def user_families(self, rows: np.ndarray
                       ) -> Iterator[tuple[tuple[str, str], np.ndarray]]:
         """The families of the instances at `rows` (user_rows), each with its positions in
         `rows` (in their order): families in order of first appearance."""
         frame = pd.DataFrame({"family_id": self.instances.values("family_id", rows)},
                              index=rows, copy=False)
-        return family_positions(frame, self.instances)
-
-    def by_family(self, frame: pd.DataFrame) -> Iterator[tuple[tuple[str, str], pd.DataFrame]]:
-        """Rows of `frame` (instances, or some of their rows and columns with family_id)
-        per (domain, family): see families.by_family."""
-        return by_family(frame, self.instances)
-
-    def family_positions(self, frame: pd.DataFrame
-                         ) -> Iterator[tuple[tuple[str, str], np.ndarray]]:
-        """by_family's families with each one's positions in `frame` (not a copy of its
-        rows): see families.family_positions."""
         return family_positions(frame, self.instances)
 
 
@@ -161,7 +146,7 @@ def with_families(instances: InstanceTable | pd.DataFrame, marks: pd.DataFrame, 
         instances, (instances["benchmark"] == "").to_numpy() & ~library, library)
     family_id, index = family_numbers(instances["domain"], instances["family"])
     instances["index"] = index
-    instances["family_id"] = family_id  # for Analysis.by_family
+    instances["family_id"] = family_id  # for families.family_positions
     return runs
 
 

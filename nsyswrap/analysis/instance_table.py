@@ -252,9 +252,6 @@ class InstanceTable:
         table._columns = {c: self._columns[c] for c in columns}
         return table
 
-    def __delitem__(self, name: str) -> None:
-        del self._columns[name]
-
     def _read_only(self, name: str) -> np.ndarray:
         """Column `name` for reading only: its own codes where they are its values (the
         range's start, 64-bit: the base of the GPU times), else decoded."""
@@ -330,8 +327,6 @@ class InstanceTable:
         names = list(self._columns) if columns is None else list(columns)
         return pd.DataFrame({c: self._series(c, positions) for c in names},
                             index=pd.Index(positions), copy=False)
-
-    to_pandas = frame
 
     def head(self, n: int = 5) -> pd.DataFrame:
         """The first `n` rows as a DataFrame."""
