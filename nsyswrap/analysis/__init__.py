@@ -14,7 +14,7 @@ from .._memory import release_freed_memory
 from ..report import Report, ReportInfo
 from .completeness import lost_tail
 from .domains import library_mask
-from .families import family_names, family_numbers, family_positions
+from .families import family_names, family_numbers, family_positions, user_rows
 from .instance_table import InstanceTable
 from .kernels import durations_summary, kernel_durations
 from .ranges import (
@@ -54,22 +54,10 @@ class Analysis:
     all_domains: bool = False  # findings cover libraries' ranges (NCCL, cuDNN, ...) too
 
     def user_rows(self, by_start: bool = False) -> np.ndarray:
-        """Rows of the instances that findings cover: the user's own, not the harness's
-        iterations, nor (unless all_domains) ranges of libraries' NVTX domains. With
-        `by_start`, in start order, ties in the report's order (a stable sort, and only
-        where they are not in order already: the loader puts the ranges in start order).
-        Callers take the columns they need at these rows (InstanceTable.values), a family
-        at a time where they can: at 10 M ranges every instance column is 76 MB."""
-        inst = self.instances
-        mine = (inst["benchmark"] == "").to_numpy()
-        if not self.all_domains:
-            mine = mine & ~inst.values("library")
-        rows = np.flatnonzero(mine)
-        if by_start:
-            start = inst.values("start_ns", rows)
-            if len(start) > 1 and not (start[1:] >= start[:-1]).all():
-                rows = rows[np.argsort(start, kind="stable")]
-        return rows
+        """families.user_rows under this analysis's all_domains. Callers take the columns
+        they need at these rows (InstanceTable.values), a family at a time where they can:
+        at 10 M ranges every instance column is 76 MB."""
+        return user_rows(self.instances, self.all_domains, by_start)
 
     def user_instances(self, columns: list[str] | None = None) -> pd.DataFrame:
         """The instances at user_rows() as a frame (every column unless `columns`)."""

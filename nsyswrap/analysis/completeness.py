@@ -12,7 +12,7 @@ import pandas as pd
 
 from ..report import ReportInfo
 from ..units import fmt_ns
-from .families import by_family
+from .families import by_family, user_rows
 from .instance_table import InstanceTable
 
 # Instances needed on each side of the last CUDA call before a tail reads as lost.
@@ -28,7 +28,7 @@ def lost_tail(info: ReportInfo, instances: InstanceTable) -> pd.Index:
         return instances.index[:0]
     # Only the columns read here, decoded at the user's rows: most reports have no family
     # with instances after the last call, and then only two columns are read.
-    rows = np.flatnonzero(((instances["benchmark"] == "") & ~instances["library"]).to_numpy())
+    rows = user_rows(instances)
     family = instances.values("family_id", rows)
     late = np.bincount(family[instances.values("start_ns", rows) > last],
                        minlength=int(family.max(initial=-1)) + 1)

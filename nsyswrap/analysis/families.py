@@ -124,6 +124,23 @@ def _rank_in_group(group: np.ndarray) -> np.ndarray:
     return rank
 
 
+def user_rows(instances: InstanceTable, all_domains: bool = False, by_start: bool = False
+              ) -> np.ndarray:
+    """Rows of the instances that findings cover: the user's own, not the harness's
+    iterations, nor (unless `all_domains`) ranges of libraries' NVTX domains. With
+    `by_start`, in start order, ties in the report's order (a stable sort, and only where
+    they are not in order already: the loader puts the ranges in start order)."""
+    mine = (instances["benchmark"] == "").to_numpy()
+    if not all_domains:
+        mine = mine & ~instances.values("library")
+    rows = np.flatnonzero(mine)
+    if by_start:
+        start = instances.values("start_ns", rows)
+        if len(start) > 1 and not (start[1:] >= start[:-1]).all():
+            rows = rows[np.argsort(start, kind="stable")]
+    return rows
+
+
 def by_family(frame: pd.DataFrame, instances: InstanceTable
               ) -> Iterator[tuple[tuple[str, str], pd.DataFrame]]:
     """((domain, family), rows) of `frame` (rows of `instances`, by label, with its
