@@ -316,40 +316,40 @@ class InstanceTable:
 
     def frame(self, columns: list[str] | None = None) -> pd.DataFrame:
         """`columns` (every column when None) as one DataFrame indexed 0..n-1."""
-        names = list(self._columns) if columns is None else list(columns)
-        return pd.DataFrame({c: self._series(c) for c in names}, index=self.index,
-                            copy=False)
+        return self._frame(None, self.index, columns)
 
     def rows(self, positions: np.ndarray, columns: list[str] | None = None) -> pd.DataFrame:
         """The rows at `positions` (0-based) of `columns` (all when None), indexed by
         their positions."""
         positions = np.asarray(positions, dtype="int64")
+        return self._frame(positions, pd.Index(positions), columns)
+
+    def _frame(self, rows: np.ndarray | slice | None, index: pd.Index,
+               columns: list[str] | None) -> pd.DataFrame:
         names = list(self._columns) if columns is None else list(columns)
-        return pd.DataFrame({c: self._series(c, positions) for c in names},
-                            index=pd.Index(positions), copy=False)
+        return pd.DataFrame({c: self.values(c, rows) for c in names}, index=index,
+                            copy=False)
 
     def head(self, n: int = 5) -> pd.DataFrame:
         """The first `n` rows as a DataFrame."""
         return self.iloc[:n]
 
-    def __repr__(self) -> str:
+    def _title(self) -> str:
         return (f"InstanceTable: {self._rows:,} range instances, {len(self._columns)} "
-                f"columns in {self.nbytes() / 2**20:,.1f} MiB (.frame() for a DataFrame)\n"
-                f"{self.head()!r}")
+                f"columns in {self.nbytes() / 2**20:,.1f} MiB")
+
+    def __repr__(self) -> str:
+        return f"{self._title()} (.frame() for a DataFrame)\n{self.head()!r}"
 
     def _repr_html_(self) -> str:
-        return (f"<p>InstanceTable: {self._rows:,} range instances, "
-                f"{len(self._columns)} columns in {self.nbytes() / 2**20:,.1f} MiB "
-                f"(<code>.frame()</code> for a DataFrame)</p>{self.head()._repr_html_()}")
+        return (f"<p>{self._title()} (<code>.frame()</code> for a DataFrame)</p>"
+                f"{self.head()._repr_html_()}")
 
     @property
     def iloc(self) -> _Slices:
         """`table.iloc[lo:hi]`: those rows of every column as a DataFrame (the writers'
         chunks of rows)."""
         return _Slices(self)
-
-    def _series(self, name: str, rows: np.ndarray | None = None):
-        return self.values(name, rows)
 
 
 class _Slices:
@@ -359,7 +359,4 @@ class _Slices:
     def __getitem__(self, rows: slice) -> pd.DataFrame:
         if not isinstance(rows, slice):
             raise TypeError("InstanceTable.iloc takes a slice of rows")
-        t = self._table
-        index = t.index[rows]
-        return pd.DataFrame({c: t.values(c, rows) for c in t.columns}, index=index,
-                            copy=False)
+        return self._table._frame(rows, self._table.index[rows], None)
