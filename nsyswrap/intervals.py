@@ -530,6 +530,17 @@ def _rows_of_runs(first: np.ndarray, counts: np.ndarray, dtype=np.int64) -> np.n
     return rows
 
 
+def group_order(group: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The stable sort of group numbers (a radix sort where there are few:
+    small_key_order; else numpy's stable argsort), 32-bit where it fits, and where each
+    group's run begins in it: run i is order[bounds[i]:bounds[i + 1]]."""
+    order = small_key_order(group)
+    if order is None:
+        order = np.argsort(group, kind="stable")
+    order = compact_ids(order)
+    return order, _runs(group[order])[1]
+
+
 def _runs(sorted_keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The distinct values of sorted keys and the bounds of their runs: values[i] fills
     [bounds[i], bounds[i + 1])."""

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from ..chunks import steps
-from ..intervals import compact_ids, small_key_order
+from ..intervals import compact_ids, group_order
 from .domains import EMIT_NVTX_COUNTER
 from .instance_table import InstanceTable
 from .texts import text_copy, with_texts
@@ -110,13 +110,8 @@ def _rank_in_group(group: np.ndarray) -> np.ndarray:
     """cumcount: each row's place among the earlier rows of its group. From one stable sort
     by group (a radix sort where there are few), the ranks written a step at a time."""
     n = len(group)
-    order = small_key_order(group)
-    if order is None:
-        order = np.argsort(group, kind="stable")
-    order = compact_ids(order)
-    ordered = group[order]
-    heads = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]) if n else ordered
-    del ordered
+    order, bounds = group_order(group)
+    heads = bounds[:-1]
     rank = np.empty(n, dtype="int64")
     for part in steps(n):
         place = np.arange(part.start, min(part.stop, n))
@@ -160,13 +155,8 @@ def family_positions(frame: pd.DataFrame, instances: InstanceTable
     ids = frame["family_id"].to_numpy()
     if len(ids) == 0:
         return
-    order = small_key_order(ids)  # a radix sort where there are few families
-    if order is None:
-        order = np.argsort(ids, kind="stable")
-    ordered = ids[order]
-    heads = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
-    del ordered
-    ends = np.r_[heads[1:], len(order)]
+    order, bounds = group_order(ids)  # a radix sort where there are few families
+    heads, ends = bounds[:-1], bounds[1:]
     first = order[heads]  # each family's first row (the sort is stable)
     keys = instances.rows(frame.index[first].to_numpy(), ["domain", "family"]).to_numpy()
     for k in np.argsort(first, kind="stable"):

@@ -36,13 +36,13 @@ from ..intervals import (
     distinct_pairs_per_group,
     few_groups_median,
     group_bounds,
+    group_order,
     grouped_median,
     grouped_median_by_steps,
     merge_intervals,
     middle_of,
     no_pairs,
     range_starts,
-    small_key_order,
     union_stats_sorted,
     with_innermost,
 )
@@ -1082,14 +1082,11 @@ class _Grouped:
 
     def __init__(self, group: np.ndarray):
         self.group = group
-        order = small_key_order(group)
-        self.order = compact_ids(order if order is not None
-                                 else np.argsort(group, kind="stable"))
-        ordered = group[self.order]
-        self.heads = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+        self.order, self.bounds = group_order(group)
+        self.heads = self.bounds[:-1]
 
     def sizes(self) -> np.ndarray:
-        return np.diff(np.r_[self.heads, len(self.order)])
+        return np.diff(self.bounds)
 
     def known(self, values: np.ndarray) -> np.ndarray:
         """Values other than NaN, per group."""
