@@ -59,6 +59,11 @@ class Analysis:
         at 10 M ranges every instance column is 76 MB."""
         return user_rows(self.instances, self.all_domains, by_start)
 
+    def instance_rows(self, range_ids) -> np.ndarray:
+        """The instances' rows of range ids (-1 for ids not among them): for a finding that
+        takes a few columns at the rows of its calls or copies."""
+        return pd.Index(self.instances["range_id"]).get_indexer(range_ids)
+
     def user_instances(self, columns: list[str] | None = None) -> pd.DataFrame:
         """The instances at user_rows() as a frame (every column unless `columns`)."""
         return self.instances.rows(self.user_rows(), columns)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pandas as pd
-
 from ..analysis import Analysis
 from ..cuda_api import SYNC_ORIGIN, sync_kind
 from ..units import fmt_ns, fmt_share, plural
@@ -19,7 +17,7 @@ def check(a: Analysis, t: Thresholds) -> list[Finding]:
         return []
     inst = a.instances
     # Each call's instance row: only those rows' columns are decoded and taken.
-    row = pd.Index(inst["range_id"]).get_indexer(calls["range_id"])
+    row = a.instance_rows(calls["range_id"])
     calls = calls.assign(domain=inst.values("domain", row), family=inst.values("family", row),
                          cpu_ns=inst.values("cpu_ns", row))
     calls = calls.assign(blocked_ns=calls["end_ns"] - calls["start_ns"])

@@ -9,7 +9,6 @@ little of them (DDP's one-off set-up copies in the first step) are left out."""
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from ..analysis import Analysis
 from ..units import fmt_bytes, fmt_ns, fmt_share, plural
@@ -26,7 +25,7 @@ def check(a: Analysis, t: Thresholds) -> list[Finding]:
     inst = a.instances
     # Each copy's instance row: only those rows' columns are taken (a copy of the instance
     # frame, or a groupby over its text columns, is seconds at millions of ranges).
-    row = pd.Index(inst["range_id"]).get_indexer(copies["range_id"])
+    row = a.instance_rows(copies["range_id"])
 
     def at(column: str) -> np.ndarray:
         return np.asarray(inst.values(column, row))

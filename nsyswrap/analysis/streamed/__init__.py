@@ -251,16 +251,14 @@ def _instances(report: Report, totals: RangeTotals, att: Attribution) -> Instanc
         out["gpu_busy_other_threads_ns"] = _zero_where_known(t.busy)
     t.busy = t.own_busy = None
     waits = call_waits(att)
-    copies = {"copies": "copies", "copy_bytes": "copy_bytes", "copy_ns": "copy_ns",
-              "pageable_copies": "pageable_copies"}
     row_of_id = t.row_of_id
     for c in HOST_WAIT_COLUMNS:
         if not has_gpu:
             out[c] = np.nan
             continue
-        if c in copies:
-            values = getattr(t, copies[c])
-            setattr(t, copies[c], None)
+        if c in ("copies", "copy_bytes", "copy_ns", "pageable_copies"):  # the totals' own
+            values = getattr(t, c)
+            setattr(t, c, None)
         else:
             values = np.zeros(len(out), dtype="int64")
             by_range = waits[c]
