@@ -115,6 +115,34 @@ def test_ranges_close_as_soon_as_the_launch_lag_allows(path):
         streamed(path, chunk=SMALL_CHUNK, lag_ns=lag - 1)
 
 
+@pytest.mark.parametrize("path", [DDP_ONE, DATA / "h200x2_ddp_control.rank0.sqlite"],
+                         ids=lambda p: p.name)
+def test_closed_ranges_are_packed_in_batches_and_their_slots_reused(path, monkeypatch):
+    """Ranges closed as early as the launch lag allows, each batch packed at once (a
+    batch of one range and up), from a single slot at first: the numbers of ranges still
+    open, those whose last end's device busy time is still to come and those packed in
+    many small batches put together give the same analysis."""
+    from nsyswrap.analysis.streamed import totals
+
+    monkeypatch.setattr(totals, "CLOSE_BATCH", 1)
+    monkeypatch.setattr(totals, "FIRST_SLOTS", 1)
+    batches, most_open = [], []
+    pack_closed = totals.RangeTotals._pack_closed
+
+    def counted(self, rows):
+        batches.append(len(rows))
+        most_open.append(self.slots.capacity)
+        pack_closed(self, rows)
+
+    monkeypatch.setattr(totals.RangeTotals, "_pack_closed", counted)
+    whole = analyze(nsyswrap.load(path))
+    assert_same_analysis(streamed(path, chunk=SMALL_CHUNK, lag_ns=max_launch_lag(path) + 1),
+                         whole)
+    assert sum(batches) == len(whole.instances) and len(batches) > 10
+    # Slots were given back and taken again: never one per range.
+    assert max(most_open) < len(whole.instances)
+
+
 @pytest.mark.parametrize("path", [GPU_MIX, DDP_ONE], ids=lambda p: p.name)
 def test_the_stream_hands_out_every_operation_once_in_start_order_with_its_launch(path):
     """Against SQL: every kernel, copy and memset with its launching call's start and

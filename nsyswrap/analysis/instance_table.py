@@ -28,7 +28,7 @@ import pandas as pd
 
 from ..chunks import cores, steps
 
-__all__ = ["InstanceTable"]
+__all__ = ["InstanceTable", "pack", "unpack"]
 
 # Whole floats at or above this lose their last digits as integers' doubles; kept as floats.
 _EXACT = 2.0**53
@@ -72,7 +72,7 @@ def _width(span: int, spare: bool) -> type:
     return np.int64
 
 
-def _pack(values: np.ndarray, base: np.ndarray | None, base_name: str | None
+def pack(values: np.ndarray, base: np.ndarray | None, base_name: str | None
           ) -> _Plain | _Packed:
     """`values` (a float or integer array) as its narrowest exact form: one pass to learn
     what the values are (whole, halves, their range, with and without `base`), one to write
@@ -155,9 +155,36 @@ def _pack(values: np.ndarray, base: np.ndarray | None, base_name: str | None
     return _Packed(codes, reference, dtype, scale, base_name, sentinel)
 
 
+def unpack(stored: _Plain | _Packed, n: int, codes: np.ndarray | None = None,
+           base: np.ndarray | None = None) -> np.ndarray:
+    """The `n` values `stored` holds (a fresh array): from `codes` (its codes, or those of
+    the rows wanted) plus `base` (the base column's values at those rows) where it has one."""
+    if isinstance(stored, _Plain):
+        return stored.values.copy()
+    if codes is None:
+        codes = stored.codes
+    out = np.empty(n, dtype=stored.dtype)
+    for part in steps(n):
+        if codes is None:
+            ints = np.full(len(range(n)[part]), stored.constant, dtype="int64")
+        else:
+            ints = codes[part].astype("int64")
+            ints += stored.constant
+        if base is not None:
+            ints += base[part]
+        # Exact: integers below 2**53 as doubles, and their halves.
+        out[part] = ints / stored.scale if stored.scale != 1 else ints
+        if stored.missing is not None:
+            if codes is None:
+                out[part] = np.nan
+            else:
+                out[part][codes[part] == stored.missing] = np.nan
+    return out
+
+
 class InstanceTable:
     """One row per NVTX range instance (ranges.INSTANCE_COLUMNS and the families'
-    columns), in the report's range order, each column stored as _pack keeps it. Reads
+    columns), in the report's range order, each column stored as pack keeps it. Reads
     give pandas objects indexed 0..n-1, as the instance frame was."""
 
     def __init__(self, rows: int):
@@ -214,7 +241,7 @@ class InstanceTable:
             raise ValueError(f"{name}: {len(values)} values for {self._rows} instances")
         base = self._read_only(relative_to) if relative_to is not None else None
         self._columns.pop(name, None)  # its old codes freed before the new ones exist
-        self._columns[name] = _pack(values, base, relative_to)
+        self._columns[name] = pack(values, base, relative_to)
 
     __setitem__ = set
 
@@ -227,13 +254,13 @@ class InstanceTable:
         for n in names:
             self._columns.pop(n, None)
 
-        def pack(name: str) -> _Plain | _Packed:
+        def pack_one(name: str) -> _Plain | _Packed:
             # Taken from `columns` here, so that each array is freed once packed.
             base = relative_to.get(name)
-            return _pack(columns.pop(name), bases.get(base), base)
+            return pack(columns.pop(name), bases.get(base), base)
 
         with ThreadPoolExecutor(max_workers=max(1, min(cores(), len(names)))) as pool:
-            packed = list(pool.map(pack, names))
+            packed = list(pool.map(pack_one, names))
         for n, stored in zip(names, packed, strict=True):
             self._columns[n] = stored
 
@@ -279,29 +306,11 @@ class InstanceTable:
             return v[rows]
         n = self._rows if rows is None else len(range(self._rows)[rows]) \
             if isinstance(rows, slice) else len(rows)
-        out = np.empty(n, dtype=stored.dtype)
         codes = stored.codes
         if codes is not None and rows is not None:
             codes = codes[rows]  # narrow integers: a gather of a few bytes per row
-        base = None
-        if stored.base is not None:
-            base = self.values(stored.base, rows)
-        for part in steps(n):
-            if codes is None:
-                ints = np.full(len(range(n)[part]), stored.constant, dtype="int64")
-            else:
-                ints = codes[part].astype("int64")
-                ints += stored.constant
-            if base is not None:
-                ints += base[part]
-            # Exact: integers below 2**53 as doubles, and their halves.
-            out[part] = ints / stored.scale if stored.scale != 1 else ints
-            if stored.missing is not None:
-                if codes is None:
-                    out[part] = np.nan
-                else:
-                    out[part][codes[part] == stored.missing] = np.nan
-        return out
+        base = None if stored.base is None else self.values(stored.base, rows)
+        return unpack(stored, n, codes, base)
 
     def series(self, name: str, rows: np.ndarray | None = None) -> pd.Series:
         """values(name, rows) as a Series indexed 0..len-1 (the findings' statistics)."""

@@ -209,60 +209,49 @@ def _per_thread(totals: RangeTotals) -> pd.DataFrame:
 
 
 def _instances(report: Report, totals: RangeTotals, att: Attribution) -> InstanceTable:
-    """range_instances' table from the totals (the report's ranges' rows, in order). Each
-    of the totals' per-range arrays is packed and let go as its column is made."""
+    """range_instances' table from the totals (the report's ranges' rows, in order): the
+    closed ranges' columns put together a column at a time (RangeTotals.instance_columns)
+    and packed whole; what those batches could not know is filled here (a report without
+    GPU activity: unknown, not 0, where a range saw no work; the other threads' busy time
+    where none of their work went to other threads' ranges)."""
     r = report.ranges
     has_gpu = report.info.has_gpu_activity
     out = InstanceTable(len(r))
     for c in _RANGE_COLUMNS:
         out[c] = r[c]
     out["cpu_ns"] = r["end_ns"].to_numpy() - r["start_ns"].to_numpy()
-    t = totals
-    seen = ~np.isnan(t.first_start)
-    if not has_gpu:  # unknown, not 0 (ranges._filled: the fill of a range without work)
-        for values in (t.gpu_ops, t.kernels, t.busy, t.gaps, t.max_gap, t.streams):
-            values[~seen] = np.nan
-    span = t.last_end - t.first_start
-    if has_gpu:
-        span[~seen] = 0
-    out["gpu_idle_ns"] = span - t.busy
-    out["gpu_span_ns"] = span
-    del span
-    out["gpu_device_busy_ns"] = t.busy_at_last - t.busy_at_first
-    t.busy_at_last = t.busy_at_first = None
-    busy_cpu = np.full(len(out), np.nan)
-    for d, values in t.cpu_busy.items():
-        mine = t.first_device == d
-        busy_cpu[mine] = values[mine]
-    t.cpu_busy = {}
-    out["gpu_device_busy_cpu_ns"] = busy_cpu
-    del busy_cpu
-    for c, attr in (("gpu_ops", "gpu_ops"), ("kernels", "kernels"), ("gpu_busy_ns", "busy"),
-                    ("gpu_first_start_ns", "first_start"), ("gpu_last_end_ns", "last_end"),
-                    ("gaps", "gaps"), ("max_gap_ns", "max_gap"),
-                    ("launch_latency_ns", "latency"), ("first_launch_ns", "first_launch"),
-                    ("streams", "streams")):
-        out.set(c, getattr(t, attr), relative_to=_RELATIVE_TO.get(c))
-        if attr != "busy":
-            setattr(t, attr, None)
-    if t.own_busy is not None and t.other_thread_pairs:
-        out["gpu_busy_other_threads_ns"] = np.subtract(t.busy, t.own_busy, out=t.own_busy)
-    else:
-        out["gpu_busy_other_threads_ns"] = _zero_where_known(t.busy)
-    t.busy = t.own_busy = None
+    unseen = None
+    for c, values in totals.instance_columns():
+        if c == "gpu_first_start_ns":  # the first: no GPU work where NaN
+            unseen = np.isnan(values)
+        if not has_gpu:  # as ranges._filled fills a range without work
+            if c in _UNKNOWN_WITHOUT_WORK:
+                values[unseen] = np.nan
+            elif c in HOST_WAIT_COLUMNS:
+                values = np.full(len(out), np.nan)
+        out.set(c, values, relative_to=_RELATIVE_TO.get(c))
+        del values
+    if not (totals.has_own and totals.other_thread_pairs):
+        out["gpu_busy_other_threads_ns"] = _zero_where_known(out.values("gpu_busy_ns"))
     waits = call_waits(att)
-    row_of_id = t.row_of_id
+    row_of_id = totals.row_of_id
     for c in HOST_WAIT_COLUMNS:
+        if c in out:  # the totals' own
+            continue
         if not has_gpu:
             out[c] = np.nan
             continue
-        if c in ("copies", "copy_bytes", "copy_ns", "pageable_copies"):  # the totals' own
-            values = getattr(t, c)
-            setattr(t, c, None)
-        else:
-            values = np.zeros(len(out), dtype="int64")
-            by_range = waits[c]
-            values[row_of_id[by_range.index.to_numpy(dtype="int64")]] = by_range.to_numpy()
+        values = np.zeros(len(out), dtype="int64")
+        by_range = waits[c]
+        values[row_of_id[by_range.index.to_numpy(dtype="int64")]] = by_range.to_numpy()
         out[c] = values
         del values
     return out.reordered(INSTANCE_COLUMNS)
+
+
+# The closed ranges' columns that are unknown (NaN) where a range saw no GPU work, in a
+# report without GPU activity (range_instances': the union's counts and times, and what
+# follows from them).
+_UNKNOWN_WITHOUT_WORK = frozenset((
+    "gpu_ops", "kernels", "gpu_busy_ns", "gaps", "max_gap_ns", "streams", "gpu_span_ns",
+    "gpu_idle_ns", "gpu_busy_other_threads_ns"))

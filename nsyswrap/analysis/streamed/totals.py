@@ -9,9 +9,13 @@ within LAUNCH_LAG_NS of its launch (the stream checks it), so a range that ended
 before the chunks reached is complete. Device busy time is answered as the stream passes
 each window's edges (device_busy.py).
 
-Every array is by row of the report's ranges; GPU numbers are float64 from the start (the
-instance columns' type: integers below 2**53 add exactly), filled as range_instances fills
-a range without work.
+The numbers are kept only for the ranges open now (_Slots: one slot per range from the
+moment the stream passes its start until it closes), GPU numbers as float64 from the start
+(the instance columns' type: integers below 2**53 add exactly), filled as range_instances
+fills a range without work. Closed ranges' instance columns are packed a batch at a time
+(instance_table.pack) and put together, a column at a time, at the end
+(`instance_columns`): at 10 M kernels every range's running numbers as float64 had been
+~180 MB of the stream's peak (docs/performance.md, "Since (stop 31)").
 """
 
 from __future__ import annotations
@@ -21,14 +25,96 @@ import pandas as pd
 
 from ...intervals import _rows_of_runs, _union_sorted, compact_ids, grouped_median, merge_intervals
 from ...loader import COPY_KINDS
-from ...operations import END_OF_TIME, KERNEL, MEMCPY, FirstSeenCodes, OpChunk
-from ..ranges import HOST_COPY_KINDS, Attributor, _innermost_of, work_per_thread
+from ...operations import END_OF_TIME, KERNEL, MEMCPY, FirstSeenCodes, OpChunk, StreamFallback
+from ..instance_table import pack, unpack
+from ..ranges import _RELATIVE_TO, HOST_COPY_KINDS, Attributor, _innermost_of, work_per_thread
 from .device_busy import DeviceBusy
 from .open_values import OpenValues, PooledCounts
 
 # CUPTI's memcpy kinds that copy between host and device, and its pageable memory kind.
 HOST_COPY_IDS = np.array(sorted(k for k, v in COPY_KINDS.items() if v in HOST_COPY_KINDS))
 PAGEABLE = 0
+
+# Ranges that have closed, packed together (each column's packing has a fixed cost; a batch
+# of 16 k ranges packs to ~1 MB).
+CLOSE_BATCH = 1 << 14
+
+# Slots made at first (they double as more ranges are open at once).
+FIRST_SLOTS = 1024
+
+# slot_of: a range the stream has not reached yet, and one whose numbers are packed.
+UNOPENED, CLOSED = -1, -2
+
+# Each running number per open range: its dtype and its value before any work (NaN: not
+# seen yet). The GPU numbers are float64 as the instance columns are.
+ACCUMULATORS = {
+    "gpu_ops": ("float64", 0.0), "busy": ("float64", 0.0), "gaps": ("float64", 0.0),
+    "max_gap": ("float64", 0.0), "first_start": ("float64", np.nan),
+    "last_end": ("float64", np.nan), "kernels": ("float64", 0.0),
+    "first_launch": ("float64", np.nan), "first_device": ("int64", -1),
+    "latency": ("float64", np.nan), "streams": ("float64", 0.0),
+    # Device busy before the first start and the last end of the range's GPU work.
+    "busy_at_first": ("float64", np.nan), "busy_at_last": ("float64", np.nan),
+    # Host copies inside each range (nested included).
+    "copies": ("int64", 0), "copy_bytes": ("int64", 0), "copy_ns": ("int64", 0),
+    "pageable_copies": ("int64", 0),
+}
+# The process rule's: the range's own thread's work alone.
+OWN_ACCUMULATORS = {"own_busy": ("float64", 0.0), "own_last_end": ("float64", np.nan)}
+# Busy time of each device in the range's CPU window (key: ("cpu_busy", device)).
+CPU_BUSY = ("float64", 0.0)
+
+# The instance columns the closed ranges' batches hold, and their types.
+COPY_COLUMNS = ("copies", "copy_bytes", "copy_ns", "pageable_copies")
+CLOSED_COLUMNS = {c: "float64" for c in (
+    "gpu_first_start_ns", "gpu_last_end_ns", "gpu_ops", "kernels", "gpu_busy_ns", "gaps",
+    "max_gap_ns", "launch_latency_ns", "first_launch_ns", "streams", "gpu_span_ns",
+    "gpu_idle_ns", "gpu_device_busy_ns", "gpu_device_busy_cpu_ns",
+    "gpu_busy_other_threads_ns")} | {c: "int64" for c in COPY_COLUMNS}
+
+
+class _Slots:
+    """Arrays of running numbers with one slot per open range: a slot is taken when the
+    range opens and given back, reset to its starting values, when it closes. They grow
+    (doubling) to the most ranges open at once."""
+
+    def __init__(self, columns: dict) -> None:
+        capacity = FIRST_SLOTS
+        self.fills: dict = {}
+        self.arrays: dict[object, np.ndarray] = {}
+        self.capacity = capacity
+        self.free = np.arange(capacity - 1, -1, -1, dtype=np.int64)  # a stack
+        self.free_count = capacity
+        for name, (dtype, fill) in columns.items():
+            self.add(name, dtype, fill)
+
+    def add(self, name, dtype: str, fill: float) -> None:
+        self.fills[name] = (dtype, fill)
+        self.arrays[name] = np.full(self.capacity, fill, dtype=dtype)
+
+    def take(self, k: int) -> np.ndarray:
+        if k > self.free_count:
+            self._grow(max(2 * self.capacity, self.capacity + k - self.free_count))
+        self.free_count -= k
+        return self.free[self.free_count:self.free_count + k].copy()
+
+    def give_back(self, slots: np.ndarray) -> None:
+        for name, (_, fill) in self.fills.items():
+            self.arrays[name][slots] = fill
+        self.free[self.free_count:self.free_count + len(slots)] = slots
+        self.free_count += len(slots)
+
+    def _grow(self, capacity: int) -> None:
+        old = self.capacity
+        for name, (dtype, fill) in self.fills.items():
+            grown = np.full(capacity, fill, dtype=dtype)
+            grown[:old] = self.arrays[name]
+            self.arrays[name] = grown
+        free = np.empty(capacity, dtype=np.int64)
+        free[:self.free_count] = self.free[:self.free_count]
+        added = np.arange(capacity - 1, old - 1, -1, dtype=np.int64)
+        free[self.free_count:self.free_count + len(added)] = added
+        self.free, self.free_count, self.capacity = free, self.free_count + len(added), capacity
 
 
 class RangeTotals:
@@ -44,43 +130,30 @@ class RangeTotals:
         self.range_start = ranges["start_ns"].to_numpy(dtype="int64")
         self.range_end = ranges["end_ns"].to_numpy(dtype="int64")
         self.group_of_row = group_of_row
-        # The union's numbers (NaN first and last: not seen yet) and the rest.
-        self.gpu_ops = np.zeros(n)
-        self.busy = np.zeros(n)
-        self.gaps = np.zeros(n)
-        self.max_gap = np.zeros(n)
-        self.first_start = np.full(n, np.nan)
-        self.last_end = np.full(n, np.nan)
-        self.kernels = np.zeros(n)
-        self.first_launch = np.full(n, np.nan)
-        self.first_device = np.full(n, -1, dtype=np.int64)
-        self.latency = np.full(n, np.nan)
-        self.streams = np.zeros(n)
-        self.own_busy = self.own_last_end = None
-        if attributor.rule == "process":
-            self.own_busy = np.zeros(n)
-            self.own_last_end = np.full(n, np.nan)  # NaN: no own operation seen yet
+        # The running numbers of the open ranges, by slot (slot_of: each row's slot, or
+        # UNOPENED, CLOSED).
+        self.slot_of = np.full(n, UNOPENED, dtype=np.int32 if n < 2**31 else np.int64)
+        self.slots = _Slots(ACCUMULATORS | (OWN_ACCUMULATORS if attributor.rule == "process"
+                                            else {}))
+        self.has_own = attributor.rule == "process"
         self.other_thread_pairs = False
         # Device busy: before the first start and the last end of each range's GPU work,
         # and in its CPU window on each device (the range's device is its first
         # operation's, which may come after the window has passed).
         self.device = DeviceBusy()
-        self.busy_at_first = np.full(n, np.nan)
-        self.busy_at_last = np.full(n, np.nan)
-        self.cpu_busy: dict[int, np.ndarray] = {}
         # The CPU windows' edges in time order (rows, and their moments), made once: a
-        # chunk answers the slice of them its starts reach.
+        # chunk answers the slice of them its starts reach. Ranges open in the first's
+        # order and close in the second's.
         self.edges = []
         for times in (self.range_start, self.range_end):
             rows = None if np.all(times[1:] >= times[:-1]) else compact_ids(
                 np.argsort(times, kind="stable"))
             self.edges.append((rows, times if rows is None else times[rows]))
+        self.opened = self.ended = 0  # how far each order of edges is taken
+        self.ending: list[np.ndarray] = []  # rows ended, not yet packed
         self.pending_last = np.zeros(0, dtype=np.int64)  # rows whose last end waits
-        # Host copies inside each range (nested included).
-        self.copies = np.zeros(n, dtype="int64")
-        self.copy_bytes = np.zeros(n, dtype="int64")
-        self.copy_ns = np.zeros(n, dtype="int64")
-        self.pageable_copies = np.zeros(n, dtype="int64")
+        # The closed ranges: (rows, their instance columns packed), a batch at a time.
+        self.closed: list[tuple[np.ndarray, dict]] = []
         self.open_latency = OpenValues()
         self.open_streams = OpenValues()
         self.pooled = PooledCounts()
@@ -160,7 +233,7 @@ class RangeTotals:
                "other_any": bool(other.any()),
                "union": _union_sorted(row, start[event], end[event]),
                "first_device": chunk["device_id"][event[heads]]}
-        if self.own_busy is not None:
+        if self.has_own:
             own = ~other
             out["own"] = own
             g = row[own]
@@ -208,6 +281,7 @@ class RangeTotals:
     def apply(self, prepared: dict) -> None:
         """Add a prepared chunk to the totals (chunks in order)."""
         chunk = prepared["chunk"]
+        self._open_until(chunk.until_ns)
         transfer_rank = np.where(prepared["transfer_rank"] >= 0,
                                  prepared["transfer_rank"] + self.transfers_seen, -1)
         self.transfers_seen += prepared["transfers"]
@@ -235,10 +309,12 @@ class RangeTotals:
             self.copy_parts.append(part)
             if copies["pairs"] is not None:
                 row, nbytes, ns, pageable = copies["pairs"]
-                np.add.at(self.copies, row, 1)
-                np.add.at(self.copy_bytes, row, nbytes)
-                np.add.at(self.copy_ns, row, ns)
-                np.add.at(self.pageable_copies, row, pageable)
+                at = self._slots(row)
+                a = self.slots.arrays
+                np.add.at(a["copies"], at, 1)
+                np.add.at(a["copy_bytes"], at, nbytes)
+                np.add.at(a["copy_ns"], at, ns)
+                np.add.at(a["pageable_copies"], at, pageable)
         self._answer_device_busy(chunk.until_ns)
         self._close(chunk.until_ns - self.lag_ns if chunk.until_ns < END_OF_TIME
                     else END_OF_TIME)
@@ -248,42 +324,67 @@ class RangeTotals:
         horizon where the range was seen before, and the per-range numbers."""
         start, end = chunk["start_ns"], chunk["end_ns"]
         row, event, heads, rows = p["row"], p["event"], p["heads"], p["rows"]
+        at = self._slots(rows)
+        a = self.slots.arrays
+        first, last = a["first_start"], a["last_end"]
         self.other_thread_pairs |= p["other_any"]
-        seen = ~np.isnan(self.first_start[rows])
-        u = _carried_on(p["union"], row, start[event], end[event], heads, seen,
-                        self.last_end[rows])
-        self.gpu_ops[rows] += u["count"]
-        self.busy[rows] += u["busy_ns"]
-        self.gaps[rows] += u["gaps"]
-        self.max_gap[rows] = np.fmax(self.max_gap[rows], u["max_gap_ns"])
-        self.last_end[rows] = u["last_end_ns"]
+        seen = ~np.isnan(first[at])
+        u = _carried_on(p["union"], row, start[event], end[event], heads, seen, last[at])
+        a["gpu_ops"][at] += u["count"]
+        a["busy"][at] += u["busy_ns"]
+        a["gaps"][at] += u["gaps"]
+        a["max_gap"][at] = np.fmax(a["max_gap"][at], u["max_gap_ns"])
+        last[at] = u["last_end_ns"]
         new = ~seen
-        self.first_start[rows[new]] = u["first_start_ns"][new]
-        self.first_device[rows[new]] = p["first_device"][new]
-        self.busy_at_first[rows[new]] = self._busy_before(
-            self.first_device[rows[new]], u["first_start_ns"][new])
+        fresh = at[new]
+        first[fresh] = u["first_start_ns"][new]
+        a["first_device"][fresh] = p["first_device"][new]
+        a["busy_at_first"][fresh] = self._busy_before(a["first_device"][fresh],
+                                                      u["first_start_ns"][new])
         # The device's busy time before each range's last end, now where the chunk's starts
         # reach it; else once they do (pending_last). A later chunk that moves the end asks
         # again, so the last answer is the last end's.
-        moments = self.last_end[rows].astype("int64")
+        moments = last[at].astype("int64")
         now = moments < chunk.until_ns
-        self.busy_at_last[rows[now]] = self._busy_before(self.first_device[rows[now]],
-                                                         moments[now])
+        a["busy_at_last"][at[now]] = self._busy_before(a["first_device"][at[now]],
+                                                       moments[now])
         if not now.all():
             self.pending_last = pd.unique(np.concatenate([self.pending_last, rows[~now]]))
-        if self.own_busy is not None and len(p["own_rows"]):
-            own, own_rows = p["own"], p["own_rows"]
-            reached = self.own_last_end[own_rows]
+        if self.has_own and len(p["own_rows"]):
+            own = p["own"]
+            own_at = self.slot_of[p["own_rows"]]  # a subset of `rows`: open
+            reached = a["own_last_end"][own_at]
             v = _carried_on(p["own_union"], row[own], start[event[own]], end[event[own]],
                             p["own_heads"], ~np.isnan(reached), reached)
-            self.own_busy[own_rows] += v["busy_ns"]
-            self.own_last_end[own_rows] = v["last_end_ns"]
-        self.kernels[rows] += p["kernels"]
-        self.first_launch[rows] = np.fmin(self.first_launch[rows], p["first_launch"])
+            a["own_busy"][own_at] += v["busy_ns"]
+            a["own_last_end"][own_at] = v["last_end_ns"]
+        a["kernels"][at] += p["kernels"]
+        a["first_launch"][at] = np.fmin(a["first_launch"][at], p["first_launch"])
         # Launch latencies of the kernels and the streams, kept until each range closes.
         self.open_latency.add(*p["latency"])
         d_rows, keys = p["streams"]
         self.open_streams.add(self.range_end[d_rows], d_rows, self.stream_codes(keys))
+
+    def _open_until(self, until: int) -> None:
+        """A slot for each range that starts before `until` (and has none yet)."""
+        order, moments = self.edges[0]
+        k = int(np.searchsorted(moments, until, side="left"))
+        if k > self.opened:
+            rows = order[self.opened:k] if order is not None else np.arange(self.opened, k)
+            self.opened = k
+            self._slots(rows)
+
+    def _slots(self, rows: np.ndarray) -> np.ndarray:
+        """The slots of `rows` (distinct), taken for those that have none yet. A range
+        that has closed cannot take work: the stream's order would be broken."""
+        at = self.slot_of[rows]
+        if len(at) and int(at.min()) < 0:
+            if (at == CLOSED).any():
+                raise StreamFallback("operations arrived for a range already closed")
+            new = rows[at == UNOPENED]
+            self.slot_of[new] = self.slots.take(len(new))
+            at = self.slot_of[rows]
+        return at.astype(np.int64, copy=False)
 
     def _busy_before(self, devices: np.ndarray, moments: np.ndarray) -> np.ndarray:
         """B(t) on each moment's device (moments within the current chunk's bounds)."""
@@ -300,30 +401,34 @@ class RangeTotals:
         self.lower = until
         devices = self.device.devices
         for d in devices:
-            if d not in self.cpu_busy:
-                self.cpu_busy[d] = np.zeros(len(self.range_start))
+            if ("cpu_busy", d) not in self.slots.arrays:
+                self.slots.add(("cpu_busy", d), *CPU_BUSY)
+        a = self.slots.arrays
         for (order, moments), sign in zip(self.edges, (-1.0, 1.0), strict=True):
-            a, b = np.searchsorted(moments, [lo, hi], side="left")
-            if a == b:
+            i, j = np.searchsorted(moments, [lo, hi], side="left")
+            if i == j:
                 continue
-            rows = slice(a, b) if order is None else order[a:b]
+            at = self._slots(np.arange(i, j) if order is None else order[i:j])
             for d in devices:
-                self.cpu_busy[d][rows] += sign * self.device.busy_before(d, moments[a:b])
+                a[("cpu_busy", d)][at] += sign * self.device.busy_before(d, moments[i:j])
         pending = self.pending_last
         if len(pending):
-            moments = self.last_end[pending].astype("int64")
+            at = self.slot_of[pending]
+            moments = a["last_end"][at].astype("int64")
             now = moments < hi
-            rows = pending[now]
-            self.busy_at_last[rows] = self._busy_before(self.first_device[rows], moments[now])
+            at = at[now]
+            a["busy_at_last"][at] = self._busy_before(a["first_device"][at], moments[now])
             self.pending_last = pending[~now]
 
     def _close(self, before: int) -> None:
         """Ranges that ended before `before` receive nothing more: their median latency
-        and distinct streams, and their kernels' latencies pooled per group."""
+        and distinct streams, and their kernels' latencies pooled per group; their numbers
+        packed once a batch of them is ready."""
+        a = self.slots.arrays
         rows, latency = self.open_latency.close(before)
         if len(rows):
             medians = grouped_median(rows, latency)
-            self.latency[medians.index.to_numpy()] = medians.to_numpy()
+            a["latency"][self.slot_of[medians.index.to_numpy()]] = medians.to_numpy()
             self.pooled.add(self.group_of_row[rows], latency)
         rows, codes = self.open_streams.close(before)
         if len(rows):
@@ -331,36 +436,74 @@ class RangeTotals:
             # every closed range's entries.
             distinct = pd.unique((rows.astype("int64") << 32) | codes) >> 32
             numbers, present = pd.factorize(distinct)
-            self.streams[present] = np.bincount(numbers, minlength=len(present))
+            a["streams"][self.slot_of[present]] = np.bincount(numbers, minlength=len(present))
+        order, moments = self.edges[1]
+        k = int(np.searchsorted(moments, before, side="left"))
+        if k > self.ended:
+            self.ending.append(order[self.ended:k] if order is not None
+                               else np.arange(self.ended, k))
+            self.ended = k
+        if sum(len(r) for r in self.ending) < (1 if before == END_OF_TIME else CLOSE_BATCH):
+            return
+        rows = np.concatenate(self.ending)
+        self.ending = []
+        if len(self.pending_last):  # their last end's device busy time is still to come
+            waiting = np.isin(rows, self.pending_last)
+            if waiting.any():
+                self.ending.append(rows[waiting])
+                rows = rows[~waiting]
+        if len(rows):
+            self._pack_closed(rows)
 
-    def _host_copies(self, chunk: OpChunk, pairs: pd.DataFrame | None,
-                     transfer_rank: np.ndarray) -> None:
-        """The chunk's host copies: each one's innermost range, and the copy numbers of
-        every range that holds it."""
-        copy = np.flatnonzero((chunk["source"] == MEMCPY)
-                              & np.isin(chunk["copy_kind"], HOST_COPY_IDS))
-        if len(copy) == 0:
-            return
-        part = {c: chunk[c][copy] for c in ("start_ns", "end_ns", "thread", "launch_start_ns",
-                                             "device_id", "stream_id", "bytes", "copy_kind",
-                                             "src_kind", "dst_kind")}
-        part["rank"] = transfer_rank[copy]
-        part["range_id"] = (_innermost_of(pairs, copy) if pairs is not None
-                            else np.full(len(copy), -1, dtype="int64"))
-        self.copy_parts.append(part)
-        if pairs is None or not len(pairs):
-            return
-        is_copy = np.zeros(len(chunk), dtype=bool)
-        is_copy[copy] = True
-        event = pairs["event"].to_numpy()
-        mine = is_copy[event]
-        event = event[mine]
-        row = self.row_of_id[pairs["range_id"].to_numpy()[mine]]
-        np.add.at(self.copies, row, 1)
-        np.add.at(self.copy_bytes, row, chunk["bytes"][event])
-        np.add.at(self.copy_ns, row, chunk["end_ns"][event] - chunk["start_ns"][event])
-        np.add.at(self.pageable_copies, row, ((chunk["src_kind"][event] == PAGEABLE)
-                                              | (chunk["dst_kind"][event] == PAGEABLE)))
+    def _pack_closed(self, rows: np.ndarray) -> None:
+        """The closed ranges' instance columns (range_instances' for a range whose GPU work
+        is known; `instance_columns` fills the rest), packed, and their slots given back."""
+        at = self._slots(rows)
+        a = self.slots.arrays
+        first, last, busy = a["first_start"][at], a["last_end"][at], a["busy"][at]
+        span = last - first
+        span[np.isnan(first)] = 0
+        busy_cpu = np.full(len(at), np.nan)
+        device = a["first_device"][at]
+        for key, values in a.items():
+            if isinstance(key, tuple):
+                mine = device == key[1]
+                busy_cpu[mine] = values[at[mine]]
+        columns = {
+            "gpu_first_start_ns": first, "gpu_last_end_ns": last,
+            "gpu_ops": a["gpu_ops"][at], "kernels": a["kernels"][at], "gpu_busy_ns": busy,
+            "gaps": a["gaps"][at], "max_gap_ns": a["max_gap"][at],
+            "launch_latency_ns": a["latency"][at], "first_launch_ns": a["first_launch"][at],
+            "streams": a["streams"][at], "gpu_span_ns": span, "gpu_idle_ns": span - busy,
+            "gpu_device_busy_ns": a["busy_at_last"][at] - a["busy_at_first"][at],
+            "gpu_device_busy_cpu_ns": busy_cpu,
+        }
+        if self.has_own:
+            columns["gpu_busy_other_threads_ns"] = busy - a["own_busy"][at]
+        for c in COPY_COLUMNS:
+            columns[c] = a[c][at]
+        base = self.range_start[rows]
+        packed = {c: pack(v, base if c in _RELATIVE_TO else None, "start_ns")
+                  for c, v in columns.items()}
+        self.closed.append((compact_ids(rows), packed))
+        self.slots.give_back(at)
+        self.slot_of[rows] = CLOSED
+
+    def instance_columns(self):
+        """(column, its values by row of the ranges) for each of CLOSED_COLUMNS that the
+        batches hold, gpu_first_start_ns first, once every range is closed (finish): each
+        put together from the batches, whose parts are let go as it is."""
+        n = len(self.slot_of)
+        names = [c for c in CLOSED_COLUMNS
+                 if c != "gpu_busy_other_threads_ns" or self.has_own]
+        for c in names:
+            values = np.empty(n, dtype=CLOSED_COLUMNS[c])
+            for rows, packed in self.closed:
+                stored = packed.pop(c)
+                base = self.range_start[rows] if getattr(stored, "base", None) else None
+                values[rows] = unpack(stored, len(rows), base=base)
+            yield c, values
+        self.closed = []
 
     def _other_threads(self, chunk: OpChunk, transfer_rank: np.ndarray, taken: np.ndarray,
                        inverse: np.ndarray, threads: np.ndarray) -> None:
@@ -398,6 +541,7 @@ class RangeTotals:
 
     def finish(self) -> None:
         """After the last chunk: every moment answered, every range closed."""
+        self._open_until(END_OF_TIME)
         self._answer_device_busy(END_OF_TIME)
         self._close(END_OF_TIME)
 
