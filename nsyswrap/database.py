@@ -58,8 +58,9 @@ MAX_SLICE_ROWS = 1_000_000
 STREAM_MIN_OPERATIONS = 2_000_000
 # Rows per slice of a streamed read, at most (Database.stream): each of the few slices in
 # flight or held is its rows' columns, ~70 B a row once the stream has made them its own
-# (operations.py), and a quarter of a million rows keep that near 20 MB a slice.
-STREAM_SLICE_ROWS = 1 << 18
+# (operations.py): 128 k rows keep that near 10 MB a slice (10 M kernels, 2 cores, stop 31:
+# 651 MiB with 128 k, 669 MiB with 256 k, in about the same time).
+STREAM_SLICE_ROWS = 1 << 17
 # Rows per record batch from the ADBC SQLite driver (its default is 1024). Each batch is a
 # few small allocations per column, freed only when every column of that batch is: with
 # 1024-row batches, 10 M NVTX ranges read as 9766 batches took 583 MiB of RSS for 471 MiB

@@ -47,8 +47,11 @@ SOURCE_KINDS = {"memcpy": MEMCPY, "memset": MEMSET, "graph": GRAPH}
 # Operations per chunk, about: a chunk's attribution holds some ten arrays of its pairs
 # (about two per operation), and a few chunks are in flight at once (read, prepared,
 # applied). 10 M kernels, 2 cores: 15.6 s and 859 MiB with 128 k, 13.8 s and 945 MiB with
-# 256 k; 1 M kernels 322 against 433 MiB (analysis/streamed, in-process).
-CHUNK_OPERATIONS = 1 << 17
+# 256 k; 1 M kernels 322 against 433 MiB (analysis/streamed, in-process). Once the ranges'
+# numbers were kept for the open ranges only (stop 31), the chunks in flight were a third
+# of the peak: with reader slices of 128 k rows, 64 k took 581 MiB and 16.9 s where 128 k
+# took 651 MiB and 16.4 s (32 k: 571 MiB, 20.8 s).
+CHUNK_OPERATIONS = 1 << 16
 
 # The latest an operation may start after the call that launched it, in the stream's
 # bookkeeping: launches are kept this long behind the operations read (to join them), and
@@ -334,6 +337,10 @@ class OperationStream:
                 min(waiting, key=lambda s: int(s.buffer["start_ns"][-1])).fill()
                 continue
             yield self._merged(cut, target)
+        # The last slices read stay referenced by the buffers' empty views (~40 MB at
+        # 10 M kernels, under the analysis's end).
+        for s in self.sources:
+            s.buffer = None
         self.launches.drain()
 
     def _merged(self, cut: int, target: int) -> OpChunk:

@@ -47,9 +47,14 @@ from .totals import RangeTotals
 
 __all__ = ["analyze_streamed"]
 
-# Chunks prepared at once at most (each holds its pairs' arrays, ~20 MB at 128 k
+# Chunks prepared at once at most (each holds its pairs' arrays, ~10 MB at 64 k
 # operations).
 MAX_PREPARING = 4
+
+# Operations applied between two trims of the heap (malloc_trim walks the whole heap:
+# ~8 ms a call, 1.4 s of 18.5 at 10 M kernels when every 64 k-operation chunk trimmed;
+# every 256 k: 16.8 s and the same peak, 575 MiB).
+TRIM_OPERATIONS = 1 << 18
 
 
 
@@ -74,6 +79,12 @@ def analyze_streamed(report: Report, stream: OperationStream, rest: WithoutOpera
     report.api_calls = blocking_calls(stream.blocking_tables, stream.queries.runtime)
     rest.complete(report, stream.notes, stream.last_call_ns, stream.operations, stream.pids)
     att = _attribution(report, attributor, totals, stream)
+    pooled = totals.pooled.medians()
+    # The range search (the blocking calls' ranges were its last use), the open ranges'
+    # slots and the edges are done with: freed before the kernel table and the instances
+    # are put together (~80 MB at 10 M kernels).
+    del attributor
+    totals.release_stream_state()
     kernels = _kernel_summary(totals, stream)
     # The kernels' durations, grouped a name at a time, are freed to glibc's heap, which
     # keeps them resident (~100 MB at 10 M kernels) under the instances' packing.
@@ -82,10 +93,9 @@ def analyze_streamed(report: Report, stream: OperationStream, rest: WithoutOpera
     for c in ("benchmark", "library", "family", "index", "family_id"):
         instances[c] = families[c]  # both the ranges' rows, in order (a RangeIndex)
     processes = process_summary(report, _per_thread(totals))
-    pooled = totals.pooled.medians()
-    # The ranges' running numbers and the range search are done with: freed before the
-    # summary and the findings decode their columns.
-    del totals, attributor
+    # What is left of the totals: freed before the summary and the findings decode their
+    # columns.
+    del totals
     trim_heap()
 
     def latency(group_of_range: np.ndarray) -> pd.Series:
@@ -117,16 +127,21 @@ def _add_chunks(totals: RangeTotals, stream: OperationStream) -> None:
                     _apply(totals, prepared.popleft())
             while prepared:
                 _apply(totals, prepared.popleft())
+            trim_heap()
         finally:
             for future in prepared:
                 future.cancel()
 
 
 def _apply(totals: RangeTotals, prepared) -> None:
-    totals.apply(prepared.result())
-    # A chunk's temporaries are freed to glibc's heap, which keeps them resident; the next
-    # chunk's do not always fit there (10 M kernels: ~140 MB more at the peak).
-    trim_heap()
+    chunk = prepared.result()
+    totals.apply(chunk)
+    # The chunks' temporaries are freed to glibc's heap, which keeps them resident; the
+    # next ones do not always fit there (10 M kernels: ~140 MB more at the peak untrimmed).
+    totals.untrimmed += len(chunk["chunk"])
+    if totals.untrimmed >= TRIM_OPERATIONS:
+        trim_heap()
+        totals.untrimmed = 0
 
 
 def _attribution(report: Report, attributor: Attributor, totals: RangeTotals,

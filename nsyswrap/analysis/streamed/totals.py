@@ -122,7 +122,7 @@ class RangeTotals:
 
     def __init__(self, ranges: pd.DataFrame, attributor: Attributor, group_of_row: np.ndarray,
                  lag_ns: int) -> None:
-        n = len(ranges)
+        n = self.n = len(ranges)
         self.attributor, self.lag_ns = attributor, lag_ns
         ids = ranges["range_id"].to_numpy(dtype="int64")
         self.row_of_id = np.full(int(ids.max()) + 1 if n else 0, -1, dtype=np.int64)
@@ -170,6 +170,7 @@ class RangeTotals:
         self.copy_parts: list[dict[str, np.ndarray]] = []
         self.transfers_seen = 0
         self.lower = -END_OF_TIME
+        self.untrimmed = 0  # operations applied since the heap was last trimmed
 
     # One chunk: `prepare` (on any thread, in any order: it reads no state that chunks
     # change) then `apply` (in chunk order).
@@ -489,11 +490,22 @@ class RangeTotals:
         self.slots.give_back(at)
         self.slot_of[rows] = CLOSED
 
+    def release_stream_state(self) -> None:
+        """Once finished and the blocking calls attributed: drop what only the stream
+        needed (the range search, the slots, the edges, the open values); what stays is
+        the closed ranges' batches and the kernels', copies' and threads' totals."""
+        self.attributor = self.slot_of = None
+        self.slots = _Slots({})
+        self.edges = []
+        self.pending_last = np.zeros(0, dtype=np.int64)
+        self.open_latency = self.open_streams = self.pooled = None
+        self.device = DeviceBusy()
+
     def instance_columns(self):
         """(column, its values by row of the ranges) for each of CLOSED_COLUMNS that the
         batches hold, gpu_first_start_ns first, once every range is closed (finish): each
         put together from the batches, whose parts are let go as it is."""
-        n = len(self.slot_of)
+        n = self.n
         names = [c for c in CLOSED_COLUMNS
                  if c != "gpu_busy_other_threads_ns" or self.has_own]
         for c in names:
