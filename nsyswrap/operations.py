@@ -294,7 +294,7 @@ class OperationStream:
     """The report's GPU operations as OpChunks (iterate once), read from `db` with the
     queries open_report wrote (opened with stream_operations=True). Once iterated:
     `operations` and the notes of left-out rows (`notes`), `last_call_ns`, `pids`, the
-    blocking calls (`blocking_tables`) and the kernels' names (`kernel_names`)."""
+    blocking calls (`take_blocking_tables`) and the kernels' names (`kernel_names`)."""
 
     def __init__(self, db: Database, queries: BulkQueries,
                  chunk_operations: int = CHUNK_OPERATIONS, lag_ns: int = LAUNCH_LAG_NS,
@@ -440,9 +440,11 @@ class OperationStream:
     def last_call_ns(self) -> int | None:
         return self.launches.last_start
 
-    @property
-    def blocking_tables(self) -> list:
-        return self.launches.blocking
+    def take_blocking_tables(self) -> list:
+        """The blocking calls' tables (pyarrow), handed over once: the stream lets go of
+        them (~30 MB at 10 M kernels, held past the analysis otherwise)."""
+        tables, self.launches.blocking = self.launches.blocking, []
+        return tables
 
     def kernel_names(self) -> tuple[list[str], list[str]]:
         """(the demangled name of each `full_name` code, the short name of each `name` code)

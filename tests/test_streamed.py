@@ -344,3 +344,33 @@ def test_device_busy_answered_chunk_by_chunk_is_the_cover_of_every_operation():
                 answers[i] = int(busy.busy_before(0, np.array([moment]))[0])
     got = np.array([answers[2 * i + 1] - answers[2 * i] for i in range(len(windows))])
     assert (got == expected).all()
+
+
+def test_compressed_sequences_give_back_every_value_in_order(monkeypatch):
+    """The kernels' durations as the streamed analysis keeps them: arrays of uint32 and
+    int64 (past 2**32) appended in any sizes, across compressed blocks and the pending
+    tail, come back joined in order as int64; real durations (a fixture's) take fewer
+    bytes than as uint32."""
+    from nsyswrap.analysis.streamed import sequence
+
+    monkeypatch.setattr(sequence, "BLOCK_VALUES", 100)
+    rng = np.random.default_rng(7)
+    parts = [rng.integers(0, 2**32, size=n, dtype=np.int64).astype(np.uint32)
+             for n in (1, 99, 250, 3, 0, 180, 7)]
+    parts.insert(3, rng.integers(2**32, 2**40, size=57, dtype=np.int64))
+    kept = sequence.CompressedSequence()
+    for p in parts:
+        kept.add(p)
+    assert len(kept.blocks) >= 3 and kept.pending
+    out = kept.values()
+    assert out.dtype == np.int64
+    np.testing.assert_array_equal(out, np.concatenate([p.astype(np.int64) for p in parts]))
+    assert kept.values().size == 0  # emptied
+
+    monkeypatch.setattr(sequence, "BLOCK_VALUES", 1 << 16)
+    durations = np.array([d for (d,) in sql(DDP_ONE, """SELECT end - start
+        FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY rowid""")], dtype=np.uint32)
+    kept.add(durations)
+    kept._compress()
+    assert kept.nbytes < durations.nbytes
+    np.testing.assert_array_equal(kept.values(), durations.astype(np.int64))

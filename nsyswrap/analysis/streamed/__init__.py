@@ -76,7 +76,7 @@ def analyze_streamed(report: Report, stream: OperationStream, rest: WithoutOpera
     totals = RangeTotals(ranges, attributor, group_of_row, lag_ns)
     _add_chunks(totals, stream)
     totals.finish()
-    report.api_calls = blocking_calls(stream.blocking_tables, stream.queries.runtime)
+    report.api_calls = blocking_calls(stream.take_blocking_tables(), stream.queries.runtime)
     rest.complete(report, stream.notes, stream.last_call_ns, stream.operations, stream.pids)
     att = _attribution(report, attributor, totals, stream)
     pooled = totals.pooled.medians()
@@ -85,6 +85,7 @@ def analyze_streamed(report: Report, stream: OperationStream, rest: WithoutOpera
     # are put together (~80 MB at 10 M kernels).
     del attributor
     totals.release_stream_state()
+    trim_heap()
     kernels = _kernel_summary(totals, stream)
     # The kernels' durations, grouped a name at a time, are freed to glibc's heap, which
     # keeps them resident (~100 MB at 10 M kernels) under the instances' packing.
@@ -173,10 +174,12 @@ def _host_copies(totals: RangeTotals, kernels: int) -> pd.DataFrame:
     """Attribution.host_copies: the host copies' rows as gpu_ops has them (indexed by its
     rows: the kernels', then the transfers' in order), with their innermost range."""
     parts = totals.copy_parts
-    columns = {c: np.concatenate([p[c] for p in parts]) if parts else np.zeros(0, "int64")
+    # Each column's parts let go as it is joined.
+    columns = {c: np.concatenate([p.pop(c) for p in parts]) if parts else np.zeros(0, "int64")
                for c in ("start_ns", "end_ns", "thread", "launch_start_ns", "device_id",
                          "stream_id", "bytes", "copy_kind", "src_kind", "dst_kind", "rank",
                          "range_id")}
+    totals.copy_parts = []
     n = len(columns["start_ns"])
     index = pd.Index(kernels + columns.pop("rank"))
     frame = pd.DataFrame({
@@ -189,14 +192,15 @@ def _host_copies(totals: RangeTotals, kernels: int) -> pd.DataFrame:
         "copy_kind": pd.Categorical(kind_names(columns["copy_kind"], COPY_KINDS)),
         "src_kind": pd.Categorical(kind_names(columns["src_kind"], MEMORY_KINDS)),
         "dst_kind": pd.Categorical(kind_names(columns["dst_kind"], MEMORY_KINDS)),
-        "range_id": columns["range_id"].astype("int64"),
-    }, index=index)
+        "range_id": columns["range_id"].astype("int64", copy=False),
+    }, index=index, copy=False)  # the columns as they are, not copied into one block
     return frame
 
 
 def _kernel_summary(totals: RangeTotals, stream: OperationStream) -> pd.DataFrame:
     """The kernel table from the kernels the stream read, a demangled name at a time
-    (kernels.summary_of_names): each name's durations are dropped once summed up."""
+    (kernels.summary_of_names): each name's durations (kept compressed, in order) are
+    dropped once summed up."""
     full, short = stream.kernel_names()
     if len(set(full)) < len(full):
         # Two string ids with one text: their kernels' order among each other is lost.
@@ -205,7 +209,7 @@ def _kernel_summary(totals: RangeTotals, stream: OperationStream) -> pd.DataFram
 
     def groups():
         for code in list(parts):
-            durations = np.concatenate(parts.pop(code)).astype("int64")
+            durations = parts.pop(code).values()
             yield full[code], short[totals.kernel_first_pair[code]], durations
 
     return summary_of_names(groups())

@@ -30,6 +30,7 @@ from ..instance_table import pack, unpack
 from ..ranges import _RELATIVE_TO, HOST_COPY_KINDS, Attributor, _innermost_of, work_per_thread
 from .device_busy import DeviceBusy
 from .open_values import OpenValues, PooledCounts
+from .sequence import CompressedSequence
 
 # CUPTI's memcpy kinds that copy between host and device, and its pageable memory kind.
 HOST_COPY_IDS = np.array(sorted(k for k, v in COPY_KINDS.items() if v in HOST_COPY_KINDS))
@@ -165,7 +166,7 @@ class RangeTotals:
         self.taken: dict[int, list[int]] = {}
         # The kernel summary's input (by demangled name code: durations, first name pair)
         # and the host copies, as chunks.
-        self.kernel_durations: dict[int, list[np.ndarray]] = {}
+        self.kernel_durations: dict[int, CompressedSequence] = {}
         self.kernel_first_pair: dict[int, int] = {}
         self.copy_parts: list[dict[str, np.ndarray]] = []
         self.transfers_seen = 0
@@ -295,9 +296,9 @@ class RangeTotals:
             entry[3] |= work.devices
         for code, first_pair, durations in prepared["kernels"]:
             if code not in self.kernel_durations:
-                self.kernel_durations[code] = []
+                self.kernel_durations[code] = CompressedSequence()
                 self.kernel_first_pair[code] = first_pair
-            self.kernel_durations[code].append(durations)
+            self.kernel_durations[code].add(durations)
         if "taken" in prepared:
             self._other_threads(chunk, transfer_rank, *prepared["taken"])
         self.device.chunk_merged(prepared["devices"])
