@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from .chunks import cores
 from .database import Database
 from .queries import (
     ID_MASK,
@@ -69,8 +70,17 @@ MAX_LAUNCH_LOOKUPS = 2
 # Slices read ahead of the one in use, per table (the runtime calls: twice as many): the
 # reader threads must never wait for the analysis to take a slice, or a core idles. Four
 # kernel slices are ~40 MB. 10 M kernels, 2 cores: 18.5 s with two (and two), 15.7 s with
-# eight (and eight), 877 MiB at the peak either way (docs/performance.md).
+# eight (and eight), 877 MiB at the peak either way (docs/performance.md). With slices of
+# 128 k rows and chunks of 64 k operations (stop 31), two (and four) took 16.0 s and 525 MiB
+# on 2 cores where four (and eight) took 16.4 s and 550 MiB: on a few cores, where the
+# readers are as many as the cores, two are enough.
 READ_AHEAD = 4
+FEW_CORES_READ_AHEAD, FEW_CORES = 2, 4
+
+
+def read_ahead() -> int:
+    """READ_AHEAD, or FEW_CORES_READ_AHEAD on machines of FEW_CORES cores or fewer."""
+    return FEW_CORES_READ_AHEAD if cores() <= FEW_CORES else READ_AHEAD
 
 # The last moment: no operation starts there, so every row before it is final.
 END_OF_TIME = 2**63 - 1
@@ -298,7 +308,8 @@ class OperationStream:
 
     def __init__(self, db: Database, queries: BulkQueries,
                  chunk_operations: int = CHUNK_OPERATIONS, lag_ns: int = LAUNCH_LAG_NS,
-                 ahead: int = READ_AHEAD) -> None:
+                 ahead: int | None = None) -> None:
+        ahead = read_ahead() if ahead is None else ahead
         self.db, self.queries = db, queries
         self.chunk_operations = max(1, chunk_operations)
         self.lag_ns = lag_ns

@@ -279,6 +279,12 @@ class Attributor:
             # ranges at 10 M) needs none.
             self._user_ranges = (ranges, user)
 
+    def calls_only(self) -> None:
+        """Keep only what call_pairs needs (the search by thread): the process rule's search
+        and its inputs are let go (the streamed analysis, once every operation is in)."""
+        self._user_ranges = self._user_by_process = None
+        self.is_user = None
+
     def user_by_process(self) -> RangeSearch:
         """The user's ranges prepared for the process rule's search (by process)."""
         if self._user_by_process is None:
