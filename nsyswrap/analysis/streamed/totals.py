@@ -20,6 +20,8 @@ fills a range without work. Closed ranges' instance columns are packed a batch a
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 
@@ -31,7 +33,7 @@ from ..instance_table import pack, unpack
 from ..ranges import _RELATIVE_TO, HOST_COPY_KINDS, Attributor, _innermost_of, work_per_thread
 from .device_busy import DeviceBusy
 from .open_values import OpenValues, PooledCounts
-from .sequence import CompressedSequence
+from .sequence import CompressedSequence, compressed, decompressed
 
 # CUPTI's memcpy kinds that copy between host and device, and its pageable memory kind.
 HOST_COPY_IDS = np.array(sorted(k for k, v in COPY_KINDS.items() if v in HOST_COPY_KINDS))
@@ -486,8 +488,13 @@ class RangeTotals:
         for c in COPY_COLUMNS:
             columns[c] = a[c][at]
         base = self.range_start[rows]
-        packed = {c: pack(v, base if c in _RELATIVE_TO else None, "start_ns")
-                  for c, v in columns.items()}
+        packed = {}
+        for c, v in columns.items():
+            stored = pack(v, base if c in _RELATIVE_TO else None, "start_ns")
+            codes = getattr(stored, "codes", None)
+            if codes is not None:  # kept compressed until the columns are put together
+                stored = dataclasses.replace(stored, codes=compressed(codes))
+            packed[c] = stored
         self.closed.append((compact_ids(rows), packed))
         self.slots.give_back(at)
         self.slot_of[rows] = CLOSED
@@ -515,6 +522,9 @@ class RangeTotals:
             for rows, packed in self.closed:
                 stored = packed.pop(c)
                 base = self.range_start[rows] if getattr(stored, "base", None) else None
+                codes = getattr(stored, "codes", None)
+                if codes is not None:
+                    stored = dataclasses.replace(stored, codes=decompressed(codes))
                 values[rows] = unpack(stored, len(rows), base=base)
             # The batches' codes of this column, freed, are small blocks among the heap's
             # that the next columns do not fit in: given back (~90 MB at 10 M kernels).
