@@ -551,3 +551,36 @@ def test_sorts_on_every_core_give_one_sorts_answer(monkeypatch):
         pd.testing.assert_series_equal(split[2], whole[2])
         pd.testing.assert_frame_equal(split[3], whole[3])
     assert isinstance(timed(np.arange(40)), bool)  # the trial itself runs
+
+
+def test_a_search_by_thread_keyed_by_process_is_the_search_by_process():
+    """RangeSearch.by_process shares the thread search's ranges: its pairs are those of a
+    search built by process from the same ranges, for events of every thread of two
+    processes (nested ranges, several lanes, threads with none)."""
+    from nsyswrap.intervals import RangeSearch
+
+    rng = np.random.default_rng(3)
+    rows, rid = [], 0
+    for pid in (7, 9):
+        for tid in (1, 2, 3):
+            t = 0
+            for _ in range(40):
+                t += int(rng.integers(1, 50))
+                length = int(rng.integers(5, 200))
+                rows.append((rid, (pid << 24) | tid, t, t + length))
+                rid += 1
+                if rng.random() < 0.3:  # a range nested inside
+                    rows.append((rid, (pid << 24) | tid, t + 1, t + length // 2))
+                    rid += 1
+    df = _ranges(sorted(rows, key=lambda r: r[2]))
+    df["range_id"] = np.arange(len(df))
+    df["process"] = df["thread"].to_numpy() >> 24
+    events = pd.DataFrame({"thread": rng.choice([(p << 24) | t for p in (7, 9, 11)
+                                                 for t in (1, 2, 3, 4)], 3000),
+                           "time_ns": rng.integers(0, 4000, 3000)})
+    events["process"] = events["thread"].to_numpy() >> 24
+    built = RangeSearch(df, key="process").pairs(events)
+    shared = RangeSearch(df).by_process().pairs(events)
+    assert len(built["event"]) > 1000
+    for c in built:
+        np.testing.assert_array_equal(shared[c], built[c])

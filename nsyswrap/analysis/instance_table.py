@@ -273,6 +273,12 @@ class InstanceTable:
             values[rows] = value
             self.set(name, values, relative_to=self._base(name))
 
+    def update(self, other: InstanceTable) -> None:
+        """Take `other`'s columns (the same rows) as they are stored."""
+        if len(other) != self._rows:
+            raise ValueError(f"{len(other)} instances for {self._rows}")
+        self._columns.update(other._columns)
+
     def reordered(self, columns: list[str]) -> InstanceTable:
         """This table with exactly `columns`, in that order (the same stored columns)."""
         table = InstanceTable(self._rows)

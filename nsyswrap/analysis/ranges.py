@@ -287,6 +287,10 @@ class Attributor:
 
     def user_by_process(self) -> RangeSearch:
         """The user's ranges prepared for the process rule's search (by process)."""
+        if self._user_by_process is None and self._user_ranges[1].all():
+            # Every range is the user's: the search by thread, keyed by process.
+            self._user_by_process = self.by_thread.by_process()
+            self._user_ranges = None
         if self._user_by_process is None:
             ranges, user = self._user_ranges
             # The process of each range: made here, for the rule that searches by it.

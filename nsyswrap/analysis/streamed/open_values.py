@@ -70,6 +70,11 @@ class PooledCounts:
             return
         order = np.argsort(groups, kind="stable")
         groups, values = groups[order], values[order]
+        if values.dtype.itemsize > 4 and values.dtype.kind == "i" \
+                and int(values.min()) >= -2**31 and int(values.max()) < 2**31:
+            # Latencies of under two seconds: kept as int32 until counted (the same
+            # integers; half the bytes while they wait, ~17 MB at 10 M kernels).
+            values = values.astype(np.int32)
         present, bounds = np.unique(groups, return_index=True)
         bounds = np.r_[bounds, len(groups)]
         for i, g in enumerate(present.tolist()):

@@ -26,7 +26,14 @@ import numpy as np
 import pandas as pd
 
 from ..._memory import trim_heap
-from ...intervals import _rows_of_runs, _union_sorted, compact_ids, grouped_median, merge_intervals
+from ...intervals import (
+    _rows_of_runs,
+    _union_sorted,
+    compact_ids,
+    grouped_median,
+    ids_are_rows,
+    merge_intervals,
+)
 from ...loader import COPY_KINDS
 from ...operations import END_OF_TIME, KERNEL, MEMCPY, FirstSeenCodes, OpChunk, StreamFallback
 from ..instance_table import pack, unpack
@@ -52,6 +59,7 @@ UNOPENED, CLOSED = -1, -2
 # Each running number per open range: its dtype and its value before any work (NaN: not
 # seen yet). The GPU numbers are float64 as the instance columns are.
 ACCUMULATORS = {
+    "row": ("int64", -1),  # the range in the slot (-1: a free slot)
     "gpu_ops": ("float64", 0.0), "busy": ("float64", 0.0), "gaps": ("float64", 0.0),
     "max_gap": ("float64", 0.0), "first_start": ("float64", np.nan),
     "last_end": ("float64", np.nan), "kernels": ("float64", 0.0),
@@ -129,8 +137,11 @@ class RangeTotals:
         n = self.n = len(ranges)
         self.attributor, self.lag_ns = attributor, lag_ns
         ids = ranges["range_id"].to_numpy(dtype="int64")
-        self.row_of_id = np.full(int(ids.max()) + 1 if n else 0, -1, dtype=np.int64)
-        self.row_of_id[ids] = np.arange(n)
+        # Each range id's row; None where the ids are the rows (the loader's numbering).
+        self.row_of_id = None
+        if not ids_are_rows(ids):
+            self.row_of_id = np.full(int(ids.max()) + 1 if n else 0, -1, dtype=np.int64)
+            self.row_of_id[ids] = np.arange(n)
         self.range_start = ranges["start_ns"].to_numpy(dtype="int64")
         self.range_end = ranges["end_ns"].to_numpy(dtype="int64")
         self.group_of_row = group_of_row
@@ -145,16 +156,16 @@ class RangeTotals:
         # and in its CPU window on each device (the range's device is its first
         # operation's, which may come after the window has passed).
         self.device = DeviceBusy()
-        # The CPU windows' edges in time order (rows, and their moments), made once: a
-        # chunk answers the slice of them its starts reach. Ranges open in the first's
-        # order and close in the second's.
-        self.edges = []
-        for times in (self.range_start, self.range_end):
-            rows = None if np.all(times[1:] >= times[:-1]) else compact_ids(
-                np.argsort(times, kind="stable"))
-            self.edges.append((rows, times if rows is None else times[rows]))
-        self.opened = self.ended = 0  # how far each order of edges is taken
-        self.ending: list[np.ndarray] = []  # rows ended, not yet packed
+        # The CPU windows' starts in time order (rows, and their moments; the ranges' own
+        # column where they come in start order), made once: a chunk opens the ranges its
+        # starts reach, and answers their device busy time there. Their ends are found
+        # among the open ranges (the slots' rows), as are the ranges that close: no
+        # range-sized order of the ends is kept (13 MB at 1.2 M ranges).
+        start = self.range_start
+        order = None if np.all(start[1:] >= start[:-1]) else compact_ids(
+            np.argsort(start, kind="stable"))
+        self.starts = (order, start if order is None else start[order])
+        self.opened = 0  # how far the starts are taken
         self.pending_last = np.zeros(0, dtype=np.int64)  # rows whose last end waits
         # The closed ranges: (rows, their instance columns packed), a batch at a time.
         self.closed: list[tuple[np.ndarray, dict]] = []
@@ -175,6 +186,10 @@ class RangeTotals:
         self.transfers_seen = 0
         self.lower = -END_OF_TIME
         self.untrimmed = 0  # operations applied since the heap was last trimmed
+
+    def rows_of(self, ids: np.ndarray) -> np.ndarray:
+        """The rows of range ids."""
+        return ids.astype(np.int64, copy=False) if self.row_of_id is None else self.row_of_id[ids]
 
     # One chunk: `prepare` (on any thread, in any order: it reads no state that chunks
     # change) then `apply` (in chunk order).
@@ -203,7 +218,7 @@ class RangeTotals:
         out["transfers"] = int(is_transfer.sum())
         known = np.flatnonzero(launch >= 0)
         pairs = taken = None
-        if len(known) and len(self.row_of_id):
+        if len(known) and self.n:
             launches = pd.DataFrame(
                 {"thread": pd.Categorical.from_codes(codes[known], categories=pd.Index(threads)),
                  "time_ns": launch[known]}, index=pd.Index(known), copy=False)
@@ -227,7 +242,7 @@ class RangeTotals:
         before)."""
         start, end = chunk["start_ns"], chunk["end_ns"]
         event = pairs["event"].to_numpy()
-        row = self.row_of_id[pairs["range_id"].to_numpy()]
+        row = self.rows_of(pairs["range_id"].to_numpy())
         other = pairs["other_thread"].to_numpy()
         # By (range, start), ties in pair order (by operation): lexsort's, as _RangeOrder.
         order = np.lexsort((start[event], row))
@@ -278,7 +293,7 @@ class RangeTotals:
             mine = is_copy[event]
             event = event[mine]
             out["pairs"] = (
-                self.row_of_id[pairs["range_id"].to_numpy()[mine]], chunk["bytes"][event],
+                self.rows_of(pairs["range_id"].to_numpy()[mine]), chunk["bytes"][event],
                 chunk["end_ns"][event] - chunk["start_ns"][event],
                 (chunk["src_kind"][event] == PAGEABLE) | (chunk["dst_kind"][event] == PAGEABLE))
         return out
@@ -372,12 +387,18 @@ class RangeTotals:
 
     def _open_until(self, until: int) -> None:
         """A slot for each range that starts before `until` (and has none yet)."""
-        order, moments = self.edges[0]
+        order, moments = self.starts
         k = int(np.searchsorted(moments, until, side="left"))
         if k > self.opened:
             rows = order[self.opened:k] if order is not None else np.arange(self.opened, k)
             self.opened = k
             self._slots(rows)
+
+    def _open_ends(self) -> tuple[np.ndarray, np.ndarray]:
+        """The slots in use, and the ends of their ranges."""
+        rows = self.slots.arrays["row"]
+        at = np.flatnonzero(rows >= 0)
+        return at, self.range_end[rows[at]]
 
     def _slots(self, rows: np.ndarray) -> np.ndarray:
         """The slots of `rows` (distinct), taken for those that have none yet. A range
@@ -387,7 +408,9 @@ class RangeTotals:
             if (at == CLOSED).any():
                 raise StreamFallback("operations arrived for a range already closed")
             new = rows[at == UNOPENED]
-            self.slot_of[new] = self.slots.take(len(new))
+            taken = self.slots.take(len(new))
+            self.slot_of[new] = taken
+            self.slots.arrays["row"][taken] = new
             at = self.slot_of[rows]
         return at.astype(np.int64, copy=False)
 
@@ -409,13 +432,20 @@ class RangeTotals:
             if ("cpu_busy", d) not in self.slots.arrays:
                 self.slots.add(("cpu_busy", d), *CPU_BUSY)
         a = self.slots.arrays
-        for (order, moments), sign in zip(self.edges, (-1.0, 1.0), strict=True):
-            i, j = np.searchsorted(moments, [lo, hi], side="left")
-            if i == j:
-                continue
+        order, moments = self.starts
+        i, j = np.searchsorted(moments, [lo, hi], side="left")
+        if i < j:
             at = self._slots(np.arange(i, j) if order is None else order[i:j])
             for d in devices:
-                a[("cpu_busy", d)][at] += sign * self.device.busy_before(d, moments[i:j])
+                a[("cpu_busy", d)][at] -= self.device.busy_before(d, moments[i:j])
+        # The ends in [lo, hi): of open ranges (each opened once the stream passed its
+        # start, closed only after its end was answered).
+        at, ends = self._open_ends()
+        now = (ends >= lo) & (ends < hi)
+        if now.any():
+            at, ends = at[now], ends[now]
+            for d in devices:
+                a[("cpu_busy", d)][at] += self.device.busy_before(d, ends)
         pending = self.pending_last
         if len(pending):
             at = self.slot_of[pending]
@@ -442,21 +472,13 @@ class RangeTotals:
             distinct = pd.unique((rows.astype("int64") << 32) | codes) >> 32
             numbers, present = pd.factorize(distinct)
             a["streams"][self.slot_of[present]] = np.bincount(numbers, minlength=len(present))
-        order, moments = self.edges[1]
-        k = int(np.searchsorted(moments, before, side="left"))
-        if k > self.ended:
-            self.ending.append(order[self.ended:k] if order is not None
-                               else np.arange(self.ended, k))
-            self.ended = k
-        if sum(len(r) for r in self.ending) < (1 if before == END_OF_TIME else CLOSE_BATCH):
+        at, ends = self._open_ends()
+        done = ends < before
+        if int(done.sum()) < (1 if before == END_OF_TIME else CLOSE_BATCH):
             return
-        rows = np.concatenate(self.ending)
-        self.ending = []
+        rows = a["row"][at[done]]
         if len(self.pending_last):  # their last end's device busy time is still to come
-            waiting = np.isin(rows, self.pending_last)
-            if waiting.any():
-                self.ending.append(rows[waiting])
-                rows = rows[~waiting]
+            rows = rows[~np.isin(rows, self.pending_last)]
         if len(rows):
             self._pack_closed(rows)
 
@@ -501,11 +523,11 @@ class RangeTotals:
 
     def release_stream_state(self) -> None:
         """Once finished (and the pooled medians taken): drop what only the stream needed
-        (the range search, the slots, the edges, the open values); what stays is the
+        (the range search, the slots, the starts, the open values); what stays is the
         closed ranges' batches and the kernels', copies' and threads' totals."""
         self.attributor = self.slot_of = None
         self.slots = _Slots({})
-        self.edges = []
+        self.starts = None
         self.pending_last = np.zeros(0, dtype=np.int64)
         self.open_latency = self.open_streams = self.pooled = None
         self.device = DeviceBusy()
