@@ -101,7 +101,7 @@ def _streamed(opened: OpenReport, thresholds: Thresholds, progress: Progress,
     stream = OperationStream(opened.db, opened.queries)
     try:
         with progress.step("analysing"):
-            analysis = analyze_streamed(report, stream, rest, **options)
+            analysis = analyze_streamed(report, stream, rest, consume=True, **options)
             # The report's ranges and tables and the stream's buffers are the analysis's
             # now, or done with: let them go before the findings.
             stream.close()
