@@ -351,7 +351,7 @@ def test_compressed_sequences_give_back_every_value_in_order(monkeypatch):
     int64 (past 2**32) appended in any sizes, across compressed blocks and the pending
     tail, come back joined in order as int64; real durations (a fixture's) take fewer
     bytes than as uint32."""
-    from nsyswrap.analysis.streamed import sequence
+    from nsyswrap import compressed as sequence
 
     monkeypatch.setattr(sequence, "BLOCK_VALUES", 100)
     rng = np.random.default_rng(7)

@@ -19,6 +19,7 @@ import pandas as pd
 
 from ..._memory import trim_heap
 from ...chunks import cores
+from ...compressed import decompressed
 from ...intervals import no_pairs
 from ...loader import COPY_KINDS, MEMORY_KINDS, WithoutOperations, blocking_calls, kind_names
 from ...operations import LAUNCH_LAG_NS, OperationStream, StreamFallback
@@ -190,7 +191,8 @@ def _host_copies(totals: RangeTotals, kernels: int) -> pd.DataFrame:
     rows: the kernels', then the transfers' in order), with their innermost range."""
     parts = totals.copy_parts
     # Each column's parts let go as it is joined.
-    columns = {c: np.concatenate([p.pop(c) for p in parts]) if parts else np.zeros(0, "int64")
+    columns = {c: np.concatenate([decompressed(p.pop(c)) for p in parts]) if parts
+               else np.zeros(0, "int64")
                for c in ("start_ns", "end_ns", "thread", "launch_start_ns", "device_id",
                          "stream_id", "bytes", "copy_kind", "src_kind", "dst_kind", "rank",
                          "range_id")}

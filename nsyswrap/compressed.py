@@ -1,7 +1,8 @@
-"""Integer arrays kept compressed until they are read: each kernel name's durations, which
-the kernel table needs in export order (pandas' standard deviation sums in that order, so
-the exact numbers need the sequence, not value counts), and the closed ranges' packed
-instance columns while the stream goes on.
+"""Integer arrays kept compressed until they are read, for the streamed analysis: each
+kernel name's durations, which the kernel table needs in export order (pandas' standard
+deviation sums in that order, so the exact numbers need the sequence, not value counts),
+the closed ranges' packed instance columns, the host copies and the blocking calls while
+the stream goes on.
 
 Such integers are close to one another (a loop runs the same kernels; a range's counts are
 small), so their bytes, grouped by significance (the low bytes of every value, then the
