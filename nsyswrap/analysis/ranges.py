@@ -17,6 +17,7 @@ range around `loss.backward()` owns almost none of backward's kernels.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -269,6 +270,7 @@ class Attributor:
         self.starts = range_starts(ranges)
         self.by_thread = RangeSearch(ranges)
         self._user_ranges = self._user_by_process = None
+        self._building = threading.Lock()
         if rule == "process":
             user = ~np.asarray(library, dtype=bool)
             self.is_user = np.zeros(int(ranges["range_id"].max()) + 1 if len(ranges) else 0,
@@ -286,7 +288,13 @@ class Attributor:
         self.is_user = None
 
     def user_by_process(self) -> RangeSearch:
-        """The user's ranges prepared for the process rule's search (by process)."""
+        """The user's ranges prepared for the process rule's search (by process), once:
+        the streamed analysis's chunks ask for it on several worker threads at once (on
+        16 cores, four builds at the stream's start were its peak: ~300 MB)."""
+        with self._building:
+            return self._user_by_process_once()
+
+    def _user_by_process_once(self) -> RangeSearch:
         if self._user_by_process is None and self._user_ranges[1].all():
             # Every range is the user's: the search by thread, keyed by process.
             self._user_by_process = self.by_thread.by_process()
