@@ -49,10 +49,12 @@ SOURCE_KINDS = {"memcpy": MEMCPY, "memset": MEMSET, "graph": GRAPH}
 # (about two per operation), and a few chunks are in flight at once (read, prepared,
 # applied). 10 M kernels, 2 cores: 15.6 s and 859 MiB with 128 k, 13.8 s and 945 MiB with
 # 256 k; 1 M kernels 322 against 433 MiB (analysis/streamed, in-process). Once the ranges'
-# numbers were kept for the open ranges only (stop 31), the chunks in flight were a third
-# of the peak: with reader slices of 128 k rows, 64 k took 581 MiB and 16.9 s where 128 k
-# took 651 MiB and 16.4 s (32 k: 571 MiB, 20.8 s).
-CHUNK_OPERATIONS = 1 << 16
+# numbers were kept for the open ranges only (stop 31), the chunks in flight were a large
+# part of the peak on few cores: on 2, 64 k took 398-406 MiB where 128 k took 447-449 MiB,
+# in about the same time (16.3-19.4 s); on 16 cores 128 k was quicker (11.7-11.8 s against
+# 12.0-12.7 s) in no more memory (480-489 against 497-503 MiB). read_ahead() chooses.
+CHUNK_OPERATIONS = 1 << 17
+FEW_CORES_CHUNK_OPERATIONS = 1 << 16
 
 # The latest an operation may start after the call that launched it, in the stream's
 # bookkeeping: launches are kept this long behind the operations read (to join them), and
@@ -78,9 +80,13 @@ READ_AHEAD = 4
 FEW_CORES_READ_AHEAD, FEW_CORES = 2, 4
 
 
-def read_ahead() -> int:
-    """READ_AHEAD, or FEW_CORES_READ_AHEAD on machines of FEW_CORES cores or fewer."""
-    return FEW_CORES_READ_AHEAD if cores() <= FEW_CORES else READ_AHEAD
+def stream_sizes() -> tuple[int, int]:
+    """(operations per chunk, slices read ahead) for this machine: fewer of both on
+    machines of FEW_CORES cores or fewer, where they are a large part of the peak and more
+    buy no speed."""
+    if cores() <= FEW_CORES:
+        return FEW_CORES_CHUNK_OPERATIONS, FEW_CORES_READ_AHEAD
+    return CHUNK_OPERATIONS, READ_AHEAD
 
 # The last moment: no operation starts there, so every row before it is final.
 END_OF_TIME = 2**63 - 1
@@ -331,9 +337,11 @@ class OperationStream:
     blocking calls (`take_blocking_tables`) and the kernels' names (`kernel_names`)."""
 
     def __init__(self, db: Database, queries: BulkQueries,
-                 chunk_operations: int = CHUNK_OPERATIONS, lag_ns: int = LAUNCH_LAG_NS,
+                 chunk_operations: int | None = None, lag_ns: int = LAUNCH_LAG_NS,
                  ahead: int | None = None) -> None:
-        ahead = read_ahead() if ahead is None else ahead
+        chunk_default, ahead_default = stream_sizes()
+        chunk_operations = chunk_default if chunk_operations is None else chunk_operations
+        ahead = ahead_default if ahead is None else ahead
         self.db, self.queries = db, queries
         self.chunk_operations = max(1, chunk_operations)
         self.lag_ns = lag_ns
