@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .chunks import cores
 from .database import Database
 from .queries import (
     ID_MASK,
@@ -50,11 +49,11 @@ SOURCE_KINDS = {"memcpy": MEMCPY, "memset": MEMSET, "graph": GRAPH}
 # applied). 10 M kernels, 2 cores: 15.6 s and 859 MiB with 128 k, 13.8 s and 945 MiB with
 # 256 k; 1 M kernels 322 against 433 MiB (analysis/streamed, in-process). Once the ranges'
 # numbers were kept for the open ranges only (stop 31), the chunks in flight were a large
-# part of the peak on few cores: on 2, 64 k took 398-406 MiB where 128 k took 447-449 MiB,
-# in about the same time (16.3-19.4 s); on 16 cores 128 k was quicker (11.7-11.8 s against
-# 12.0-12.7 s) in no more memory (480-489 against 497-503 MiB). read_ahead() chooses.
-CHUNK_OPERATIONS = 1 << 17
-FEW_CORES_CHUNK_OPERATIONS = 1 << 16
+# part of the peak: on 2 cores 64 k took 398-406 MiB where 128 k took 447-449 MiB, in about
+# the same time (16.3-19.4 s); on a 16-core host 64 k chunks with two slices ahead and one
+# worker took 412-418 MiB and 15.0-16.4 s where 128 k, four and four took 601-615 MiB and
+# 14.9-16.3 s (docs/performance.md, "Since (stop 31)").
+CHUNK_OPERATIONS = 1 << 16
 
 # The latest an operation may start after the call that launched it, in the stream's
 # bookkeeping: launches are kept this long behind the operations read (to join them), and
@@ -70,23 +69,12 @@ LAUNCH_LAG_NS = 10_000_000_000
 MAX_LAUNCH_LOOKUPS = 2
 
 # Slices read ahead of the one in use, per table (the runtime calls: twice as many): the
-# reader threads must never wait for the analysis to take a slice, or a core idles. Four
-# kernel slices are ~40 MB. 10 M kernels, 2 cores: 18.5 s with two (and two), 15.7 s with
-# eight (and eight), 877 MiB at the peak either way (docs/performance.md). With slices of
-# 128 k rows and chunks of 64 k operations (stop 31), two (and four) took 16.0 s and 525 MiB
-# on 2 cores where four (and eight) took 16.4 s and 550 MiB: on a few cores, where the
-# readers are as many as the cores, two are enough.
-READ_AHEAD = 4
-FEW_CORES_READ_AHEAD, FEW_CORES = 2, 4
-
-
-def stream_sizes() -> tuple[int, int]:
-    """(operations per chunk, slices read ahead) for this machine: fewer of both on
-    machines of FEW_CORES cores or fewer, where they are a large part of the peak and more
-    buy no speed."""
-    if cores() <= FEW_CORES:
-        return FEW_CORES_CHUNK_OPERATIONS, FEW_CORES_READ_AHEAD
-    return CHUNK_OPERATIONS, READ_AHEAD
+# reader threads must never wait for the analysis to take a slice, or a core idles. 10 M
+# kernels, 2 cores: 18.5 s with two (and two), 15.7 s with eight (and eight), 877 MiB at the
+# peak either way (docs/performance.md). With slices of 128 k rows and chunks of 64 k
+# operations (stop 31), two (and four) took 16.0 s and 525 MiB on 2 cores where four (and
+# eight) took 16.4 s and 550 MiB; on 16 cores see CHUNK_OPERATIONS.
+READ_AHEAD = 2
 
 # The last moment: no operation starts there, so every row before it is final.
 END_OF_TIME = 2**63 - 1
@@ -339,9 +327,8 @@ class OperationStream:
     def __init__(self, db: Database, queries: BulkQueries,
                  chunk_operations: int | None = None, lag_ns: int = LAUNCH_LAG_NS,
                  ahead: int | None = None) -> None:
-        chunk_default, ahead_default = stream_sizes()
-        chunk_operations = chunk_default if chunk_operations is None else chunk_operations
-        ahead = ahead_default if ahead is None else ahead
+        chunk_operations = CHUNK_OPERATIONS if chunk_operations is None else chunk_operations
+        ahead = READ_AHEAD if ahead is None else ahead
         self.db, self.queries = db, queries
         self.chunk_operations = max(1, chunk_operations)
         self.lag_ns = lag_ns

@@ -48,9 +48,12 @@ from .totals import RangeTotals
 
 __all__ = ["analyze_streamed"]
 
-# Chunks prepared at once at most (each holds its pairs' arrays, ~10 MB at 64 k
-# operations).
-MAX_PREPARING = 4
+# Chunks prepared at once at most, beside the one applied (each holds its pairs' arrays,
+# ~10 MB at 64 k operations, and waits for its turn once prepared): applying the chunks in
+# order on this thread sets the pace, so one worker keeps up. On a 16-core host (stop 31)
+# one took 412-418 MiB and 15.0-16.4 s at 10 M kernels, two 535-537 MiB, four 601-615 MiB
+# and 14.9-16.3 s (with 128 k-operation chunks, docs/performance.md).
+MAX_PREPARING = 1
 
 # Operations applied between two trims of the heap (malloc_trim walks the whole heap:
 # ~8 ms a call, 1.4 s of 18.5 at 10 M kernels when every 64 k-operation chunk trimmed;
@@ -132,7 +135,7 @@ def _add_chunks(totals: RangeTotals, stream: OperationStream) -> None:
     (its attribution, sorts and per-range numbers: numpy and SQLite work, mostly without
     the GIL) while this thread reads the next ones and applies the prepared ones in order.
     On 16 cores the chunks' work had been one thread's (10 M kernels: 21.8 s, where the
-    whole analysis, on every core, took 12.9 s)."""
+    whole analysis, on every core, took 12.9 s); the reads run on the reader threads."""
     workers = max(1, min(cores() - 1, MAX_PREPARING))
     with ThreadPoolExecutor(max_workers=workers) as pool:
         prepared: deque = deque()
