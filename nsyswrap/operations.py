@@ -51,8 +51,8 @@ SOURCE_KINDS = {"memcpy": MEMCPY, "memset": MEMSET, "graph": GRAPH}
 # numbers were kept for the open ranges only (stop 31), the chunks in flight were a large
 # part of the peak: on 2 cores 64 k took 398-406 MiB where 128 k took 447-449 MiB, in about
 # the same time (16.3-19.4 s); on a 16-core host 64 k chunks with two slices ahead and one
-# worker took 412-418 MiB and 15.0-16.4 s where 128 k, four and four took 601-615 MiB and
-# 14.9-16.3 s (docs/performance.md, "Since (stop 31)").
+# worker preparing took 412-418 MiB and 15.0-16.4 s where 128 k, four and four took
+# 601-615 MiB and 14.9-16.3 s (docs/performance.md, "Since (stop 31)").
 CHUNK_OPERATIONS = 1 << 16
 
 # The latest an operation may start after the call that launched it, in the stream's

@@ -49,11 +49,11 @@ from .totals import RangeTotals
 __all__ = ["analyze_streamed"]
 
 # Chunks prepared at once at most, beside the one applied (each holds its pairs' arrays,
-# ~10 MB at 64 k operations, and waits for its turn once prepared): applying the chunks in
-# order on this thread sets the pace, so one worker keeps up. On a 16-core host (stop 31)
-# one took 412-418 MiB and 15.0-16.4 s at 10 M kernels, two 535-537 MiB, four 601-615 MiB
-# and 14.9-16.3 s (with 128 k-operation chunks, docs/performance.md).
-MAX_PREPARING = 1
+# ~10 MB at 64 k operations, and waits for its turn once prepared). 10 M kernels on a
+# 16-core host (stop 31, 64 k-operation chunks, three runs each): one worker 12.9 s and
+# 412 MiB, two 11.2-12.3 s and 441-448 MiB, three 11.2-11.5 s and 450-455 MiB (stop 30's
+# code 11.0 s); with 128 k chunks four had taken 601-615 MiB. On 2 cores: one.
+MAX_PREPARING = 3
 
 # Operations applied between two trims of the heap (malloc_trim walks the whole heap:
 # ~8 ms a call, 1.4 s of 18.5 at 10 M kernels when every 64 k-operation chunk trimmed;
