@@ -228,7 +228,7 @@ class _Source:
 
 def _kept_compressed(table):
     """A slice's blocking calls (a pyarrow table of integer columns) as its columns
-    compressed (analysis/streamed/sequence.py): held until the stream ends, ~30 MB of Arrow
+    compressed (compressed.py): held until the stream ends, ~30 MB of Arrow
     buffers at 10 M kernels. A table with nulls or other types stays as it is."""
     import pyarrow as pa
 
@@ -325,10 +325,8 @@ class OperationStream:
     blocking calls (`take_blocking_tables`) and the kernels' names (`kernel_names`)."""
 
     def __init__(self, db: Database, queries: BulkQueries,
-                 chunk_operations: int | None = None, lag_ns: int = LAUNCH_LAG_NS,
-                 ahead: int | None = None) -> None:
-        chunk_operations = CHUNK_OPERATIONS if chunk_operations is None else chunk_operations
-        ahead = READ_AHEAD if ahead is None else ahead
+                 chunk_operations: int = CHUNK_OPERATIONS, lag_ns: int = LAUNCH_LAG_NS,
+                 ahead: int = READ_AHEAD) -> None:
         self.db, self.queries = db, queries
         self.chunk_operations = max(1, chunk_operations)
         self.lag_ns = lag_ns

@@ -122,10 +122,10 @@ def test_closed_ranges_are_packed_in_batches_and_their_slots_reused(path, monkey
     batch of one range and up), from a single slot at first: the numbers of ranges still
     open, those whose last end's device busy time is still to come and those packed in
     many small batches put together give the same analysis."""
-    from nsyswrap.analysis.streamed import totals
+    from nsyswrap.analysis.streamed import slots, totals
 
     monkeypatch.setattr(totals, "CLOSE_BATCH", 1)
-    monkeypatch.setattr(totals, "FIRST_SLOTS", 1)
+    monkeypatch.setattr(slots, "FIRST_SLOTS", 1)
     batches, most_open = [], []
     pack_closed = totals.RangeTotals._pack_closed
 

@@ -9,7 +9,7 @@ within LAUNCH_LAG_NS of its launch (the stream checks it), so a range that ended
 before the chunks reached is complete. Device busy time is answered as the stream passes
 each window's edges (device_busy.py).
 
-The numbers are kept only for the ranges open now (_Slots: one slot per range from the
+The numbers are kept only for the ranges open now (Slots: one slot per range from the
 moment the stream passes its start until it closes), GPU numbers as float64 from the start
 (the instance columns' type: integers below 2**53 add exactly), filled as range_instances
 fills a range without work. Closed ranges' instance columns are packed a batch at a time
@@ -41,6 +41,7 @@ from ..instance_table import pack, unpack
 from ..ranges import _RELATIVE_TO, HOST_COPY_KINDS, Attributor, _innermost_of, work_per_thread
 from .device_busy import DeviceBusy
 from .open_values import OpenValues, PooledCounts
+from .slots import Slots
 
 # CUPTI's memcpy kinds that copy between host and device, and its pageable memory kind.
 HOST_COPY_IDS = np.array(sorted(k for k, v in COPY_KINDS.items() if v in HOST_COPY_KINDS))
@@ -49,9 +50,6 @@ PAGEABLE = 0
 # Ranges that have closed, packed together (each column's packing has a fixed cost; a batch
 # of 16 k ranges packs to ~1 MB).
 CLOSE_BATCH = 1 << 14
-
-# Slots made at first (they double as more ranges are open at once).
-FIRST_SLOTS = 1024
 
 # slot_of: a range the stream has not reached yet, and one whose numbers are packed.
 UNOPENED, CLOSED = -1, -2
@@ -85,50 +83,6 @@ CLOSED_COLUMNS = {c: "float64" for c in (
     "gpu_busy_other_threads_ns")} | {c: "int64" for c in COPY_COLUMNS}
 
 
-class _Slots:
-    """Arrays of running numbers with one slot per open range: a slot is taken when the
-    range opens and given back, reset to its starting values, when it closes. They grow
-    (doubling) to the most ranges open at once."""
-
-    def __init__(self, columns: dict) -> None:
-        capacity = FIRST_SLOTS
-        self.fills: dict = {}
-        self.arrays: dict[object, np.ndarray] = {}
-        self.capacity = capacity
-        self.free = np.arange(capacity - 1, -1, -1, dtype=np.int64)  # a stack
-        self.free_count = capacity
-        for name, (dtype, fill) in columns.items():
-            self.add(name, dtype, fill)
-
-    def add(self, name, dtype: str, fill: float) -> None:
-        self.fills[name] = (dtype, fill)
-        self.arrays[name] = np.full(self.capacity, fill, dtype=dtype)
-
-    def take(self, k: int) -> np.ndarray:
-        if k > self.free_count:
-            self._grow(max(2 * self.capacity, self.capacity + k - self.free_count))
-        self.free_count -= k
-        return self.free[self.free_count:self.free_count + k].copy()
-
-    def give_back(self, slots: np.ndarray) -> None:
-        for name, (_, fill) in self.fills.items():
-            self.arrays[name][slots] = fill
-        self.free[self.free_count:self.free_count + len(slots)] = slots
-        self.free_count += len(slots)
-
-    def _grow(self, capacity: int) -> None:
-        old = self.capacity
-        for name, (dtype, fill) in self.fills.items():
-            grown = np.full(capacity, fill, dtype=dtype)
-            grown[:old] = self.arrays[name]
-            self.arrays[name] = grown
-        free = np.empty(capacity, dtype=np.int64)
-        free[:self.free_count] = self.free[:self.free_count]
-        added = np.arange(capacity - 1, old - 1, -1, dtype=np.int64)
-        free[self.free_count:self.free_count + len(added)] = added
-        self.free, self.free_count, self.capacity = free, self.free_count + len(added), capacity
-
-
 class RangeTotals:
     """The per-range accumulators of one report's streamed analysis."""
 
@@ -148,7 +102,7 @@ class RangeTotals:
         # The running numbers of the open ranges, by slot (slot_of: each row's slot, or
         # UNOPENED, CLOSED).
         self.slot_of = np.full(n, UNOPENED, dtype=np.int32 if n < 2**31 else np.int64)
-        self.slots = _Slots(ACCUMULATORS | (OWN_ACCUMULATORS if attributor.rule == "process"
+        self.slots = Slots(ACCUMULATORS | (OWN_ACCUMULATORS if attributor.rule == "process"
                                             else {}))
         self.has_own = attributor.rule == "process"
         self.other_thread_pairs = False
@@ -527,7 +481,7 @@ class RangeTotals:
         (the range search, the slots, the starts, the open values); what stays is the
         closed ranges' batches and the kernels', copies' and threads' totals."""
         self.attributor = self.slot_of = None
-        self.slots = _Slots({})
+        self.slots = Slots({})
         self.starts = None
         self.pending_last = np.zeros(0, dtype=np.int64)
         self.open_latency = self.open_streams = self.pooled = None
