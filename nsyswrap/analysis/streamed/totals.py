@@ -255,7 +255,7 @@ class RangeTotals:
     def apply(self, prepared: dict) -> None:
         """Add a prepared chunk to the totals (chunks in order)."""
         chunk = prepared["chunk"]
-        self._open_until(chunk.until_ns)
+        starting = self._open_until(chunk.until_ns)
         transfer_rank = np.where(prepared["transfer_rank"] >= 0,
                                  prepared["transfer_rank"] + self.transfers_seen, -1)
         self.transfers_seen += prepared["transfers"]
@@ -290,7 +290,7 @@ class RangeTotals:
                 np.add.at(a["copy_bytes"], at, nbytes)
                 np.add.at(a["copy_ns"], at, ns)
                 np.add.at(a["pageable_copies"], at, pageable)
-        self._answer_device_busy(chunk.until_ns)
+        self._answer_device_busy(chunk.until_ns, starting)
         self._close(chunk.until_ns - self.lag_ns if chunk.until_ns < END_OF_TIME
                     else END_OF_TIME)
 
@@ -340,14 +340,16 @@ class RangeTotals:
         d_rows, keys = p["streams"]
         self.open_streams.add(self.range_end[d_rows], d_rows, self.stream_codes(keys))
 
-    def _open_until(self, until: int) -> None:
-        """A slot for each range that starts before `until` (and has none yet)."""
+    def _open_until(self, until: int) -> tuple[np.ndarray, np.ndarray]:
+        """A slot for each range that starts before `until` (and has none yet). Returns
+        the slots and starts of the ranges starting since the last call, in start order:
+        the CPU windows' edges that _answer_device_busy answers for the same bound."""
         order, moments = self.starts
         k = int(np.searchsorted(moments, until, side="left"))
-        if k > self.opened:
-            rows = order[self.opened:k] if order is not None else np.arange(self.opened, k)
-            self.opened = k
-            self._slots(rows)
+        rows = order[self.opened:k] if order is not None else np.arange(self.opened, k)
+        starts = moments[self.opened:k]
+        self.opened = max(self.opened, k)
+        return self._slots(rows), starts
 
     def _open_ends(self) -> tuple[np.ndarray, np.ndarray]:
         """The slots in use, and the ends of their ranges."""
@@ -377,9 +379,11 @@ class RangeTotals:
             out[at] = self.device.busy_before(d, moments[at])
         return out
 
-    def _answer_device_busy(self, until: int) -> None:
+    def _answer_device_busy(self, until: int, starting: tuple[np.ndarray, np.ndarray]
+                            ) -> None:
         """The moments in [the previous chunk's bound, this one's) on every device: the
-        ranges' CPU windows' edges, and the last ends of their GPU work."""
+        ranges' CPU windows' edges (`starting`: _open_until's for this bound, and the ends
+        of open ranges), and the last ends of their GPU work."""
         lo, hi = self.lower, until
         self.lower = until
         devices = self.device.devices
@@ -387,12 +391,10 @@ class RangeTotals:
             if ("cpu_busy", d) not in self.slots.arrays:
                 self.slots.add(("cpu_busy", d), *CPU_BUSY)
         a = self.slots.arrays
-        order, moments = self.starts
-        i, j = np.searchsorted(moments, [lo, hi], side="left")
-        if i < j:
-            at = self._slots(np.arange(i, j) if order is None else order[i:j])
+        at, starts = starting
+        if len(at):
             for d in devices:
-                a[("cpu_busy", d)][at] -= self.device.busy_before(d, moments[i:j])
+                a[("cpu_busy", d)][at] -= self.device.busy_before(d, starts)
         # The ends in [lo, hi): of open ranges (each opened once the stream passed its
         # start, closed only after its end was answered).
         at, ends = self._open_ends()
@@ -492,8 +494,10 @@ class RangeTotals:
         batches hold, gpu_first_start_ns first, once every range is closed (finish): each
         put together from the batches, whose parts are let go as it is."""
         n = self.n
-        names = [c for c in CLOSED_COLUMNS
-                 if c != "gpu_busy_other_threads_ns" or self.has_own]
+        # The other threads' busy time only where their work went to other threads' ranges
+        # (else _instances makes it from the busy time: 0 where known).
+        names = [c for c in CLOSED_COLUMNS if c != "gpu_busy_other_threads_ns"
+                 or (self.has_own and self.other_thread_pairs)]
         for c in names:
             values = np.empty(n, dtype=CLOSED_COLUMNS[c])
             for rows, packed in self.closed:
@@ -545,8 +549,7 @@ class RangeTotals:
 
     def finish(self) -> None:
         """After the last chunk: every moment answered, every range closed."""
-        self._open_until(END_OF_TIME)
-        self._answer_device_busy(END_OF_TIME)
+        self._answer_device_busy(END_OF_TIME, self._open_until(END_OF_TIME))
         self._close(END_OF_TIME)
 
 
