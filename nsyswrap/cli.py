@@ -12,6 +12,7 @@ os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
 from ._memory import limit_malloc_arenas  # noqa: E402
 
 limit_malloc_arenas()
+import itertools
 import shutil
 import sys
 from importlib import resources
@@ -25,6 +26,7 @@ from ._version import __version__
 from .capture import DEFAULT_TRACE
 from .diagnose import Thresholds
 from .errors import BadInputError, NsysWrapError
+from .files import atomic_write, refuse_input_as_output
 from .multi.thresholds import DiffThresholds, RankThresholds
 from .render import RENDERERS, SECTIONS, render_pieces
 
@@ -198,7 +200,7 @@ def _split_thresholds(pairs: tuple[str, ...]):
 
 
 def _output_multi(kind: str, result, fmt: str, output: Path | None, top: int,
-                  color: bool | None, steps=None, **options) -> None:
+                  color: bool | None, steps=None, inputs=(), **options) -> None:
     """Like _output, for ranks side by side or a diff. The ranks page links each rank's
     own page where one lies beside its report."""
     from .render.multi import render_diff, render_ranks
@@ -208,7 +210,8 @@ def _output_multi(kind: str, result, fmt: str, output: Path | None, top: int,
         from .multi.inputs import page_links
 
         options["pages"] = page_links([s.source for s in result.summaries], output)
-    _output(result, fmt, output, top, color, renderer=renderer, steps=steps, **options)
+    _output(result, fmt, output, top, color, renderer=renderer, steps=steps, inputs=inputs,
+            **options)
 
 
 def _exit_for_ranks(analysis, fail_codes: set[str] | None) -> None:
@@ -281,6 +284,7 @@ def compare_command(reports, fmt, output, section, instances, top, thresholds, f
         from .multi.inputs import expand
 
         paths = expand(reports)
+        refuse_input_as_output(output, paths)
         if len(paths) > 1 or as_ranks:
             from .multi import compare_ranks
 
@@ -294,7 +298,7 @@ def compare_command(reports, fmt, output, section, instances, top, thresholds, f
                 compare_options={"attribution": attribution, "all_domains": all_domains},
                 load_options={"cache_dir": cache_dir, "nsys": nsys}, progress=steps)
             _output_multi("ranks", analysis, fmt, output, top, color, steps=steps,
-                          section=section)
+                          inputs=paths, section=section)
             _exit_for_ranks(analysis, fail_codes)
             return
         report = paths[0]
@@ -302,6 +306,7 @@ def compare_command(reports, fmt, output, section, instances, top, thresholds, f
         report = None
     if report is None:
         report = demo_report()
+        refuse_input_as_output(output, [report])
         click.echo(f"nsyswrap: no report given; comparing the bundled demo report {report.name} "
                    "(try: nsyswrap compare YOUR_REPORT.sqlite)", err=True)
     steps = _steps(fmt)
@@ -320,16 +325,18 @@ def compare_command(reports, fmt, output, section, instances, top, thresholds, f
 
         result = compare(opened, limits, by_process=by_process, attribution=attribution,
                          all_domains=all_domains, progress=steps)
-    _output(result, fmt, output, top, color, steps=steps, section=section,
+        read = [report, opened.db.path]
+    _output(result, fmt, output, top, color, steps=steps, inputs=read, section=section,
             instances=instances)
     _exit_for([result], fail_codes)
 
 
 def _output(result, fmt: str, output: Path | None, top: int, color: bool | None,
-            renderer=render_pieces, steps=None, **options) -> None:
-    """Render `result` to standard output or `output`; colour and width only on a terminal.
-    A page or trace is not dumped onto a terminal: it asks for -o. `renderer` gives the
-    text, or its pieces (written as they come: millions of instance rows stream)."""
+            renderer=render_pieces, steps=None, inputs=(), **options) -> None:
+    """Render `result` to standard output or `output` (never one of `inputs`, written
+    atomically: files.py); colour and width only on a terminal. A page or trace is not
+    dumped onto a terminal: it asks for -o. `renderer` gives the text, or its pieces
+    (written as they come: millions of instance rows stream)."""
     to_terminal = output is None and sys.stdout.isatty()
     _check_destination(fmt, output)
     use_color = color if color is not None else (to_terminal and "NO_COLOR" not in os.environ)
@@ -350,26 +357,14 @@ def _output(result, fmt: str, output: Path | None, top: int, color: bool | None,
             _say(f"wrote the {fmt} output to standard output (-o {FILE_FORMATS[fmt]} writes "
                  "a file)")
         return
-    _write_pieces(output, first, pieces)
+    _write_pieces(output, first, pieces, inputs)
     _say(f"wrote {fmt} to {output}")
 
 
-def _write_pieces(output: Path, first: str, rest) -> None:
-    """Write the text to `output`. Should a later piece fail, a regular file is removed
-    rather than left cut short (it would read as a whole document)."""
-    try:
-        with output.open("w", encoding="utf-8") as f:
-            f.write(first)
-            try:
-                for piece in rest:
-                    f.write(piece)
-            except BaseException:
-                f.close()
-                if output.is_file():
-                    output.unlink()
-                raise
-    except OSError as e:
-        raise BadInputError(f"cannot write {output}: {e.strerror or e}") from None
+def _write_pieces(output: Path, first: str, rest, inputs=()) -> None:
+    """Write the text to `output` atomically: should a later piece fail, an existing file
+    is left as it was and no part of the new one remains."""
+    atomic_write(output, itertools.chain([first], rest), inputs=inputs)
 
 
 def _check_destination(fmt: str, output: Path | None) -> None:
@@ -543,11 +538,13 @@ def diff_command(base, new, fmt, output, section, top, thresholds, fail_pct, nsy
     if any("=" not in p for p in thresholds):
         raise BadInputError("--threshold takes NAME=VALUE")
     _check_destination(fmt, output)
+    refuse_input_as_output(output, [base, new])
     steps = _steps(fmt)
     result = diff_reports(base, new, thresholds=DiffThresholds().with_overrides(overrides),
                           jobs=jobs, dask=dask, compare_options={"attribution": attribution},
                           load_options={"cache_dir": cache_dir, "nsys": nsys}, progress=steps)
-    _output_multi("diff", result, fmt, output, top, color, steps=steps, section=section)
+    _output_multi("diff", result, fmt, output, top, color, steps=steps, inputs=[base, new],
+                  section=section)
     if fail_pct is not None:
         worse = result.regressions(fail_pct)
         if len(worse):

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import math
 import os
 import random
 import statistics
@@ -32,6 +33,7 @@ from typing import Any
 
 from .annotate import annotate, mark
 from .errors import NsysWrapError
+from .files import atomic_write
 from .schema import (
     CAPTURE_ENV,
     CAPTURE_RANGE,
@@ -143,9 +145,9 @@ class BenchmarkResult:
                 "iqr_ns": self.iqr_ns, "min_ns": self.min_ns, "config": asdict(self.config)}
 
     def save(self, path: str | os.PathLike) -> Path:
-        path = Path(path)
-        path.write_text(json.dumps(self.to_dict(), indent=2) + "\n")
-        return path
+        """The result as JSON in `path`, written atomically (files.py)."""
+        return atomic_write(path, json.dumps(_finite(self.to_dict()), indent=2,
+                                             allow_nan=False) + "\n")
 
     def __repr__(self) -> str:
         parts = [f"median {self.median_ns / 1e3:.2f} µs", f"IQR {self.iqr_ns / 1e3:.2f} µs",
@@ -174,7 +176,7 @@ def mark_payloads(result: BenchmarkResult, pid: int | None = None) -> list[str]:
         "floor_event_ns": [round(f) for f in result.floor_ns],
         "config": asdict(result.config),
     }
-    text = json.dumps(body, separators=(",", ":"))
+    text = json.dumps(_finite(body), separators=(",", ":"), allow_nan=False)
     if len(text) <= MARK_CHUNK_CHARS:
         return [text]
     chunks = [text[i: i + MARK_CHUNK_CHARS] for i in range(0, len(text), MARK_CHUNK_CHARS)]
@@ -182,6 +184,17 @@ def mark_payloads(result: BenchmarkResult, pid: int | None = None) -> list[str]:
     return [json.dumps({"nsyswrap": MARK_PART_SCHEMA, "key": key, "part": i,
                         "parts": len(chunks), "text": c}, separators=(",", ":"))
             for i, c in enumerate(chunks)]
+
+
+def _finite(value: Any) -> Any:
+    """`value` for strict JSON: a float that is not finite (a timer that failed) is None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _import_torch():

@@ -13,10 +13,10 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 from .errors import BadInputError, NsysWrapError
+from .files import replacing
 
 # Where nsys lives when it is not on PATH, most specific first.
 NSYS_SEARCH_GLOBS = (
@@ -125,20 +125,15 @@ def export_to(rep: Path, target: Path, nsys: str | None = None) -> Path:
     interrupted export leaves nothing that a later run would take for a good export."""
     exe = require_nsys(nsys, purpose=f"exporting {rep.name} to SQLite")
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.stem}-", suffix=".sqlite", dir=target.parent)
-    os.close(fd)
-    try:
+    with replacing(target, suffix=".sqlite", inputs=[rep]) as tmp:
         proc = subprocess.run(
-            [exe, "export", "--type", "sqlite", "--force-overwrite", "true", "-o", tmp, str(rep)],
+            [exe, "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(tmp),
+             str(rep)],
             capture_output=True, text=True,
         )
         if proc.returncode != 0 or os.path.getsize(tmp) == 0:
             detail = _last_line(proc.stderr) or _last_line(proc.stdout) or f"exit {proc.returncode}"
             raise NsysWrapError(f"nsys could not export {rep} ({detail}); {rep} is kept")
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
     return target
 
 

@@ -6,7 +6,6 @@ export keeps the .nsys-rep, a failing workload still gets its capture exported a
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,10 +14,11 @@ from .capture import Capture, ProfileOptions, finish, profile, profile_ranks
 from .compare import Comparison, compare
 from .diagnose import Thresholds
 from .errors import BadInputError
+from .files import atomic_write
 from .nsys import find_nsys, nsys_version
 from .progress import NO_PROGRESS, Progress
-from .render.document import document
 from .render.html import HtmlRenderer
+from .render.json import JsonRenderer
 
 ANALYSIS_JSON = "analysis.json"
 REPORT_HTML = "report.html"
@@ -99,9 +99,10 @@ def _analyse(cap: Capture, thresholds: Thresholds | None,
         progress("analysing")
     result = compare(cap.sqlite, thresholds, progress=steps, **(compare_options or {}))
     result.info.notes.extend(cap.notes)
+    read = (cap.sqlite, cap.rep, cap.qdstrm)
     out = cap.output_dir / json_name
-    out.write_text(json.dumps(document(result), indent=2, ensure_ascii=False) + "\n")
+    atomic_write(out, JsonRenderer().pieces(result), inputs=read)
     page = cap.output_dir / html_name
     with steps.step(f"writing {html_name}"):
-        page.write_text(HtmlRenderer().render(result), encoding="utf-8")
+        atomic_write(page, HtmlRenderer().render(result), inputs=read)
     return RunResult(cap, result, out, page)
