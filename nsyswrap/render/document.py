@@ -41,7 +41,8 @@ PROCESS_FIELDS = ["pid", "name", "devices", "kernels", "kernel_ns", "gpu_ops", "
 
 
 def plain(value: Any) -> Any:
-    """numpy/pandas scalars to JSON-ready Python: NaN -> None, whole floats -> int."""
+    """numpy/pandas scalars to JSON-ready Python: NaN and infinities -> None (strict JSON
+    has no such numbers), whole floats -> int."""
     if isinstance(value, dict):
         return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -52,7 +53,7 @@ def plain(value: Any) -> Any:
         return bool(value)
     if isinstance(value, (float, np.floating)):
         f = float(value)
-        if math.isnan(f):
+        if not math.isfinite(f):
             return None
         return int(f) if f.is_integer() and abs(f) < 2**53 else f
     if value is pd.NA or value is pd.NaT:
@@ -79,7 +80,7 @@ def plain_column(values: pd.Series) -> tuple[list[Any], str]:
         out = a.astype(object)
         whole = np.isfinite(a) & (a == np.trunc(a)) & (np.abs(a) < 2**53)
         out[whole] = a[whole].astype("int64").astype(object)
-        out[np.isnan(a)] = None
+        out[~np.isfinite(a)] = None
         return out.tolist(), "float"
     if isinstance(dtype, (pd.CategoricalDtype, pd.StringDtype)):
         # Texts (or NA): hashing cannot merge values that plain() would tell apart.

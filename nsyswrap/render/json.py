@@ -1,4 +1,5 @@
-"""JSON for CI: the `nsyswrap.compare/1` document."""
+"""JSON for CI: the `nsyswrap.compare/1` document. Strict JSON: a number that is not
+finite is null (document.plain), and json.dumps is told to refuse one that slips through."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ class JsonRenderer:
     def pieces(self, c: Comparison, *, instances: bool = False, **_) -> Iterator[str]:
         """The document's text in pieces: with `instances`, exactly what json.dumps(indent=2)
         gives for the document with its instance and iteration rows, a chunk at a time."""
-        text = json.dumps(document(c), indent=2, ensure_ascii=False)
+        text = json.dumps(document(c), indent=2, ensure_ascii=False, allow_nan=False)
         if not instances:
             yield text + "\n"
             return
@@ -58,15 +59,17 @@ def _json_texts(values: list[Any], kind: str) -> list[str] | None:
     if kind == "int":
         return list(map(str, values))
     if kind == "float":
-        # str is float.__repr__, json's text for finite floats.
-        return ["null" if v is None else str(v) if math.isfinite(v) else json.dumps(v)
-                for v in values]
+        # str is float.__repr__, json's text for finite floats; plain_column made the others
+        # None, and one that slipped through fails here rather than write NaN.
+        return ["null" if v is None else str(v) if math.isfinite(v)
+                else json.dumps(v, allow_nan=False) for v in values]
     if kind == "text":
         return ["null" if v is None else _text(v) for v in values]
     if any(isinstance(v, (dict, list)) for v in values):
         return None
-    return [json.dumps(v, ensure_ascii=False) for v in values]
+    return [json.dumps(v, ensure_ascii=False, allow_nan=False) for v in values]
 
 
 def _nested_record(row: dict[str, Any]) -> str:
-    return "    " + json.dumps(row, indent=2, ensure_ascii=False).replace("\n", "\n    ")
+    return "    " + json.dumps(row, indent=2, ensure_ascii=False,
+                               allow_nan=False).replace("\n", "\n    ")

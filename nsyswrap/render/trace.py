@@ -36,7 +36,8 @@ OP_CATEGORIES = ("kernel", "memcpy", "memset", "graph")
 class TraceRenderer:
     def render(self, c: Comparison, **_) -> str:
         refuse_streamed(c, "a trace")
-        return json.dumps(trace_document(c), ensure_ascii=False, separators=(",", ":")) + "\n"
+        return json.dumps(trace_document(c), ensure_ascii=False, separators=(",", ":"),
+                          allow_nan=False) + "\n"
 
 
 def trace_document(c: Comparison) -> dict[str, Any]:
@@ -77,6 +78,13 @@ def _origin_ns(c: Comparison) -> int:
 
 def _us(ns: np.ndarray | float, origin: int) -> np.ndarray:
     return np.round((np.asarray(ns, dtype="float64") - origin) / 1e3, 3)
+
+
+def _json_numbers(us: np.ndarray) -> list[float | None]:
+    """Times as JSON numbers: one that is not finite (a time the report lacks) is null."""
+    if np.isfinite(us).all():
+        return us.tolist()
+    return [x if np.isfinite(x) else None for x in us.tolist()]
 
 
 def _process_metadata(c: Comparison) -> list[dict[str, Any]]:
@@ -121,9 +129,9 @@ def _nvtx_events(c: Comparison, origin: int) -> list[dict[str, Any]]:
         return out
     names = [range_label(d or "", str(n)) for d, n in
              zip(inst["domain"].fillna(""), inst["name"], strict=True)]
-    ts = _us(inst["start_ns"].to_numpy(), origin).tolist()
-    end = _us(inst["end_ns"].to_numpy(), origin).tolist()  # ends rounded like starts: slices
-    #                                                         that nest in ns nest in µs too
+    # Ends rounded like starts: slices that nest in ns nest in µs too.
+    ts = _json_numbers(_us(inst["start_ns"].to_numpy(), origin))
+    end = _json_numbers(_us(inst["end_ns"].to_numpy(), origin))
     busy = inst["gpu_busy_ns"].to_numpy(dtype="float64")
     for name, r, t0, t1, b in zip(names, inst.itertuples(index=False), ts, end, busy.tolist(),
                                   strict=True):
@@ -140,7 +148,8 @@ def _nvtx_events(c: Comparison, origin: int) -> list[dict[str, Any]]:
             out.append({**base, "ph": "b", "ts": t0, "id2": {"local": ident}, "args": args})
             out.append({**base, "ph": "e", "ts": t1, "id2": {"local": ident}})
         else:
-            out.append({**base, "ph": "X", "ts": t0, "dur": round(t1 - t0, 3), "args": args})
+            dur = None if t0 is None or t1 is None else round(t1 - t0, 3)
+            out.append({**base, "ph": "X", "ts": t0, "dur": dur, "args": args})
     return out
 
 
@@ -152,9 +161,9 @@ def _blocking_calls(c: Comparison, origin: int) -> list[dict[str, Any]]:
     ts = _us(calls["start_ns"].to_numpy(), origin)
     dur = np.round(_us(calls["end_ns"].to_numpy(), origin) - ts, 3)
     return [{"name": str(api), "cat": "cuda_api", "ph": "X", "pid": int(p), "tid": int(t),
-             "ts": float(s), "dur": float(d), "args": {"blocks_host": True}}
+             "ts": s, "dur": d, "args": {"blocks_host": True}}
             for api, p, t, s, d in zip(calls["api"].astype(str), pid.tolist(), tid.tolist(),
-                                       ts.tolist(), dur.tolist(), strict=True)]
+                                       _json_numbers(ts), _json_numbers(dur), strict=True)]
 
 
 def _gpu_ops_and_launches(c: Comparison, origin: int) -> list[dict[str, Any]]:
@@ -172,12 +181,12 @@ def _gpu_ops_and_launches(c: Comparison, origin: int) -> list[dict[str, Any]]:
                                        "start_ns": start, "end_ns": end}))
     tid = stream + lanes * LANE_TID_STEP
     ts_us = _us(start, origin)
-    ts = ts_us.tolist()
-    dur = np.round(_us(end, origin) - ts_us, 3).tolist()
+    ts = _json_numbers(ts_us)
+    dur = _json_numbers(np.round(_us(end, origin) - ts_us, 3))
     launch = ops["launch_start_ns"].to_numpy()
     has_launch = launch >= 0
     lpid, ltid = thread_ids(ops["thread"].to_numpy())
-    launch_ts = _us(launch, origin).tolist()
+    launch_ts = _json_numbers(_us(launch, origin))
     out: list[dict[str, Any]] = []
     kinds = ops["kind"].astype(str).tolist()
     names = ops["name"].astype(str).tolist()
@@ -249,7 +258,7 @@ def _findings(c: Comparison, origin: int) -> list[dict[str, Any]]:
             r = inst.loc[rid]
             out.append({"name": f.code, "cat": "finding", "ph": "i", "s": "t",
                         "pid": int(r["pid"]), "tid": int(r["tid"]),
-                        "ts": float(_us(r["start_ns"], origin)),
+                        "ts": _json_numbers(_us([r["start_ns"]], origin))[0],
                         # a merged finding: each range's instant carries its own numbers
                         "args": {**args, "range": label,
                                  **({"evidence": plain(by_range[label])}

@@ -9,9 +9,11 @@ from .document import diff_document, ranks_document
 
 class RanksJson:
     def render(self, a, **_) -> str:
-        return json.dumps(ranks_document(a), indent=2, ensure_ascii=False) + "\n"
+        return json.dumps(ranks_document(a), indent=2, ensure_ascii=False,
+                          allow_nan=False) + "\n"
 
 
 class DiffJson:
     def render(self, d, **_) -> str:
-        return json.dumps(diff_document(d), indent=2, ensure_ascii=False) + "\n"
+        return json.dumps(diff_document(d), indent=2, ensure_ascii=False,
+                          allow_nan=False) + "\n"
