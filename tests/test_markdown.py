@@ -15,6 +15,7 @@ from nsyswrap.render import render
 
 HOSTILE = DATA / "cpu2022_hostile.sqlite"
 UNESCAPED_PIPE = re.compile(r"(?<!\\)\|")
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 
 def _names() -> set[str]:
@@ -43,10 +44,14 @@ def test_no_markup_and_every_name_recoverable():
     text = render(nsyswrap.compare(HOSTILE), "markdown")
     assert "<img" not in text and "<script" not in text and "</script" not in text
     assert "<b " not in text
-    # Undoing the escapes gives back every range name (newlines and tabs as spaces).
+    # Undoing the escapes gives back every range name (newlines and tabs as spaces, other
+    # control characters as \xNN, a counter-named range as its family `=step {n}`).
     plain = html.unescape(re.sub(r"\\(.)", r"\1", text))
     for name in _names():
-        assert re.sub(r"[\r\n\t]+", " ", name) in plain, name
+        shown = CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}",
+                            re.sub(r"[\r\n\t]+", " ", name))
+        assert shown in plain or re.sub(r"\d+$", "{n}", shown) in plain, name
+    assert "\x1b" not in text
     # Suggestions are one list item per line.
     items = [ln for ln in text.splitlines() if ln.startswith("- **")]
     assert items and all("alert(" not in ln or "&lt;" in ln for ln in items)

@@ -1,4 +1,9 @@
-"""CSV: one section as one flat table (spreadsheets, pandas.read_csv)."""
+"""CSV: one section as one flat table (spreadsheets, pandas.read_csv).
+
+Text from the report is made safe to open in a spreadsheet: its control characters are
+shown as escapes (names.printable), and a text cell that starts with a character a
+spreadsheet reads as the start of a formula gets a leading single quote, as OWASP's advice
+on CSV injection has it. Numbers are written as numbers, negative ones too."""
 
 from __future__ import annotations
 
@@ -6,9 +11,13 @@ import csv
 import io
 import json
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 from ..compare import Comparison
 from .document import column_chunks, section_chunks, section_frame
+from .names import printable
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
 class CsvRenderer:
@@ -54,11 +63,28 @@ def _frame_pieces(frame, fields: list[str]) -> Iterator[str]:
         if not header:
             writer.writerow(fields)
             header = True
-        writer.writerows(zip(*(columns[f] if kinds[f] != "object" else map(_cell, columns[f])
-                               for f in fields), strict=True))
+        writer.writerows(zip(*(_text_column(columns[f]) if kinds[f] == "text"
+                               else map(_cell, columns[f]) if kinds[f] == "object"
+                               else columns[f] for f in fields), strict=True))
         yield out.getvalue()
 
 
-def _cell(value):
-    """A cell's value: lists and dicts as JSON (csv writes None as an empty cell itself)."""
-    return json.dumps(value) if isinstance(value, (dict, list)) else value
+def safe_text(text: str) -> str:
+    """A text cell as a spreadsheet may open it: controls escaped, no formula."""
+    text = printable(text)
+    return "'" + text if text.startswith(FORMULA_STARTS) else text
+
+
+def _cell(value: Any) -> Any:
+    """A cell's value: lists and dicts as JSON, texts made safe (csv writes None as an
+    empty cell itself)."""
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, allow_nan=False)
+    return safe_text(value) if isinstance(value, str) else value
+
+
+def _text_column(values: list[str | None]) -> list[str | None]:
+    """safe_text of each text of a column, worked out once per distinct text (a million
+    instances share a few names)."""
+    changed = {v: safe for v in set(values) if v is not None and (safe := safe_text(v)) != v}
+    return [changed.get(v, v) for v in values] if changed else values

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from ..compare import Comparison
+from .names import printable
 from .views import (
     BENCHMARK_COLUMNS,
     FINDING_COLUMNS,
@@ -21,14 +22,15 @@ from .views import (
 # Names come from the report (kernels, NVTX ranges, domains, paths) and may hold anything.
 # In a table cell or a list item they must stay one line of plain text: GitHub renders raw
 # HTML (an <img> in a range name would show as an image), `|` ends a cell, and `*_[]`
-# and backticks would format. HTML's specials become entities, Markdown's get a backslash.
+# and backticks would format. HTML's specials become entities, Markdown's get a backslash;
+# control characters show as escapes (names.printable).
 _HTML = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
 _MARKDOWN = re.compile(r"([\\`*_\[\]|#~])")
 _LINE_BREAKS = re.compile(r"[\r\n\t]+")
 
 
 def _escape(text: str) -> str:
-    text = _LINE_BREAKS.sub(" ", str(text)).translate(_HTML)
+    text = printable(_LINE_BREAKS.sub(" ", str(text))).translate(_HTML)
     return _MARKDOWN.sub(r"\\\1", text)
 
 

@@ -1,8 +1,29 @@
-"""Readable kernel names: C++ demangled names run to hundreds of characters."""
+"""Readable names: C++ demangled kernel names run to hundreds of characters, and any name
+from a report may hold control characters."""
 
 from __future__ import annotations
 
 import re
+
+# Characters a terminal, a spreadsheet or an editor acts on rather than shows: C0 controls
+# (ESC starts the sequences that recolour a terminal, retitle its window or move its
+# cursor), DEL, C1 controls (U+009B is a one-character CSI), Unicode's line separators and
+# the bidirectional marks that reorder the text around them. Newline and tab stay: each
+# format deals with those.
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u2028-\u202e"
+                       "\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """`text` with its control characters shown as escapes (ESC as `\\x1b`, U+202E as
+    `\\u202e`), for every format a person reads: the terminal, Markdown, CSV, HTML."""
+    return _CONTROLS.sub(_escape_control, text)
+
+
+def _escape_control(m: re.Match) -> str:
+    code = ord(m.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
 
 _NOISE = (
     (re.compile(r"^void "), ""),

@@ -17,14 +17,16 @@ import numpy as np
 
 from .._version import __version__
 from ..units import fmt_bytes, fmt_ns
+from .names import printable
 from .views import Column, cells, legend
 
 VENDOR_FILES = ("vega.min.js", "vega-lite.min.js", "vega-embed.min.js")
 
 
 def esc(value: Any) -> str:
-    """Text from the report as HTML text or attribute value."""
-    return html.escape("" if value is None else str(value), quote=True)
+    """Text from the report as HTML text or attribute value, its control characters shown
+    as escapes as in every other format."""
+    return html.escape(printable("" if value is None else str(value)), quote=True)
 
 
 def json_for_script(data: Any) -> str:

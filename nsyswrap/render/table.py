@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..compare import Comparison
+from .names import printable
 from .views import (
     BENCHMARK_COLUMNS,
     FINDING_COLUMNS,
@@ -27,6 +28,13 @@ from .views import (
 SEVERITY_STYLE = {"warning": "bold yellow", "info": "cyan"}
 
 
+def terminal_text(text: str, style: str = "") -> Text:
+    """Text for the terminal: what came from the report (names, paths, messages that quote
+    them) with its control characters as escapes, so no name can recolour, retitle or
+    rewrite the terminal."""
+    return Text(printable(str(text)), style=style)
+
+
 class TableRenderer:
     def render(self, c: Comparison, *, color: bool = False, width: int | None = None,
                top: int = 10, **_) -> str:
@@ -34,16 +42,16 @@ class TableRenderer:
         console = Console(file=buf, force_terminal=color, no_color=not color,
                           width=width or 120, highlight=False, soft_wrap=False)
         lines = header_lines(c)
-        console.print(Text(lines[0], style="bold"))
-        console.print(Text(lines[1], style="dim"))
+        console.print(terminal_text(lines[0], style="bold"))
+        console.print(terminal_text(lines[1], style="dim"))
         for alert in c.info.alerts:
-            console.print(Text(f"WARNING: {alert}", style="bold yellow"))
+            console.print(terminal_text(f"WARNING: {alert}", style="bold yellow"))
         for note in c.info.notes:
             if note not in c.info.alerts:
-                console.print(Text(f"note: {note}", style="dim"))
+                console.print(terminal_text(f"note: {note}", style="dim"))
         attribution = attribution_line(c)
         if attribution:
-            console.print(Text(attribution, style="dim"))
+            console.print(terminal_text(attribution, style="dim"))
 
         kernels = rows(c, "kernels")
         if kernels:
@@ -70,9 +78,10 @@ class TableRenderer:
             for f in findings:
                 style = SEVERITY_STYLE.get(f["severity"], "")
                 sev, code, rng, msg = cells(FINDING_COLUMNS, f)
-                message = Text(msg)
-                message.append(f"\n→ {f['suggestion']}", style="dim")
-                t.add_row(Text(sev, style=style), Text(code, style=style), rng, message)
+                message = terminal_text(msg)
+                message.append(printable(f"\n→ {f['suggestion']}"), style="dim")
+                t.add_row(Text(sev, style=style), Text(code, style=style), terminal_text(rng),
+                          message)
             console.print(t)
         else:
             console.print(Text("No findings: nothing distorts these timings at the current "
@@ -89,5 +98,5 @@ def _table(title: str, columns: list[Column], data: list[dict]) -> Table:
         t.add_column(col.header, justify="right" if col.numeric else "left",
                      overflow="fold", no_wrap=col.numeric, min_width=len(col.header))
     for row in data:
-        t.add_row(*cells(columns, row))
+        t.add_row(*(terminal_text(cell) for cell in cells(columns, row)))
     return t

@@ -1,7 +1,10 @@
 /* CPU-only NVTX workload whose names are hostile to a page that does not escape them:
  * markup with event handlers, a closing </script>, quotes, ampersands, newlines and pipes,
  * in range names, a domain name and a mark. The HTML report must show them as text (the
- * escaping test, tests/test_html.py). The first instance of the repeated range is slow, so
+ * escaping test, tests/test_html.py). Names that a spreadsheet would run as formulas
+ * (starting with = + - @ tab CR, a counter family and a domain among them) and names with
+ * terminal escape sequences and other control characters: CSV cells neutralised, controls
+ * shown escaped (tests/test_writes.py). The first instance of the repeated range is slow, so
  * a COLD_START finding names a hostile range too. Built and profiled by
  * scripts/make_fixtures_cpu.sh (Debian's nsys 2022.4, no GPU).
  */
@@ -22,6 +25,18 @@ static const char *QUOTES = "quote\" apos' amp& lt< gt> back\\slash";
 static const char *NEWLINE = "line one\nline two\r\ttab";
 static const char *PIPES = "a|b||c | `code` *star* [link](x)";
 static const char *DOMAIN = "<b onmouseover=alert(3)>dom</b>";
+static const char *FORMULAS[] = {
+    "=HYPERLINK(\"http://example.invalid\",\"click\")",
+    "+1+cmd|' /C calc'!A0",
+    "-2+3",
+    "@SUM(1+1)",
+    "\tTAB first",
+    "\rCR first",
+};
+static const char *FORMULA_STEPS[] = {"=step 1", "=step 2", "=step 3", "=step 4"};
+static const char *FORMULA_DOMAIN = "@dom";
+/* ESC sequences (a colour, a window title ended by BEL), DEL and a C1 control (U+009B). */
+static const char *CONTROLS = "\x1b[31mred\x1b[0m \x1b]0;title\x07 del\x7f csi\xc2\x9b" "1m";
 
 static void push(nvtxDomainHandle_t d, const char *name) {
     nvtxEventAttributes_t a = {0};
@@ -54,6 +69,29 @@ int main(void) {
         nvtxRangePop();
         nvtxRangePop();
     }
+    /* Formula-like names, each twice (a range, not a one-off), and a counter family. */
+    for (int i = 0; i < 2; i++) {
+        for (unsigned k = 0; k < sizeof FORMULAS / sizeof *FORMULAS; k++) {
+            nvtxRangePushA(FORMULAS[k]);
+            spin_us(100);
+            nvtxRangePop();
+        }
+    }
+    for (unsigned k = 0; k < sizeof FORMULA_STEPS / sizeof *FORMULA_STEPS; k++) {
+        nvtxRangePushA(FORMULA_STEPS[k]);
+        spin_us(300);
+        nvtxRangePushA(CONTROLS);
+        spin_us(100);
+        nvtxRangePop();
+        nvtxRangePop();
+    }
+    nvtxDomainHandle_t formula_dom = nvtxDomainCreateA(FORMULA_DOMAIN);
+    for (int i = 0; i < 2; i++) {
+        push(formula_dom, "+in a domain");
+        spin_us(100);
+        nvtxDomainRangePop(formula_dom);
+    }
+    nvtxDomainDestroy(formula_dom);
     nvtxMarkA(IMG);
     nvtxDomainDestroy(dom);
     return 0;

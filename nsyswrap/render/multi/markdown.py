@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..markdown import _escape, _table
+from ..names import printable
 from .document import diff_section, ranks_section
 from .views import IDENTITY_COLUMNS, RANK_COLUMNS, diff_columns, family_rows
 
@@ -32,7 +33,8 @@ class DiffMarkdown:
         comp = d.comparability
         rows = diff_section(d, "rows")
         counts = d.rows["verdict"].value_counts()
-        out = [f"## nsyswrap diff: `{d.base.source}` → `{d.new.source}`", "",
+        out = [f"## nsyswrap diff: `{printable(d.base.source)}` → `{printable(d.new.source)}`",
+               "",
                f"**{comp['level']}**" + "".join(f"; {_escape(r)}" for r in
                                                 comp["reasons"] + comp["cautions"]), "",
                "Verdicts: " + ", ".join(f"{int(n)} {v}" for v, n in counts.items())

@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.text import Text
 
 from ...units import fmt_ns
-from ..table import SEVERITY_STYLE, _table
+from ..table import SEVERITY_STYLE, _table, terminal_text
 from ..views import Column
 from .document import diff_section, ranks_section
 from .views import IDENTITY_COLUMNS, RANK_COLUMNS, diff_columns, family_rows
@@ -31,19 +31,19 @@ def _findings(console: Console, findings: list[dict], title: str) -> None:
         style = SEVERITY_STYLE.get(f["severity"], "")
         line = Text(f"  {f['severity']:<8}", style=style)
         line.append(f"{f['code']:<13}", style=style)
-        line.append(f["message"])
+        line.append_text(terminal_text(f["message"]))
         console.print(line)
         if f.get("suggestion"):
-            console.print(Text(f"  {'':<21}→ {f['suggestion']}", style="dim"))
+            console.print(terminal_text(f"  {'':<21}→ {f['suggestion']}", style="dim"))
 
 
 class RanksTable:
     def render(self, a, *, color: bool = False, width: int | None = None, **_) -> str:
         console, buf = _console(color, width)
         ranks = ranks_section(a, "ranks")
-        console.print(Text(f"nsyswrap: {len(ranks)} ranks side by side"
-                           + (f", step = {a.step_family}" if a.step_family else ""),
-                           style="bold"))
+        console.print(terminal_text(f"nsyswrap: {len(ranks)} ranks side by side"
+                                    + (f", step = {a.step_family}" if a.step_family else ""),
+                                    style="bold"))
         console.print(_table("Ranks and how they were identified", IDENTITY_COLUMNS, ranks))
         if a.clock.get("checked"):
             console.print(Text(
@@ -51,7 +51,7 @@ class RanksTable:
                 f"{a.clock['timebase']} matched collectives end "
                 f"{fmt_ns(a.clock['end_skew_median_ns'])} apart (median)", style="dim"))
         for note in a.notes:
-            console.print(Text(f"note: {note}", style="dim"))
+            console.print(terminal_text(f"note: {note}", style="dim"))
         console.print(_table("Per rank, per step (medians)", RANK_COLUMNS, ranks))
         cols, rows = family_rows(ranks_section(a, "families"), [r["rank"] for r in ranks])
         if rows:
@@ -60,7 +60,7 @@ class RanksTable:
             codes = [f["code"] for f in doc["findings"]]
             if codes:
                 counts = {c: codes.count(c) for c in dict.fromkeys(codes)}
-                console.print(Text(f"{doc['report']['source']}: " + ", ".join(
+                console.print(terminal_text(f"{doc['report']['source']}: " + ", ".join(
                     f"{c}×{n}" if n > 1 else c for c, n in counts.items()), style="dim"))
         _findings(console, ranks_section(a, "findings"), "Cross-rank findings")
         return buf.getvalue()
@@ -71,12 +71,13 @@ class DiffTable:
                **_) -> str:
         console, buf = _console(color, width)
         comp = d.comparability
-        console.print(Text(f"nsyswrap diff: {d.base.source} → {d.new.source}", style="bold"))
+        console.print(terminal_text(f"nsyswrap diff: {d.base.source} → {d.new.source}",
+                                    style="bold"))
         style = {"comparable": "green", "not comparable": "bold red"}.get(comp["level"],
                                                                           "yellow")
         console.print(Text(f"comparability: {comp['level']}", style=style))
         for r in comp["reasons"] + comp["cautions"]:
-            console.print(Text(f"  - {r}", style=style))
+            console.print(terminal_text(f"  - {r}", style=style))
         console.print(Text(f"verdicts: {comp['method']}, {comp['confidence']:.0%} interval; "
                            f"a change must clear the interval and {comp['noise_floor']:.0%}",
                            style="dim"))
@@ -88,7 +89,7 @@ class DiffTable:
         if changed:
             console.print(Text("Findings", style="bold"))
             for f in changed:
-                console.print(f"  {f['change']:<12}{f['code']:<20}{f['message']}")
+                console.print(terminal_text(f"  {f['change']:<12}{f['code']:<20}{f['message']}"))
         counts = d.rows["verdict"].value_counts()
         console.print(Text("; ".join(f"{int(n)} {v}" for v, n in counts.items()),
                            style="bold"))
