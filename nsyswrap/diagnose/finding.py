@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,15 +39,24 @@ class Finding:
         return dataclasses.asdict(self)
 
 
-# What values each kind of threshold admits: (least, greatest, words for the error).
+# What values each kind of threshold admits: (least, greatest, words for the error). Whole
+# numbers where `least` is an int. Every value must also be finite.
 SHARE = (0.0, 1.0, "a share between 0 and 1")
 FACTOR = (1.0, float("inf"), "a factor of at least 1")
 NANOSECONDS = (0.0, float("inf"), "a duration in ns, 0 or more")
 COUNT = (2, float("inf"), "a whole number of instances, at least 2")
 RATIO = (0.0, float("inf"), "a ratio, 0 or more")
+STEPS = (0, float("inf"), "a whole number of steps, 0 or more")
+SAMPLES = (2, float("inf"), "a whole number of samples, at least 2")
+# The bootstrap holds resamples x samples values at once: a bound keeps a typo's memory in
+# reach. Below 100 resamples the interval's ends are a handful of values.
+RESAMPLES = (100, 100_000, "a whole number of resamples between 100 and 100000")
+# A normal quantile of 1 is infinite (multi/diff.py's Welch interval).
+CONFIDENCE = (0.5, 0.999, "a confidence level between 0.5 and 0.999")
 
 
-def _t(default, help_: str, kind: tuple = SHARE):
+def _t(default, help_: str, kind: tuple):
+    """A threshold field: its default, its help line and its kind (what values it admits)."""
     return field(default=default, metadata={"help": help_, "kind": kind})
 
 
@@ -54,11 +64,12 @@ def _t(default, help_: str, kind: tuple = SHARE):
 class Thresholds:
     """When a check speaks up. Change any with `--threshold NAME=VALUE`."""
 
-    idle_share: float = _t(0.5, "GPU_IDLE_IN_RANGE: median share of the GPU span left idle")
+    idle_share: float = _t(0.5, "GPU_IDLE_IN_RANGE: median share of the GPU span left idle",
+                           SHARE)
     idle_min_span_ns: float = _t(10_000, "GPU_IDLE_IN_RANGE: ignore ranges whose GPU span is "
                                          "shorter (ns)", NANOSECONDS)
     stall_share: float = _t(0.5, "GPU_IDLE_IN_RANGE: one gap holding this share of the idle "
-                                 "time is a host stall, else launch gaps")
+                                 "time is a host stall, else launch gaps", SHARE)
     cold_factor: float = _t(2.0, "COLD_START: a leading instance this many times the median "
                                  "is cold", FACTOR)
     cold_min_excess_ns: float = _t(5_000, "COLD_START: and at least this much slower (ns)",
@@ -66,12 +77,15 @@ class Thresholds:
     cold_min_instances: int = _t(3, "COLD_START: only ranges repeated at least this often",
                                  COUNT)
     sync_share: float = _t(0.1, "SYNC_IN_RANGE: a warning (not info) when blocked for this "
-                                "share of the range")
+                                "share of the range", SHARE)
     transfer_share: float = _t(0.1, "TRANSFER_IN_RANGE: a warning (not info) when copies "
-                                    "take this share of the range, or use pageable memory")
-    fp32_gemm_share: float = _t(0.1, "FP32_GEMM: share of GPU time in fp32 SIMT GEMMs")
+                                    "take this share of the range, or use pageable memory",
+                               SHARE)
+    fp32_gemm_share: float = _t(0.1, "FP32_GEMM: share of GPU time in fp32 SIMT GEMMs",
+                                SHARE)
     overhead_share: float = _t(0.15, "LAUNCH_OVERHEAD / HOST_WORK_IN_WINDOW: event time above "
-                                     "the GPU busy time, as a share of the event time")
+                                     "the GPU busy time, as a share of the event time",
+                               SHARE)
     overhead_min_ns: float = _t(2_000, "LAUNCH_OVERHEAD / HOST_WORK_IN_WINDOW: and at least "
                                        "this much (ns)", NANOSECONDS)
     host_work_min_ns: float = _t(100_000, "HOST_WORK_IN_WINDOW: a single host stall this "
@@ -80,7 +94,8 @@ class Thresholds:
     dispatch_gap_ns: float = _t(1_000, "LAUNCH_OVERHEAD: gaps between kernels shorter than "
                                        "this on average are the GPU's own dispatch (as in a "
                                        "CUDA graph), not host launch overhead (ns)", NANOSECONDS)
-    cache_min_share: float = _t(0.05, "CACHE_EFFECT: flushed vs hot kernel time difference")
+    cache_min_share: float = _t(0.05, "CACHE_EFFECT: flushed vs hot kernel time difference",
+                                SHARE)
     host_bound_factor: float = _t(2.0, "HOST_BOUND: host time to issue an iteration (or a "
                                        "range's host time) this many times its GPU time",
                                   FACTOR)
@@ -88,8 +103,9 @@ class Thresholds:
                                            "dispatching a few PyTorch ops under nsys takes "
                                            "~100 µs of host time on its own", NANOSECONDS)
     uncovered_tolerance: float = _t(0.05, "UNCOVERED_STREAM: events shorter than the GPU span "
-                                          "by this share")
-    clock_min_share: float = _t(0.9, "CLOCK_VARIATION: median clock below this share of max")
+                                          "by this share", SHARE)
+    clock_min_share: float = _t(0.9, "CLOCK_VARIATION: median clock below this share of max",
+                                SHARE)
     clock_spread: float = _t(0.1, "CLOCK_VARIATION: (p90 - p10) / median of the clock", RATIO)
 
     def with_overrides(self, overrides: dict[str, str]) -> Thresholds:
@@ -105,7 +121,9 @@ class Thresholds:
                 value = float(raw)
             except ValueError:
                 raise BadInputError(f"threshold {name} needs a number, not {raw!r}") from None
-            # nan compares false with everything: refused by the range check too.
+            # nan and inf: refused here, whatever the kind's bounds (no JSON holds them).
+            if not math.isfinite(value):
+                raise BadInputError(f"threshold {name} needs a finite number, not {raw!r}")
             if not least <= value <= greatest or (isinstance(least, int) and value % 1):
                 raise BadInputError(f"threshold {name} needs {words}, not {raw!r}")
             values[name] = int(value) if isinstance(least, int) else value
