@@ -86,7 +86,7 @@ def test_thresholds_from_the_command_line():
     (["-t", "bogus=1"], "unknown threshold"),
     (["-t", "idle_share"], "NAME=VALUE"),
     (["-t", "idle_share=lots"], "needs a number"),
-    (["-t", "idle_share=nan"], "a share between 0 and 1"),
+    (["-t", "idle_share=nan"], "a finite number"),
     (["-t", "idle_share=-1"], "a share between 0 and 1"),
     (["-t", "fp32_gemm_share=1.5"], "a share between 0 and 1"),
     (["-t", "cold_factor=0.5"], "a factor of at least 1"),
