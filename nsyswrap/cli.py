@@ -40,8 +40,21 @@ FILE_FORMATS = {"html": "FILE.html", "trace": "FILE.json"}
 PRINT_FORMATS = sorted(f for f in RENDERERS if f not in FILE_FORMATS)
 
 
+class _Command(click.Command):
+    """A subcommand whose usage errors are two lines (_usage_error)."""
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.UsageError as e:
+            where = f"{parent.command_path} {info_name}" if parent is not None else info_name
+            _usage_error(e, where)
+
+
 class _Group(click.Group):
     """Turns library errors into one line on stderr and an exit code, never a traceback."""
+
+    command_class = _Command
 
     def invoke(self, ctx: click.Context):
         try:
@@ -58,6 +71,8 @@ class _Group(click.Group):
             # fail again.
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             ctx.exit(EXIT_BROKEN_PIPE)
+        except click.UsageError as e:
+            _usage_error(e, ctx.command_path)
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
         except Exception as e:  # a bug in nsyswrap: still one line unless asked for more
@@ -67,6 +82,26 @@ class _Group(click.Group):
                        "(set NSYSWRAP_DEBUG=1 for the traceback, and please report it)",
                        err=True)
             ctx.exit(1)
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        # The group's own options are parsed here, before invoke.
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.UsageError as e:
+            _usage_error(e, info_name)
+
+
+def _usage_error(e: click.UsageError, command_path: str | None):
+    """Two lines, not Click's four (usage, hint, blank, error): what is wrong, and where
+    help is. A bare `nsyswrap` still shows the help it asks for."""
+    # (Click 8.2 and later: the help a bare command asks for.)
+    if isinstance(e, getattr(click.exceptions, "NoArgsIsHelpError", ())):
+        raise e
+    click.echo(f"nsyswrap: error: {e.format_message()}", err=True)
+    where = e.ctx.command_path if e.ctx is not None else command_path
+    if where:
+        click.echo(f"Try '{where} -h' for help.", err=True)
+    raise click.exceptions.Exit(e.exit_code)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

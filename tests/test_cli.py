@@ -216,3 +216,23 @@ def test_cpu_2022_report_via_cli():
     doc = json.loads(run("compare", CPU_2022, "--format", "json").stdout)
     names = {r["name"] for r in doc["ranges"]}
     assert {"iteration", "step", "load", "compute", "startend", "worker_iter"} <= names
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["compare", "--bogus"], "No such option '--bogus'"),
+    (["bogus"], "No such command 'bogus'"),
+    (["--bogus"], "No such option '--bogus'"),
+    (["diff", "a"], "Missing argument 'NEW'"),
+    (["compare", "-t"], "Option '-t' requires an argument"),
+    (["compare", "--format", "nope", "x"], "Invalid value for '--format'"),
+    (["compare", "--jobs", "0", "a", "b"], "Invalid value for '-j' / '--jobs'"),
+])
+def test_usage_errors_are_two_lines(args, words):
+    proc = _cli(*args)
+    assert proc.returncode == 2
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 2, proc.stderr
+    assert lines[0].startswith("nsyswrap: error: ") and words in lines[0]
+    # Help for the command that was given, or for nsyswrap itself.
+    command = "" if args[0] in ("bogus", "--bogus") else f" {args[0]}"
+    assert lines[1].startswith("Try '") and lines[1].endswith(f"nsyswrap{command} -h' for help.")
