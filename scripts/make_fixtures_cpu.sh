@@ -34,7 +34,8 @@ profile cpu2022_nvtx nvtx,osrt "$work/cpu_nvtx"
 # A report as nsys saves it, for tests of .nsys-rep input (exported on the fly).
 profile cpu2022_families nvtx "$work/cpu_families"
 cp "$work/cpu2022_nvtx.nsys-rep" "$out/cpu2022_nvtx.nsys-rep"
-# Hostile names (markup, </script>, quotes, newlines, pipes): the HTML report's escaping test.
+# Hostile names (markup, </script>, quotes, newlines, pipes; formula-like names and control
+# characters): the escaping tests of HTML, Markdown, CSV and the terminal.
 profile cpu2022_hostile nvtx "$work/cpu_hostile"
 # Held out: checked only by tests/test_holdout.py, against SQL.
 mkdir -p "$out/holdout"

@@ -40,7 +40,7 @@ _LAMBDAS = re.compile(r"(?:::λ)+")
 def shorten(name: str, width: int = 60) -> str:
     """'void at::native::vectorized_elementwise_kernel<(int)4, FillFunctor<float>, ...>(int, T2)'
     -> 'vectorized_elementwise_kernel<4, FillFunctor<…>, array<…>>' within `width`."""
-    s = _strip_params(name)
+    s = _strip_params(printable(name))  # escaped first: `width` counts what is shown
     for pattern, repl in _NOISE:
         s = pattern.sub(repl, s)
     while _PARENS.search(s):  # nested signatures inside template arguments

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from importlib import resources
 from typing import Any
 
@@ -29,11 +30,16 @@ def esc(value: Any) -> str:
     return html.escape(printable("" if value is None else str(value)), quote=True)
 
 
+# In JSON inside a script element: what could close the element, and the characters JSON
+# leaves raw that a script or a terminal showing the file would act on (DEL, C1 controls,
+# Unicode's line separators); each as its \uXXXX escape, which JSON reads back the same.
+_SCRIPT_UNSAFE = re.compile("[&<>\x7f-\x9f\u2028\u2029]")
+
+
 def json_for_script(data: Any) -> str:
     """JSON inside <script type="application/json">: no '<' can close the element."""
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    return (text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
-            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+    return _SCRIPT_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def vendor_scripts() -> str:
