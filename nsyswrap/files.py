@@ -215,8 +215,9 @@ def _existing(path: Path) -> tuple[os.stat_result | None, bool]:
 
 @contextmanager
 def _in_place(path: Path, binary: bool, encoding: str) -> Iterator[IO]:
-    """A device or pipe written as it is; only the system's links are followed."""
-    flags = _OPEN_FLAGS
+    """A device or pipe written as it is; only the system's links are followed. Appending:
+    /dev/stdout sent to a file with `>>` must not start over its beginning."""
+    flags = _OPEN_FLAGS | os.O_APPEND
     if os.path.abspath(path).startswith(_SYSTEM_LINK_FOLDERS):
         flags &= ~getattr(os, "O_NOFOLLOW", 0)
     try:

@@ -20,6 +20,7 @@ import re
 import shutil
 import stat
 import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -317,6 +318,22 @@ def test_dev_null_and_a_fifo_are_written_in_place(tmp_path):
     assert strict_json(got[0])["schema"] == "nsyswrap.compare/1"
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
     assert folder_state(tmp_path).keys() == {"pipe"}
+
+
+def test_dev_stdout_is_followed_and_appended_to(tmp_path):
+    """The system's link /dev/stdout to a file opened with `>>`: written where it points,
+    after what the file held."""
+    out = tmp_path / "log.txt"
+    out.write_text("before\n")
+    with open(out, "a") as stdout:
+        done = subprocess.run([sys.executable, "-m", "nsyswrap", "compare", str(CPU_2022),
+                               "--format", "json", "-o", "/dev/stdout"], stdout=stdout,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    text = out.read_text()
+    assert text.startswith("before\n")
+    assert strict_json(text[len("before\n"):])["schema"] == "nsyswrap.compare/1"
+    assert folder_state(tmp_path).keys() == {"log.txt"}
 
 
 def test_a_folder_is_not_a_file_to_write(tmp_path):
