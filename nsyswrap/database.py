@@ -12,7 +12,11 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import sqlite3
+import struct
+import sys
+import tempfile
 import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -22,13 +26,20 @@ from pathlib import Path
 from .chunks import cores
 from .errors import BadInputError
 from .progress import NO_PROGRESS, Progress
-from .queries import NVTX_TABLE, BulkQueries
+from .queries import NVTX_TABLE, TEXT_COLUMNS, BulkQueries
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
 # A report locked by a writer (an export still running, a tool holding a transaction) is
 # waited for briefly: sqlite3 waits 5 s by itself, the ADBC reads retry for as long.
 LOCKED_RETRIES, LOCKED_WAIT_S = 10, 0.5
+# SQLite's POSIX locks on a database file (os_unix.c): PENDING and RESERVED, then the 510
+# bytes of the SHARED range. A connection in WAL mode holds a read lock on the SHARED range
+# for as long as it is open; a writer in rollback mode a write lock on one of them.
+LOCK_START, LOCK_BYTES = 0x40000000, 512
+# The header's byte 18 (its write version) is 2 in WAL mode; a -wal file of its 32-byte
+# header alone holds no changes.
+WAL_MODE, WAL_HEADER_BYTES = 2, 32
 
 # Where a bulk query takes its rowid slice (Database._slices): of the first table after
 # FROM (by its alias, when it has one). queries.py writes it into the bulk queries.
@@ -127,7 +138,8 @@ def open_report(path: str | os.PathLike, *, cache_dir: str | os.PathLike | None 
             f"`nsyswrap import {source}` (or QdstrmImporter -i {source}), then compare that"
         )
     check_sqlite_file(sqlite_path)
-    db = Database(sqlite_path)
+    db = Database(sqlite_path, cache_dir=cache_dir, progress=progress)
+    notes.extend(db.notes)
     try:
         if not ({"StringIds"} & db.tables
                 or {"META_DATA_EXPORT", "EXPORT_META_DATA"} & db.tables):
@@ -182,17 +194,61 @@ def _is_locked(e: Exception) -> bool:
 def _unreadable(path: Path, e: Exception) -> BadInputError:
     """The one-line error for a report SQLite refuses: locked, or damaged."""
     if _is_locked(e):
-        return BadInputError(f"{path} is locked by another process (an export or a writer "
-                             "still running?): wait for it to finish and try again")
+        return _locked(path)
     return BadInputError(f"{path} cannot be read as SQLite ({e}): is it damaged?")
 
 
-class Database:
-    """A read-only connection: sqlite3 for small lookups, ADBC for bulk Arrow tables."""
+def _uri(path: Path, params: str) -> str:
+    return "file:" + urllib.parse.quote(str(path.resolve())) + "?" + params
 
-    def __init__(self, path: Path):
+
+def _lock_holder(path: Path, writers_only: bool) -> int | None:
+    """The pid of another process holding SQLite's locks on `path`: any of them, or with
+    `writers_only` a write lock (RESERVED, PENDING or EXCLUSIVE: a transaction writing).
+    None when no process does, or where this cannot be asked (not Linux: struct flock's
+    layout differs). Asking takes no lock: a file opened read-only is enough."""
+    if sys.platform != "linux":
+        return None
+    import fcntl
+
+    layout = "hhqqi4x"  # struct flock on Linux: type, whence, start, len, pid
+    probe = fcntl.F_RDLCK if writers_only else fcntl.F_WRLCK  # what would conflict
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        answer = fcntl.fcntl(fd, fcntl.F_GETLK,
+                             struct.pack(layout, probe, os.SEEK_SET, LOCK_START, LOCK_BYTES, 0))
+    except OSError:  # a file system without POSIX locks
+        return None
+    finally:
+        os.close(fd)
+    kind, _, _, _, pid = struct.unpack(layout, answer)
+    return None if kind == fcntl.F_UNLCK else pid
+
+
+def _locked(path: Path, pid: int | None = None) -> BadInputError:
+    which = f"pid {pid}: " if pid else ""
+    return BadInputError(f"{path} is locked by another process ({which}an export or a writer "
+                         "still running?): wait for it to finish and try again")
+
+
+class Database:
+    """A read-only connection: sqlite3 for small lookups, ADBC for bulk Arrow tables.
+
+    Nothing is created beside the report (docs/nsys-quirks.md, "Reading without writing"):
+    a file in rollback mode (nsys's exports) is opened `mode=ro`, which writes nothing
+    and honours a writer's locks (waited for, then a one-line error); one in WAL mode
+    that no process has open is read `immutable=1` (a plain read-only open would make
+    its -wal and -shm files, and fails on a read-only mount), or, where its -wal holds
+    changes not yet in the file, from a private copy of both in the cache; one that
+    another process has open, through SQLite's WAL protocol, whose files that process
+    made already."""
+
+    def __init__(self, path: Path, *, cache_dir: str | os.PathLike | None = None,
+                 progress: Progress = NO_PROGRESS):
         self.path = path
-        self.uri = "file:" + urllib.parse.quote(str(path.resolve())) + "?mode=ro"
+        self.notes: list[str] = []  # how the file was read, where that is worth saying
+        self._private: Path | None = None  # the private copy's folder, removed on close
+        self.uri = self._read_only_uri(cache_dir, progress)
         try:
             self.con = sqlite3.connect(self.uri, uri=True, timeout=LOCKED_RETRIES * LOCKED_WAIT_S)
             self.tables = {
@@ -202,8 +258,10 @@ class Database:
                 )
             }
         except sqlite3.DatabaseError as e:
+            self._remove_private()
             raise _unreadable(path, e) from e
         self._columns: dict[str, set[str]] = {}
+        self._not_null: dict[str, set[str]] = {}
         self._pool = None
         self._prefetched: dict[str, list] = {}
         self._reducers: dict[str, Callable] = {}
@@ -219,6 +277,84 @@ class Database:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+        self._remove_private()
+
+    def _read_only_uri(self, cache_dir: str | os.PathLike | None, progress: Progress) -> str:
+        """The URI that reads the report without creating anything beside it (see the
+        class docstring)."""
+        path = self.path
+        with open(path, "rb") as f:
+            wal_mode = f.read(19)[18:19] == bytes([WAL_MODE])
+        if not wal_mode:
+            self._wait_for_writer(progress)
+            return _uri(path, "mode=ro")
+        if _lock_holder(path, writers_only=False) is not None:
+            # Open elsewhere: the WAL protocol reads a consistent state while that process
+            # writes, and immutable=1 would not (nor would a copy taken meanwhile).
+            return _uri(path, "mode=ro")
+        wal = path.with_name(path.name + "-wal")
+        if not wal.exists() or wal.stat().st_size <= WAL_HEADER_BYTES:
+            return _uri(path, "mode=ro&immutable=1")
+        return _uri(self._private_copy(wal, cache_dir, progress), "mode=ro&immutable=1")
+
+    def _wait_for_writer(self, progress: Progress) -> None:
+        """Wait while another process writes the file (an export still running), as long as
+        sqlite3's busy timeout would, saying so on a terminal; then a one-line error."""
+        pid = _lock_holder(self.path, writers_only=True)
+        if pid is None:
+            return
+        deadline = time.monotonic() + LOCKED_RETRIES * LOCKED_WAIT_S
+        with progress.step(f"waiting for {self.path.name}: process {pid} is writing it"):
+            while pid is not None and time.monotonic() < deadline:
+                time.sleep(0.1)
+                pid = _lock_holder(self.path, writers_only=True)
+        if pid is not None:
+            raise _locked(self.path, pid)
+
+    def _private_copy(self, wal: Path, cache_dir: str | os.PathLike | None,
+                      progress: Progress) -> Path:
+        """A copy of the report and its -wal in a private folder of the cache, its changes
+        checkpointed into it (SQLite replays the log's complete transactions only):
+        what the report holds, read without writing beside it. Removed on close."""
+        from .nsys import cache_folder
+
+        path = self.path
+        folder, note = cache_folder(cache_dir, "copies")
+        try:
+            self._private = Path(tempfile.mkdtemp(prefix=f"{path.stem}-", dir=folder))
+        except OSError as e:
+            raise BadInputError(f"cannot use the cache folder {folder}: "
+                                f"{e.strerror or e} (choose another with --cache-dir or "
+                                "$NSYSWRAP_CACHE)") from None
+        copy = self._private / "report.sqlite"
+        with progress.step(f"copying {path.name} and its write-ahead log"):
+            try:
+                for _ in range(3):
+                    before = [(p.stat().st_size, p.stat().st_mtime_ns) for p in (path, wal)]
+                    shutil.copyfile(path, copy)
+                    shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
+                    after = [(p.stat().st_size, p.stat().st_mtime_ns) for p in (path, wal)]
+                    if before == after and _lock_holder(path, writers_only=False) is None:
+                        break
+                else:
+                    raise _locked(path)
+                con = sqlite3.connect(copy)
+                try:
+                    con.execute("PRAGMA journal_mode=DELETE")  # the log into the copy
+                finally:
+                    con.close()
+            except BaseException:
+                self._remove_private()
+                raise
+        self.notes.append(f"{path} is in WAL mode and its {wal.name} holds changes not yet "
+                          "in the file: read from a private copy of both, removed after "
+                          "reading" + (f" ({note})" if note else ""))
+        return copy
+
+    def _remove_private(self) -> None:
+        if self._private is not None:
+            shutil.rmtree(self._private, ignore_errors=True)
+            self._private = None
 
     def prefetch(self, *queries: str | None,
                  reducers: Mapping[str, Callable] | None = None) -> None:
@@ -263,6 +399,13 @@ class Database:
         if table not in self._columns:
             self._columns[table] = {r[1] for r in self.con.execute(f'PRAGMA table_info("{table}")')}
         return self._columns[table]
+
+    def not_null(self, table: str) -> set[str]:
+        """The columns of `table` the export declares NOT NULL."""
+        if table not in self._not_null:
+            self._not_null[table] = {r[1] for r in self.con.execute(
+                f'PRAGMA table_info("{table}")') if r[3]}
+        return self._not_null[table]
 
     def rows(self, sql: str, params: Iterable = ()) -> list[tuple]:
         try:
@@ -324,7 +467,58 @@ class Database:
 
     def _read(self, sql: str, reduce: Callable | None):
         # No reference to the table here while it is reduced: the reducer may free it.
-        return self._fetch(sql) if reduce is None else reduce(self._fetch(sql))
+        try:
+            return self._numbers(sql) if reduce is None else reduce(self._numbers(sql))
+        except (ValueError, TypeError, OSError) as e:
+            # Text (or a fraction) where the export has numbers: the driver gives the
+            # column as text, or stops at the first such value past its first batch.
+            found = self._not_a_number(sql)
+            if found is not None:
+                raise found from None
+            if isinstance(e, OSError):
+                raise _unreadable(self.path, e) from e
+            raise
+
+    def _numbers(self, sql: str):
+        """The query's result as an Arrow table (_fetch), refused (ValueError) where a
+        column that holds numbers came as text."""
+        import pyarrow as pa
+
+        table = self._fetch(sql)
+        for f in table.schema:
+            if f.name not in TEXT_COLUMNS and (pa.types.is_string(f.type) or pa.types.is_binary(
+                    f.type) or pa.types.is_large_string(f.type)):
+                raise ValueError(f"text in the column {f.name}")
+        return table
+
+    def _not_a_number(self, sql: str) -> BadInputError | None:
+        """The one-line error naming the first value of the query's table that is not a
+        whole number in a column declared INTEGER that the query reads; None if there is
+        none (then the failure was something else)."""
+        table = re.search(r"\bFROM\s+(\w+)", sql).group(1)
+        if table not in self.tables:
+            return None
+        # A connection of its own: this runs on a reader thread.
+        con = sqlite3.connect(self.uri, uri=True)
+        try:
+            declared = [r[1] for r in con.execute(f'PRAGMA table_info("{table}")')
+                        if str(r[2]).upper() == "INTEGER"]
+            for column in declared:
+                if not re.search(rf"\b{re.escape(column)}\b", sql):
+                    continue
+                row = con.execute(
+                    f'SELECT rowid, quote("{column}") FROM {table} '
+                    f"WHERE typeof(\"{column}\") NOT IN ('integer', 'null') LIMIT 1"
+                ).fetchone()
+                if row is not None:
+                    return BadInputError(
+                        f"{self.path}: {table}.{column} holds {row[1][:40]} (row {row[0]}) "
+                        "where a whole number belongs: the export is damaged or was edited")
+        except sqlite3.DatabaseError:
+            return None
+        finally:
+            con.close()
+        return None
 
     def _slices(self, sql: str, max_rows: int | None = None) -> list[str]:
         """A bulk query written with ROWS (a scan of one table) as queries over disjoint

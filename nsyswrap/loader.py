@@ -36,6 +36,7 @@ from .queries import (
     coded,
     launch_key_sql,
     sql_list,
+    times_present,
 )
 from .report import (
     API_COLUMNS,
@@ -132,6 +133,7 @@ class WithoutOperations:
                          "code with nsyswrap.annotate): no per-range analysis")
         info.notes[:0] = notes  # before any alert already raised
         _check_gpu_trace(info, last_call_ns, operations, len(report.ranges))
+        _check_launches(info, self.db, operations, len(report.ranges))
         active = self.range_pids | operation_pids
         info.processes = {pid: name for pid, name in _process_names(self.db).items()
                           if pid in active}
@@ -143,6 +145,10 @@ def read_without_operations(opened: OpenReport) -> tuple[Report, WithoutOperatio
     needs whole (ranges, marks, clock samples, the report's description)."""
     db, queries = opened.db, opened.queries
     notes = list(opened.notes)
+    for missing in queries.missing:  # rows every bulk read leaves out (queries.times_present)
+        n = int(_frame(db, missing.sql)["n"].iloc[0])
+        if n:
+            notes.append(missing.note(n))
     domains = _nvtx_domains(db, queries)
     ranges, unterminated = _nvtx_ranges(db, queries, domains)
     if unterminated:
@@ -224,6 +230,22 @@ def _check_gpu_trace(info: ReportInfo, last_call_ns: int | None, operations: int
         "ended by a signal never writes the CUDA activity it buffered); GPU times are "
         "unknown, not 0. Profile again and let the program exit normally (nsyswrap run "
         "makes Ctrl-C and SIGTERM end a Python program that way)")
+
+
+def _check_launches(info: ReportInfo, db: Database, operations: int, ranges: int) -> None:
+    """Say loudly when GPU operations and NVTX ranges are there but not one runtime call:
+    operations reach ranges through the calls that launched them, so which range launched
+    what is unknown, not nothing (the ranges' GPU columns are then unknown, as for a lost
+    GPU trace). Seen in reports whose runtime table was emptied or left out by another
+    tool."""
+    if not operations or not ranges or db.row_estimate(RUNTIME_TABLE):
+        return
+    info.launches_missing = True
+    info.alert(
+        f"no CUDA runtime calls in this report although it has {operations} GPU operations "
+        f"and {ranges} NVTX ranges: which range launched what is unknown, so the ranges' "
+        "GPU columns are unknown, not 0 (the kernels' own times stand). Profile with "
+        "-t cuda (CUDA API tracing on)")
 
 
 def _pid(global_id: pd.Series) -> np.ndarray:
@@ -449,6 +471,7 @@ def launch_rows(db: Database, keys: np.ndarray) -> pd.DataFrame:
                                    AS launch_key, start AS start_ns, globalTid AS thread
                             FROM {RUNTIME_TABLE}
                             WHERE correlationId IN ({sql_list(ids[i:i + 5000])})
+                              AND {times_present(db, RUNTIME_TABLE)}
                             ORDER BY rowid""")
              for i in range(0, len(ids), 5000)]
     return pd.concat(parts, ignore_index=True) if parts else empty(

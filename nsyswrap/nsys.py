@@ -7,12 +7,15 @@ libdw. This module knows where to look; `capture` uses it to profile.
 
 from __future__ import annotations
 
+import errno
 import glob
 import hashlib
 import os
 import re
 import shutil
+import stat
 import subprocess
+import tempfile
 from pathlib import Path
 
 from .errors import BadInputError, NsysWrapError
@@ -83,14 +86,59 @@ def real_nsys_path(nsys: str) -> Path:
     return Path(os.path.realpath(nsys))
 
 
-def cache_root(explicit: str | os.PathLike | None = None) -> Path:
+def cache_root(explicit: str | os.PathLike | None = None) -> Path | None:
+    """Where nsyswrap keeps exports and copies: `explicit` (--cache-dir), $NSYSWRAP_CACHE,
+    $XDG_CACHE_HOME/nsyswrap, ~/.cache/nsyswrap; None where none is given and there is no
+    home folder to hold one (HOME unset or missing: a service account, a container), which
+    nsyswrap does not create."""
     if explicit:
         return Path(explicit)
     env = os.environ.get("NSYSWRAP_CACHE")
     if env:
         return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "nsyswrap"
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    if xdg:
+        return Path(xdg) / "nsyswrap"
+    home = os.path.expanduser("~")
+    if home == "~" or not os.path.isdir(home):
+        return None
+    return Path(home) / ".cache" / "nsyswrap"
+
+
+def cache_folder(explicit: str | os.PathLike | None, name: str) -> tuple[Path, str | None]:
+    """The cache's folder `name`, made where missing, and a note where it is a temporary
+    one (no home folder: see cache_root). A folder that cannot be made or written is a
+    one-line error that names it."""
+    root = cache_root(explicit)
+    note = None
+    if root is None:
+        root = _temporary_cache()
+        note = (f"no home folder ({os.environ.get('HOME') or 'HOME unset'}): the cache is "
+                f"{root}, a temporary folder; choose one with --cache-dir or $NSYSWRAP_CACHE")
+    folder = root / name
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+    except OSError as e:
+        raise BadInputError(f"cannot use the cache folder {folder}: {e.strerror or e} "
+                            "(choose another with --cache-dir or $NSYSWRAP_CACHE)") from None
+    return folder, note
+
+
+def _temporary_cache() -> Path:
+    """This user's folder in the system's temporary folder, private (0700, its own, not a
+    link: in a shared /tmp anyone can make that name first); a fresh one where that name
+    is taken by something else."""
+    path = Path(tempfile.gettempdir()) / f"nsyswrap-cache-{os.getuid()}"
+    try:
+        path.mkdir(mode=0o700, exist_ok=True)
+        st = os.lstat(path)
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077:
+            return path
+    except OSError:
+        pass
+    return Path(tempfile.mkdtemp(prefix="nsyswrap-cache-"))
 
 
 def export_report(rep: Path, *, cache_dir: str | os.PathLike | None = None,
@@ -106,10 +154,11 @@ def export_report(rep: Path, *, cache_dir: str | os.PathLike | None = None,
         return sibling, f"read the existing export {sibling} (newer than {rep.name})"
     st = rep.stat()
     key = hashlib.sha1(f"{rep.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()[:12]
-    folder = cache_root(cache_dir) / "exports"
+    folder, temporary = cache_folder(cache_dir, "exports")
+    where = f" ({temporary})" if temporary else ""
     target = folder / f"{rep.stem}-{key}.sqlite"
     if target.exists():
-        return target, f"read the cached export {target}"
+        return target, f"read the cached export {target}{where}"
     if find_nsys(nsys) is None:
         raise BadInputError(
             f"{rep} is a .nsys-rep and reading it needs nsys to export it to SQLite: "
@@ -117,7 +166,7 @@ def export_report(rep: Path, *, cache_dir: str | os.PathLike | None = None,
             f"(nsys export --type sqlite {rep.name}) and pass the .sqlite"
         )
     export_to(rep, target, nsys)
-    return target, f"exported {rep.name} to {target}"
+    return target, f"exported {rep.name} to {target}{where}"
 
 
 def export_to(rep: Path, target: Path, nsys: str | None = None) -> Path:

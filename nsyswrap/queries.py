@@ -40,12 +40,18 @@ ID_MASK = (1 << TID_BITS) - 1  # a pid or tid within a global id
 LOW32 = 0xFFFFFFFF
 
 
+# The bulk reads' only text columns: a text value in any other is not a number.
+TEXT_COLUMNS = frozenset({"name", "text"})
+
+
 class Schema(Protocol):
     """What the queries need of a connection (database.Database)."""
 
     tables: set[str]
 
     def columns(self, table: str) -> set[str]: ...
+
+    def not_null(self, table: str) -> set[str]: ...
 
     def rows(self, sql: str, params: Iterable = ()) -> list[tuple]: ...
 
@@ -57,6 +63,20 @@ class RuntimeQuery:
 
     calls_sql: str | None  # every call that may launch GPU work or block the host
     blocking: dict[int, str]  # name id -> blocking API
+
+
+@dataclass
+class MissingTimes:
+    """How many rows of a table a bulk read leaves out for a NULL start or end (`sql`, one
+    row `n`), and what those rows are ("kernel")."""
+
+    what: str
+    table: str
+    sql: str
+
+    def note(self, n: int) -> str:
+        return (f"{n} {self.what}(s) without a start or end time (NULL in {self.table}); "
+                "left out")
 
 
 @dataclass
@@ -74,13 +94,16 @@ class BulkQueries:
     nvtx_ranges: str | None
     unterminated: str | None  # how many ranges never ended
     nvtx_marks: str | None
+    # Where a table's times may be NULL (not nsys's own exports): rows left out, counted.
+    missing: list[MissingTimes]
 
     @classmethod
     def of(cls, db: Schema) -> BulkQueries:
         types = nvtx_event_types(db)
         return cls(types, kernels_sql(db), transfers_sql(db), runtime_sql(db),
                    nvtx_domains_sql(db, types), nvtx_ranges_sql(db, types),
-                   unterminated_sql(db, types), nvtx_marks_sql(db, types))
+                   unterminated_sql(db, types), nvtx_marks_sql(db, types),
+                   missing_times(db, types))
 
     def reducers(self) -> dict[str, Callable]:
         """Query -> what a reader thread makes of each of its slices (database.prefetch)."""
@@ -102,7 +125,7 @@ class BulkQueries:
         the 10 M-kernel peak on 16 cores by 300 MB, for at most a second of load on 2
         (docs/performance.md, "Since (stops 19 and 20)")."""
         return [self.kernels, *self.transfers.values(), self.runtime.calls_sql,
-                self.nvtx_domains, self.nvtx_ranges, self.unterminated, self.nvtx_marks]
+                *self.not_operations()]
 
     def operation_tables(self) -> list[str]:
         """The tables of the GPU operations this export has."""
@@ -113,7 +136,40 @@ class BulkQueries:
     def not_operations(self) -> list[str | None]:
         """in_order's reads but the GPU operations' and the runtime calls' (which the
         streamed analysis reads a few slices at a time)."""
-        return [self.nvtx_domains, self.nvtx_ranges, self.unterminated, self.nvtx_marks]
+        return [self.nvtx_domains, self.nvtx_ranges, self.unterminated, self.nvtx_marks,
+                *(m.sql for m in self.missing)]
+
+
+def times_present(db: Schema, table: str, columns: tuple[str, ...] = ("start", "end"),
+                  alias: str = "") -> str:
+    """The SQL condition that keeps the rows of `table` whose `columns` (its times) are
+    not NULL: "1" where the export declares them NOT NULL (nsys's own exports, which then
+    cost nothing to read or count); a NULL time would read as the least int64, a kernel
+    at -9.2e18 ns."""
+    prefix = f"{alias}." if alias else ""
+    tests = [f'{prefix}"{c}" IS NOT NULL' for c in columns if c not in db.not_null(table)]
+    return " AND ".join(tests) or "1"
+
+
+def missing_times(db: Schema, types: dict[str, int]) -> list[MissingTimes]:
+    """The counts of the rows the bulk reads leave out for a NULL time (times_present),
+    for the tables where the export allows one."""
+    out = []
+    for what, table in (("kernel", KERNEL_TABLE), ("memcpy", MEMCPY_TABLE),
+                        ("memset", MEMSET_TABLE), ("CUDA graph launch", GRAPH_TABLE),
+                        ("CUDA runtime call", RUNTIME_TABLE)):
+        if table in db.tables and (kept := times_present(db, table)) != "1":
+            out.append(MissingTimes(what, table,
+                                    f"SELECT count(*) AS n FROM {table} WHERE NOT ({kept})"))
+    if NVTX_TABLE in db.tables and "start" not in db.not_null(NVTX_TABLE):
+        # A NULL end is a range that never ended: counted apart (unterminated_sql).
+        ranges = f"{types['NvtxPushPopRange']}, {types['NvtxStartEndRange']}"
+        out.append(MissingTimes("NVTX range", NVTX_TABLE, f"""SELECT count(*) AS n
+            FROM {NVTX_TABLE} WHERE eventType IN ({ranges}) AND start IS NULL
+              AND "end" IS NOT NULL"""))
+        out.append(MissingTimes("NVTX mark", NVTX_TABLE, f"""SELECT count(*) AS n
+            FROM {NVTX_TABLE} WHERE eventType = {types["NvtxMark"]} AND start IS NULL"""))
+    return out
 
 
 def nvtx_event_types(db: Schema) -> dict[str, int]:
@@ -141,7 +197,8 @@ def kernels_sql(db: Schema) -> str | None:
                       {launch_key_sql("k.globalPid", "k.correlationId")} AS launch_key,
                       ((coalesce({short}, -1) & {LOW32}) << 32)
                         | (coalesce({full}, {short}, -1) & {LOW32}) AS name_ids
-               FROM {KERNEL_TABLE} AS k WHERE {BulkQueries.ROWS}"""
+               FROM {KERNEL_TABLE} AS k
+               WHERE {times_present(db, KERNEL_TABLE, alias="k")} AND {BulkQueries.ROWS}"""
 
 
 def launch_key_sql(global_id: str, correlation_id: str) -> str:
@@ -157,7 +214,10 @@ def transfers_sql(db: Schema) -> dict[str, str]:
     common = f"""start AS start_ns, "end" AS end_ns, deviceId AS device_id,
                  streamId AS stream_id,
                  {launch_key_sql("globalPid", "correlationId")} AS launch_key"""
-    rows = BulkQueries.ROWS
+
+    def rows(table: str) -> str:
+        return f"{times_present(db, table)} AND {BulkQueries.ROWS}"
+
     if MEMCPY_TABLE in db.tables:
         cols = db.columns(MEMCPY_TABLE)
         src = "coalesce(srcKind, 7)" if "srcKind" in cols else "7"
@@ -165,13 +225,14 @@ def transfers_sql(db: Schema) -> dict[str, str]:
         out["memcpy"] = f"""SELECT {common}, coalesce(bytes, 0) AS bytes,
                                    coalesce(copyKind, 0) AS copy_kind_id, {src} AS src_id,
                                    {dst} AS dst_id
-                            FROM {MEMCPY_TABLE} WHERE {rows}"""
+                            FROM {MEMCPY_TABLE} WHERE {rows(MEMCPY_TABLE)}"""
     if MEMSET_TABLE in db.tables:
         out["memset"] = f"""SELECT {common}, coalesce(bytes, 0) AS bytes
-                            FROM {MEMSET_TABLE} WHERE {rows}"""
+                            FROM {MEMSET_TABLE} WHERE {rows(MEMSET_TABLE)}"""
     if GRAPH_TABLE in db.tables:
         # Graphs traced as a whole (--cuda-graph-trace=graph, the default): one row per launch.
-        out["graph"] = f"""SELECT {common}, 0 AS bytes FROM {GRAPH_TABLE} WHERE {rows}"""
+        out["graph"] = f"""SELECT {common}, 0 AS bytes FROM {GRAPH_TABLE}
+                           WHERE {rows(GRAPH_TABLE)}"""
     return out
 
 
@@ -191,7 +252,8 @@ def runtime_sql(db: Schema) -> RuntimeQuery:
         f"""SELECT {launch_key_sql("globalTid", "correlationId")} AS launch_key,
                    start AS start_ns, globalTid AS thread, "end" AS end_ns, nameId AS name_id
             FROM {RUNTIME_TABLE}
-            WHERE nameId IN ({sql_list(launch_ids | set(blocking))}) AND {BulkQueries.ROWS}""",
+            WHERE nameId IN ({sql_list(launch_ids | set(blocking))})
+              AND {times_present(db, RUNTIME_TABLE)} AND {BulkQueries.ROWS}""",
         blocking)
 
 
@@ -296,7 +358,15 @@ def _numpy_columns(box: list, names: list[str]) -> dict[str, np.ndarray]:
     table = box.pop()
     out = {}
     for name in names:
-        out[name] = np.asarray(table[name].to_numpy(), dtype="int64")
+        column = table[name]
+        if column.null_count:
+            # NULL ids (a table another tool rebuilt; times are never NULL here, see
+            # times_present) as -1, "unknown", as elsewhere: no NaN cast to int64.
+            import pyarrow.compute as pc
+
+            column = pc.fill_null(column, -1)
+        out[name] = np.asarray(column.to_numpy(), dtype="int64")
+        del column
         table = table.drop_columns([name])
     return out
 
@@ -340,7 +410,8 @@ def nvtx_ranges_sql(db: Schema, types: dict[str, int]) -> str | None:
                       e.eventType AS event_type
                FROM {NVTX_TABLE} AS e {join}
                WHERE e.eventType IN ({types["NvtxPushPopRange"]}, {types["NvtxStartEndRange"]})
-                 AND e."end" IS NOT NULL AND {BulkQueries.ROWS}"""
+                 AND e."end" IS NOT NULL AND {times_present(db, NVTX_TABLE, ("start",), "e")}
+                 AND {BulkQueries.ROWS}"""
 
 
 def nvtx_marks_sql(db: Schema, types: dict[str, int]) -> str | None:
@@ -350,4 +421,5 @@ def nvtx_marks_sql(db: Schema, types: dict[str, int]) -> str | None:
     return f"""SELECT e.start AS time_ns, e.globalTid AS thread,
                       coalesce(e.domainId, 0) AS domain_id, {text} AS text
                FROM {NVTX_TABLE} AS e {join}
-               WHERE e.eventType = {types["NvtxMark"]} ORDER BY e.start"""
+               WHERE e.eventType = {types["NvtxMark"]}
+                 AND {times_present(db, NVTX_TABLE, ("start",), "e")} ORDER BY e.start"""

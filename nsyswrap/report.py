@@ -42,6 +42,9 @@ class ReportInfo:
     # CUDA launches were traced but no GPU activity reached the report (a process killed
     # before its CUDA buffers were written): GPU times are unknown, not zero.
     gpu_trace_lost: bool = False
+    # GPU operations but no runtime call that launched them (the runtime table empty or
+    # missing): which range launched what is unknown, not nothing.
+    launches_missing: bool = False
     last_cuda_call_ns: int | None = None  # the last launching or blocking CUDA call
     has_nvtx: bool = False
     has_osrt: bool = False
@@ -63,8 +66,9 @@ class ReportInfo:
 
     @property
     def has_gpu_activity(self) -> bool:
-        """GPU times are measurements: CUDA was traced and its GPU records are there."""
-        return self.has_cuda and not self.gpu_trace_lost
+        """GPU times of ranges are measurements: CUDA was traced, its GPU records are there,
+        and so are the calls that launched them."""
+        return self.has_cuda and not self.gpu_trace_lost and not self.launches_missing
 
     @property
     def duration_ns(self) -> int | None:

@@ -441,3 +441,126 @@ def test_runtime_slices_split_and_merge_as_one_stable_sort():
         s for s, i in zip(table["start_ns"].to_pylist(), table["name_id"].to_pylist(), strict=True)
         if i in (2, 5)]
 
+
+
+def _without_not_null(path, table):
+    """`table` rebuilt without its NOT NULL constraints (as a tool that edits or merges
+    reports can leave it), the same rows in the same order."""
+    import sqlite3
+
+    con = sqlite3.connect(path)
+    con.executescript(f"CREATE TABLE rebuilt AS SELECT * FROM {table} ORDER BY rowid;"
+                      f"DROP TABLE {table}; ALTER TABLE rebuilt RENAME TO {table};")
+    con.close()
+
+
+def _edit(path, *statements):
+    import sqlite3
+
+    con = sqlite3.connect(path)
+    for statement in statements:
+        con.execute(statement)
+    con.commit()
+    con.close()
+
+
+FIRST_ROWS = "rowid IN (SELECT rowid FROM {} ORDER BY rowid LIMIT {})"
+
+
+@pytest.mark.parametrize("nulls", ["start and end", "end"])
+def test_rows_without_times_are_left_out_and_counted(report_copy, monkeypatch, nulls):
+    """Kernels with a NULL start and end, or a NULL end, and runtime calls with a NULL
+    start: left out of every timing (the whole and the streamed analysis, the trace), a
+    note for each table, no numpy warning."""
+    import json
+    import warnings
+
+    from click.testing import CliRunner
+
+    from nsyswrap import database
+    from nsyswrap.cli import main
+
+    kernel, runtime = "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME"
+    path = report_copy(GPU_MIX)
+    _without_not_null(path, kernel)
+    _without_not_null(path, runtime)
+    cleared = "start = NULL, end = NULL" if nulls == "start and end" else "end = NULL"
+    _edit(path, f"UPDATE {kernel} SET {cleared} WHERE {FIRST_ROWS.format(kernel, 3)}",
+          f"UPDATE {runtime} SET start = NULL WHERE {FIRST_ROWS.format(runtime, 2)}")
+    kept = "start IS NOT NULL AND end IS NOT NULL"
+    (kernels, first_ns, last_ns), = sql(path, f"SELECT count(*), min(start), max(end) "
+                                              f"FROM {kernel} WHERE {kept}")
+    assert kernels == sql(GPU_MIX, f"SELECT count(*) FROM {kernel}")[0][0] - 3
+    notes = [f"3 kernel(s) without a start or end time (NULL in {kernel}); left out",
+             f"2 CUDA runtime call(s) without a start or end time (NULL in {runtime}); left out"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        report = nsyswrap.load(path)
+        assert len(report.kernels) == kernels
+        assert report.kernels["start_ns"].min() == first_ns
+        assert report.kernels["end_ns"].max() == last_ns
+        assert all(n in report.info.notes for n in notes)
+        monkeypatch.setattr(database, "STREAM_MIN_OPERATIONS", 0)  # streamed below
+        res = CliRunner().invoke(main, ["compare", str(path), "--format", "json"],
+                                 catch_exceptions=False)
+        assert res.exit_code == 0, res.stderr
+        doc = json.loads(res.stdout)
+        assert doc["report"]["counts"]["kernels"] == kernels
+        assert all(n in doc["report"]["notes"] for n in notes)
+        res = CliRunner().invoke(main, ["compare", str(path), "--format", "trace"],
+                                 catch_exceptions=False)
+        assert res.exit_code == 0, res.stderr
+    trace = json.loads(res.stdout)
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    times_us = [e["ts"] for e in events if "ts" in e]
+    (duration_ns,), = sql(path, "SELECT max(stopTime) - min(startTime) FROM ANALYSIS_DETAILS")
+    assert 0 <= min(times_us) and max(times_us) - min(times_us) <= duration_ns / 1e3
+
+
+@pytest.mark.parametrize("batch_rows", [None, 16], ids=["in the first batch", "later"])
+def test_text_in_a_number_column_is_one_line(report_copy, monkeypatch, batch_rows):
+    """`start = 'oops'` in a kernel: the driver reads the column as text (the value in its
+    first record batch) or stops at it (later): either way a one-line error naming the
+    table, the column, the value and its row, exit 2."""
+    from click.testing import CliRunner
+
+    from nsyswrap import database
+    from nsyswrap.cli import main
+
+    kernel = "CUPTI_ACTIVITY_KIND_KERNEL"
+    path = report_copy(GPU_MIX)
+    _edit(path, f"UPDATE {kernel} SET start = 'oops' WHERE rowid = "
+                f"(SELECT rowid FROM {kernel} ORDER BY rowid LIMIT 1 OFFSET 100)")
+    (row,), = sql(path, f"SELECT rowid FROM {kernel} WHERE typeof(start) = 'text'")
+    if batch_rows:
+        monkeypatch.setattr(database, "BATCH_ROWS", batch_rows)
+    words = f"{kernel}.start holds 'oops' (row {row}) where a whole number belongs"
+    with pytest.raises(BadInputError, match=words.replace("(", r"\(").replace(")", r"\)")):
+        nsyswrap.load(path)
+    res = CliRunner().invoke(main, ["compare", str(path)], catch_exceptions=False)
+    assert res.exit_code == 2 and res.stderr.count("\n") == 1 and words in res.stderr
+
+
+def test_without_runtime_calls_the_ranges_gpu_columns_are_unknown(report_copy):
+    """GPU operations and ranges but no runtime call: which range launched what is unknown,
+    and said so; the kernels' own numbers stand."""
+    import json
+
+    from click.testing import CliRunner
+
+    from nsyswrap.cli import main
+
+    path = report_copy(GPU_MIX)
+    _edit(path, "DELETE FROM CUPTI_ACTIVITY_KIND_RUNTIME")
+    res = CliRunner().invoke(main, ["compare", str(path), "--format", "json"],
+                             catch_exceptions=False)
+    assert res.exit_code == 0
+    doc = json.loads(res.stdout)
+    (kernels,), = sql(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL")
+    assert sum(k["count"] for k in doc["kernels"]) == kernels
+    assert doc["ranges"] and all(r["gpu_busy_median_ns"] is None and
+                                 r["gpu_span_median_ns"] is None for r in doc["ranges"])
+    assert any("no CUDA runtime calls" in n and "unknown, not 0" in n
+               for n in doc["report"]["notes"])
+    table = CliRunner().invoke(main, ["compare", str(path)], catch_exceptions=False).stdout
+    assert "no CUDA runtime calls" in table and " 0 ns " not in table
