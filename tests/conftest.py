@@ -9,6 +9,7 @@ import hashlib
 import os
 import shutil
 import sqlite3
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -54,6 +55,28 @@ def report_copy(tmp_path):
         return dst
 
     return _copy
+
+
+@pytest.fixture
+def read_only_mount(tmp_path):
+    """A small tmpfs, filled by the test, then remounted read-only (root only)."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a file system needs root")
+    folder = tmp_path / "mnt"
+    folder.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(folder)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+
+    def remount_read_only():
+        subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True)
+        with pytest.raises(OSError):
+            (folder / "probe").write_text("x")
+
+    try:
+        yield folder, remount_read_only
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
 
 
 def nsys_available() -> bool:

@@ -169,28 +169,6 @@ def test_a_writer_is_waited_for_with_a_message(report_copy):
     assert os.listdir(path.parent) == [path.name]
 
 
-@pytest.fixture
-def read_only_mount(tmp_path):
-    """A small tmpfs, filled by the test, then remounted read-only (root only)."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a file system needs root")
-    folder = tmp_path / "mnt"
-    folder.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(folder)],
-                      capture_output=True).returncode != 0:
-        pytest.skip("cannot mount a tmpfs here")
-
-    def remount_read_only():
-        subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True)
-        with pytest.raises(OSError):
-            (folder / "probe").write_text("x")
-
-    try:
-        yield folder, remount_read_only
-    finally:
-        subprocess.run(["umount", str(folder)], check=True)
-
-
 def test_reports_on_a_read_only_mount(read_only_mount, tmp_path):
     """The same report in rollback mode, in WAL mode, and in WAL mode with changes in its
     log, on a read-only file system: each reads, through the CLI, exit 0, with the right

@@ -68,3 +68,62 @@ def test_find_nsys_order(tmp_path, monkeypatch):
     assert nsys_mod.nsys_version(str(fake)) == "2099.1.2.3"
     monkeypatch.setenv("NSYS", str(tmp_path / "missing"))
     assert nsys_mod.find_nsys() is None  # a wrong $NSYS is not silently replaced
+
+
+def _compare(*args, env=None):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "nsyswrap", "compare", *map(str, args)],
+                          capture_output=True, text=True, env=env)
+
+
+def test_a_cache_folder_that_cannot_be_used_is_one_line(report_copy, tmp_path):
+    """A cache where no folder can be made (--cache-dir in /proc, $NSYSWRAP_CACHE a file):
+    exit 2, one line naming the folder, the report untouched."""
+    rep = report_copy(CPU_2022_REP)
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    for cache, args, env in (("/proc/nsyswrap-cache", ["--cache-dir", "/proc/nsyswrap-cache"],
+                              None),
+                             (a_file, [], {**os.environ, "NSYSWRAP_CACHE": str(a_file)})):
+        proc = _compare(rep, *args, env=env)
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+        assert f"cannot use the cache folder {cache}/exports" in proc.stderr
+    assert os.listdir(rep.parent) == [rep.name]
+
+
+def test_a_read_only_cache_or_home_is_one_line(report_copy, read_only_mount):
+    folder, remount_read_only = read_only_mount
+    remount_read_only()
+    rep = report_copy(CPU_2022_REP)
+    home = {k: v for k, v in os.environ.items()
+            if k not in ("NSYSWRAP_CACHE", "XDG_CACHE_HOME")} | {"HOME": str(folder)}
+    for args, env, named in (([], home, f"{folder}/.cache/nsyswrap/exports"),
+                             (["--cache-dir", folder], None, f"{folder}/exports")):
+        proc = _compare(rep, *args, env=env)
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+        assert f"cannot use the cache folder {named}: Read-only file system" in proc.stderr
+
+
+@needs_nsys
+def test_no_home_folder_is_created(report_copy, tmp_path):
+    """HOME names a folder that is not there (a service account): the export goes to a
+    private temporary cache, said in the notes; no home is made."""
+    import json
+
+    rep = report_copy(CPU_2022_REP)
+    env = {k: v for k, v in os.environ.items() if k not in ("NSYSWRAP_CACHE", "XDG_CACHE_HOME")}
+    env |= {"HOME": str(tmp_path / "no-home"), "TMPDIR": str(tmp_path / "tmp")}
+    (tmp_path / "tmp").mkdir()
+    proc = _compare(rep, "--format", "json", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert not (tmp_path / "no-home").exists()
+    cache = tmp_path / "tmp" / f"nsyswrap-cache-{os.getuid()}"
+    assert oct(cache.stat().st_mode & 0o777) == oct(0o700)
+    assert len(list((cache / "exports").glob("*.sqlite"))) == 1
+    notes = json.loads(proc.stdout)["report"]["notes"]
+    assert any(f"the cache is {cache}, a temporary folder" in n for n in notes)
+    assert os.listdir(rep.parent) == [rep.name]
