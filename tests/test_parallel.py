@@ -50,3 +50,78 @@ def test_unreachable_dask_scheduler_is_one_error():
 
     with pytest.raises(NsysWrapError, match="cannot reach"):
         compare_ranks(REPORTS, dask="tcp://127.0.0.1:9")
+
+
+@contextmanager
+def _service(reply: bytes | None):
+    """A real local TCP service on a free port: it answers every connection with `reply`
+    (an HTTP server's answer), or accepts and says nothing (None)."""
+    import socket
+    import threading
+
+    server = socket.create_server(("127.0.0.1", 0))
+    held = []
+
+    def serve():
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:  # closed: the test is over
+                return
+            held.append(conn)
+            if reply is not None:
+                conn.recv(65536)
+                conn.sendall(reply)
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        yield f"tcp://127.0.0.1:{server.getsockname()[1]}"
+    finally:
+        server.close()
+        for conn in held:
+            conn.close()
+
+
+HTTP_REPLY = b"HTTP/1.1 400 Bad Request\r\nContent-Length: 11\r\n\r\nBad Request"
+
+
+@pytest.mark.parametrize(("reply", "words"), [
+    (HTTP_REPLY, "what answered is not a Dask scheduler"),
+    (None, "cannot reach the scheduler (no answer within 1 s)"),
+], ids=["http", "silent"])
+def test_a_dask_address_that_is_no_scheduler_is_one_error(monkeypatch, reply, words):
+    """An HTTP server (its reply read as a Dask frame asked for exabytes), or a service
+    that never answers (Client waited for ever): one line, exit 1, within the timeout."""
+    import time
+
+    from click.testing import CliRunner
+
+    from nsyswrap.cli import main
+    from nsyswrap.errors import NsysWrapError
+    from nsyswrap.multi import parallel
+
+    pytest.importorskip("distributed")
+    monkeypatch.setattr(parallel, "DASK_TIMEOUT_S", 1)
+    with _service(reply) as address:
+        started = time.monotonic()
+        with pytest.raises(NsysWrapError, match=words.replace("(", r"\(").replace(")", r"\)")):
+            compare_ranks(REPORTS, dask=address)
+        assert time.monotonic() - started < 10
+        res = CliRunner().invoke(main, ["compare", *map(str, REPORTS), "--dask", address],
+                                 catch_exceptions=False)
+    assert res.exit_code == 1
+    assert res.stderr.startswith(f"nsyswrap: error: --dask {address}: ")
+    assert res.stderr.count("\n") == 1 and words in res.stderr
+
+
+def test_a_malformed_dask_address_is_bad_input():
+    from click.testing import CliRunner
+
+    from nsyswrap.cli import main
+
+    pytest.importorskip("distributed")
+    res = CliRunner().invoke(main, ["compare", *map(str, REPORTS), "--dask", "bogus-address"],
+                             catch_exceptions=False)
+    assert res.exit_code == 2
+    assert res.stderr.startswith("nsyswrap: error: --dask bogus-address: not a scheduler "
+                                 "address") and res.stderr.count("\n") == 1

@@ -64,8 +64,9 @@ def _on_dask(call: Callable[[Any], Any], paths: Sequence[Any], address: str,
         from distributed import Client
     except ImportError:
         raise BadInputError("--dask needs Dask: pip install 'nsyswrap[dask]'") from None
+    check_scheduler(address)
     try:
-        client = Client(address, timeout="10s", set_as_default=False)
+        client = Client(address, timeout=f"{DASK_TIMEOUT_S}s", set_as_default=False)
     except OSError as e:
         raise NsysWrapError(f"--dask {address}: cannot reach the scheduler ({e})") from None
     with client:
@@ -79,3 +80,52 @@ def _on_dask(call: Callable[[Any], Any], paths: Sequence[Any], address: str,
             future.result()
             advance()
         return client.gather(futures)
+
+
+# How long a Dask scheduler has to accept a connection and answer: Client's own timeout
+# does not cover a service that accepts and then says nothing (it waited for ever).
+DASK_TIMEOUT_S = 10
+
+
+def check_scheduler(address: str, timeout_s: float | None = None) -> None:
+    """Ask `address` who it is before a Client connects to it: a one-line error where the
+    address is malformed (BadInputError), or nothing answers, or what answers is not a Dask
+    scheduler (an HTTP server's reply read as a Dask frame asked for exabytes), within
+    `timeout_s` (default DASK_TIMEOUT_S; NsysWrapError). An in-process scheduler
+    (inproc://) is not asked."""
+    import asyncio
+
+    from distributed.comm import connect
+    from distributed.comm.addressing import parse_address
+
+    try:
+        scheme, _ = parse_address(address)
+    except ValueError as e:
+        raise BadInputError(f"--dask {address}: not a scheduler address ({e}); give "
+                            "tcp://HOST:PORT") from None
+    if scheme == "inproc":
+        return
+    timeout_s = timeout_s or DASK_TIMEOUT_S
+
+    async def identity() -> Any:
+        comm = await asyncio.wait_for(connect(address, timeout=timeout_s), timeout_s)
+        try:
+            await comm.write({"op": "identity", "reply": True})
+            return await asyncio.wait_for(comm.read(), timeout_s)
+        finally:
+            comm.abort()
+
+    try:
+        answer = asyncio.run(identity())
+    except (OSError, asyncio.TimeoutError) as e:  # refused, unreachable, silent
+        detail = str(e) or f"no answer within {timeout_s:g} s"
+        raise NsysWrapError(f"--dask {address}: cannot reach the scheduler ({detail})"
+                            ) from None
+    except ValueError as e:
+        raise BadInputError(f"--dask {address}: not a scheduler address ({e}); give "
+                            "tcp://HOST:PORT") from None
+    except Exception as e:  # a reply that is no Dask message
+        raise NsysWrapError(f"--dask {address}: what answered is not a Dask scheduler "
+                            f"({type(e).__name__})") from None
+    if not isinstance(answer, dict) or answer.get("type") != "Scheduler":
+        raise NsysWrapError(f"--dask {address}: what answered is not a Dask scheduler")
