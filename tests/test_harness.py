@@ -13,6 +13,7 @@ import textwrap
 
 import pandas as pd
 import pytest
+from conftest import DATA
 
 import nsyswrap
 from nsyswrap.analysis.reconcile import benchmark_runs
@@ -159,3 +160,59 @@ def test_annotate_forms_work_without_a_profiler():
         calls.append(a.message)
     nsyswrap.mark("m")
     assert calls == [3, "block"]
+
+
+HARNESS_REPORT = DATA / "h100_harness_clock.sqlite"
+MARK_TEXT = ("SELECT s.id, s.value FROM NVTX_EVENTS AS e JOIN StringIds AS s ON s.id = e.textId "
+             "WHERE e.eventType = 34 AND s.value LIKE '{\"nsyswrap\":%'")
+
+
+@pytest.mark.parametrize(("change", "words"), [
+    ({"calls_per_iteration": 0}, "calls_per_iteration must be a whole number of at least 1"),
+    ({"calls_per_iteration": -3}, "calls_per_iteration must be a whole number of at least 1"),
+    ({"event_ns": "x"}, "event_ns must be a list of durations"),
+    ({"event_ns": [1000, "a"]}, "event_ns must be a list of durations"),
+    ({"event_ns": [-5000]}, "event_ns must be a list of durations"),
+    ({"name": None}, "it has no name"),
+], ids=["calls 0", "calls -3", "event_ns text", "event_ns item", "event_ns negative",
+        "no name"])
+def test_a_harness_mark_that_cannot_be_used_is_left_out_and_said(report_copy, change, words):
+    """A harness mark written by hand or by another tool: the report is still analysed,
+    the other marks' benchmarks as ever, and the notes say which mark was left out."""
+    import sqlite3
+
+    from click.testing import CliRunner
+
+    from nsyswrap.cli import main
+
+    path = report_copy(HARNESS_REPORT)
+    con = sqlite3.connect(path)
+    marks = {json.loads(v)["name"]: (i, json.loads(v)) for i, v in con.execute(MARK_TEXT)}
+    (string_id, doc), *_ = marks.values()
+    broken = doc["name"]
+    doc.update(change)
+    if doc["name"] is None:
+        del doc["name"]
+    con.execute("UPDATE StringIds SET value = ? WHERE id = ?", (json.dumps(doc), string_id))
+    con.commit()
+    con.close()
+    res = CliRunner().invoke(main, ["compare", str(path), "--format", "json"],
+                             catch_exceptions=False)
+    assert res.exit_code == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert [b["benchmark"] for b in out["benchmarks"]] == sorted(set(marks) - {broken})
+    named = f"{broken!r}" if "name" in doc else "without a name"
+    said = [n for n in out["report"]["notes"] if "harness mark" in n]
+    assert len(said) == 1 and said[0].startswith(
+        f"the harness mark {named} at {_mark_time(path, string_id)} ns left out: {words}")
+
+
+def _mark_time(path, string_id):
+    import sqlite3
+
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return con.execute("SELECT start FROM NVTX_EVENTS WHERE eventType = 34 AND textId = ?",
+                           (string_id,)).fetchone()[0]
+    finally:
+        con.close()

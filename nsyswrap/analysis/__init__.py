@@ -117,20 +117,20 @@ def analyze(report: Report, by_process: bool = False, attribution: str = "proces
         instances = range_instances(report, att, consume=consume)
         processes = processes.result()
     release_freed_memory(size)  # its pair-sized temporaries
-    runs = with_families(instances, report.marks, library)
+    runs = with_families(instances, report.marks, library, notes=report.info.notes)
     return finished(report, instances, runs, kernels=kernels, attribution=att,
                     processes=processes, latency=pooled_latency(att), by_process=by_process,
                     all_domains=all_domains)
 
 
-def with_families(instances: InstanceTable | pd.DataFrame, marks: pd.DataFrame, library: np.ndarray
-                  ) -> list[dict]:
+def with_families(instances: InstanceTable | pd.DataFrame, marks: pd.DataFrame, library: np.ndarray,
+                  *, notes: list[str] | None = None) -> list[dict]:
     """Give the instances (range_instances' rows, or the report's ranges' own columns:
     these need only names, domains and pids) what the summary and the findings group them
     by: `benchmark` (the harness benchmark a range belongs to, "" for the user's own),
     `library`, `family`, `index` and `family_id`. Returns the harness runs the marks
-    hold (reconcile.benchmark_runs)."""
-    runs = benchmark_runs(marks)
+    hold (reconcile.benchmark_runs; marks it cannot use are said in `notes`)."""
+    runs = benchmark_runs(marks, notes)
     harness = harness_range_names(runs)
     # Which harness benchmark a range belongs to ("" for the user's own ranges).
     instances["benchmark"] = text_where(instances["name"], pairs_in(instances, harness), "")

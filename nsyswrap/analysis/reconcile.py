@@ -23,6 +23,8 @@ no window can read (floor_ns per call).
 from __future__ import annotations
 
 import json
+import math
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -39,9 +41,13 @@ ITERATION_COLUMNS = [
 ]
 
 
-def benchmark_runs(marks: pd.DataFrame) -> list[dict]:
-    """The harness's JSON marks, parts joined, in time order."""
+def benchmark_runs(marks: pd.DataFrame, notes: list[str] | None = None) -> list[dict]:
+    """The harness's JSON marks, parts joined, in time order. A mark that says it is the
+    harness's but whose fields cannot be used (no name, a count of calls below 1, event
+    times that are not durations: written by hand, or by another tool) is left out, and
+    said in `notes`: the rest of the report is analysed as ever."""
     runs, parts = [], {}
+    notes = [] if notes is None else notes
     for row in marks[marks["domain"] == HARNESS_DOMAIN].itertuples():
         text = row.text
         if not text.startswith("{"):
@@ -50,10 +56,15 @@ def benchmark_runs(marks: pd.DataFrame) -> list[dict]:
             doc = json.loads(text)
         except ValueError:
             continue
-        kind = doc.get("nsyswrap")
+        kind = doc.get("nsyswrap") if isinstance(doc, dict) else None
         if kind == MARK_SCHEMA:
             runs.append({**doc, "time_ns": int(row.time_ns), "mark_pid": int(row.pid)})
         elif kind == MARK_PART_SCHEMA:
+            if not (isinstance(doc.get("key"), str) and _whole(doc.get("part"), 0)
+                    and _whole(doc.get("parts"), 1) and isinstance(doc.get("text"), str)):
+                notes.append(f"a harness mark's part at {int(row.time_ns)} ns left out: it "
+                             "lacks its key, part number, part count or text")
+                continue
             parts.setdefault(doc["key"], {})[doc["part"]] = (doc, int(row.time_ns), int(row.pid))
     for pieces in parts.values():
         first = pieces[min(pieces)][0]
@@ -61,8 +72,66 @@ def benchmark_runs(marks: pd.DataFrame) -> list[dict]:
             continue  # an incomplete set of parts: the capture ended while writing
         text = "".join(pieces[i][0]["text"] for i in sorted(pieces))
         _, time_ns, pid = pieces[max(pieces)]
-        runs.append({**json.loads(text), "time_ns": time_ns, "mark_pid": pid})
-    return sorted(runs, key=lambda r: r["time_ns"])
+        try:
+            doc = json.loads(text)
+        except ValueError:
+            doc = None
+        if not isinstance(doc, dict):
+            notes.append(f"a harness mark in {len(pieces)} parts at {time_ns} ns left out: "
+                         "its parts do not join into one JSON object")
+            continue
+        runs.append({**doc, "time_ns": time_ns, "mark_pid": pid})
+    kept = []
+    for run in runs:
+        problem = _mark_problem(run)
+        if problem is None:
+            kept.append(run)
+        else:
+            name = run.get("name")
+            what = f"{name!r}" if isinstance(name, str) and name else "without a name"
+            notes.append(f"the harness mark {what} at {run['time_ns']} ns left out: {problem}")
+    return sorted(kept, key=lambda r: r["time_ns"])
+
+
+def _whole(value: Any, least: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+
+
+def _durations(value: Any) -> bool:
+    """A list of durations in ns (a timer that failed wrote null: harness._finite)."""
+    return isinstance(value, list) and all(
+        v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)
+                      and math.isfinite(v) and v >= 0) for v in value)
+
+
+def _mark_problem(run: dict) -> str | None:
+    """What makes a harness mark unusable (benchmark_runs), None when nothing does: the
+    fields the analysis reads, each of the type and range the harness writes."""
+    if not (isinstance(run.get("name"), str) and run["name"]):
+        return "it has no name"
+    if not (isinstance(run.get("range"), str) and run["range"]):
+        return "it names no range"
+    if not isinstance(run.get("domain", HARNESS_DOMAIN), str):
+        return "its domain is not text"
+    events = run.get("event_ns")
+    if not (_durations(events) and events):
+        return "event_ns must be a list of durations in ns (0 or more)"
+    calls = run.get("calls_per_iteration", 1)
+    if not _whole(calls, 1):
+        return f"calls_per_iteration must be a whole number of at least 1, not {calls!r}"
+    cache = run.get("cache")
+    if cache is not None and not (isinstance(cache, list) and len(cache) == len(events)
+                                  and all(isinstance(c, str) for c in cache)):
+        return "cache must list one text per iteration"
+    if run.get("floor_range") is not None and not isinstance(run["floor_range"], str):
+        return "floor_range is not text"
+    if not _durations(run.get("floor_event_ns") or []):
+        return "floor_event_ns must be a list of durations in ns (0 or more)"
+    if not _durations(run.get("clock_mhz") or []):
+        return "clock_mhz must be a list of clock rates"
+    if not isinstance(run.get("config", {}), dict):
+        return "config is not an object"
+    return None
 
 
 class _Windows:

@@ -77,7 +77,7 @@ def analyze_streamed(report: Report, stream: OperationStream, rest: WithoutOpera
     # Families first: they need only the ranges' names, and the summary's pooled latency
     # is gathered per family group as ranges close.
     families = ranges[["range_id", "domain", "name", "pid", "start_ns"]].copy(deep=False)
-    runs = with_families(families, report.marks, library)
+    runs = with_families(families, report.marks, library, notes=report.info.notes)
     group_of_row = summary_groups(families, by_process)
     # The families' columns packed now, as the instance table keeps them, not held as
     # int64 through the stream (~12 MB at 1.2 M ranges).
