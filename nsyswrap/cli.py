@@ -250,7 +250,17 @@ def _output_multi(kind: str, result, fmt: str, output: Path | None, top: int,
 
 
 def _exit_for_ranks(analysis, fail_codes: set[str] | None) -> None:
-    """--fail-on over the cross-rank findings and every report's own."""
+    """After the output for the reports that could be analysed: a line for each one that
+    could not, then exit 2. The status says the input was not wholly usable, as for one
+    bad report (a script testing for 0 sees it), while the output holds every rank that
+    could be read and names the rest in its notes; no code of its own, so 2 keeps one
+    meaning: bad input. It wins over --fail-on (findings over part of the ranks).
+    Otherwise --fail-on over the cross-rank findings and every report's own."""
+    for failure in analysis.failed:
+        click.echo(f"nsyswrap: error: {failure.describe()} (left out; the other reports "
+                   "were analysed)", err=True)
+    if analysis.failed:
+        sys.exit(BadInputError.exit_code)
     if not fail_codes:
         return
     codes = [f.code for f in analysis.findings] + [

@@ -178,9 +178,50 @@ def test_reports_without_gpu_work_still_compare_host_times(tmp_path):
     assert not [f for f in a.findings if f.code == "STRAGGLER"]
 
 
-def test_cli_unreadable_report_is_one_line_error(tmp_path):
+def _subprocess(*args):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "nsyswrap", *map(str, args)],
+                          capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_one_unreadable_report_among_many_leaves_the_others_analysed(tmp_path, jobs):
+    """Three good reports and a truncated one: the three analysed and written, the fourth
+    named on standard error (one line) and in the output's notes, exit 2."""
+    cut = tmp_path / "cut.rank1.sqlite"
+    data = CONTROL[1].read_bytes()
+    cut.write_bytes(data[: len(data) // 2])
+    good = [CONTROL[0], *STRAGGLER]
+    r = _subprocess("compare", *good, cut, "--jobs", jobs, "--format", "json")
+    assert r.returncode == 2
+    doc = json.loads(r.stdout)
+    assert sorted(x["source"] for x in doc["ranks"]) == sorted(map(str, good))
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and "Traceback" not in r.stderr
+    assert lines[0].startswith(f"nsyswrap: error: {cut} is truncated") and "left out" in lines[0]
+    assert [n for n in doc["notes"] if str(cut) in n] == [
+        f"left out, not analysed: {cut} is truncated ({len(data) // 2} of {len(data)} "
+        "bytes): copy it again or re-export it from the .nsys-rep"]
+
+
+def test_cli_unreadable_reports_only_is_one_line_error(tmp_path):
     bad = tmp_path / "x.rank0.sqlite"
     bad.write_text("not sqlite")
-    r = _cli("compare", bad, DATA / "h200x2_ddp_control.rank0.sqlite", "-j", "1")
-    assert r.exit_code == 2
-    assert "not a SQLite file" in r.output
+    worse = tmp_path / "x.rank1.sqlite"
+    worse.write_bytes(b"")
+    r = _subprocess("compare", bad, worse, "-j", "1")
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.count("\n") == 1 and "not a SQLite file" in r.stderr
+    assert "and 1 more report(s) that could not be read" in r.stderr
+
+
+def test_diff_with_an_unreadable_side_is_one_line_error(tmp_path):
+    cut = tmp_path / "cut.sqlite"
+    data = DATA.joinpath("h100_diff_base.sqlite").read_bytes()
+    cut.write_bytes(data[: len(data) // 2])
+    for jobs in ("1", "2"):
+        r = _subprocess("diff", DATA / "h100_diff_base.sqlite", cut, "--jobs", jobs)
+        assert r.returncode == 2 and r.stdout == ""
+        assert r.stderr.count("\n") == 1 and f"{cut} is truncated" in r.stderr

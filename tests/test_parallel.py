@@ -28,7 +28,7 @@ def test_jobs_give_the_serial_result(serial):
     assert _essence(compare_ranks(REPORTS, jobs=2)) == serial
 
 
-def test_local_dask_cluster_of_processes(serial):
+def test_local_dask_cluster_of_processes(serial, tmp_path):
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   dashboard_address=None) as cluster:
@@ -42,6 +42,12 @@ def test_local_dask_cluster_of_processes(serial):
         assert _essence(compare_ranks(REPORTS, dask=cluster.scheduler_address,
                                       progress=Count())) == serial
         assert len(advances) == len(REPORTS)  # one per report finished on the cluster
+        # A report the workers cannot read is left out; the others are analysed.
+        cut = tmp_path / "cut.sqlite"
+        cut.write_bytes(REPORTS[0].read_bytes()[:100_000])
+        a = compare_ranks([*REPORTS, cut], dask=cluster.scheduler_address)
+        assert [f.path for f in a.failed] == [str(cut)] and len(a.ranks) == len(REPORTS)
+        assert "truncated" in a.failed[0].message and a.failed[0].exit_code == 2
 
 
 def test_unreachable_dask_scheduler_is_one_error():

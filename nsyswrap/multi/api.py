@@ -13,7 +13,7 @@ from . import DIFF_SCHEMA, RANKS_SCHEMA  # noqa: F401 (re-exported)
 from .checks import diagnose_ranks
 from .diff import Diff, diff
 from .inputs import expand
-from .parallel import map_reports
+from .parallel import ReportFailure, map_reports
 from .ranks import RankAnalysis, analyze_ranks
 from .samples import DiffSide, from_analysis_json
 from .summary import ReportSummary, summarize, summary_of
@@ -25,14 +25,27 @@ def compare_ranks(reports: Sequence[str | os.PathLike], *, thresholds: Threshold
                   dask: str | None = None, compare_options: dict | None = None,
                   load_options: dict | None = None,
                   progress: Progress = NO_PROGRESS) -> RankAnalysis:
-    """Analyse each report (in parallel) and put their ranks side by side, with findings."""
+    """Analyse each report (in parallel) and put their ranks side by side, with findings.
+    A report that cannot be read is left out, named in the notes and in `failed`; the
+    others are analysed. When none can be read, the first one's error is raised."""
     paths = expand(reports)
     if not paths:
         raise BadInputError("give at least one report (files, a folder or a glob)")
-    summaries = map_reports(summarize, paths, jobs=jobs, dask=dask, progress=progress,
-                            thresholds=thresholds, compare_options=compare_options,
-                            load_options=load_options)
-    return ranks_of(summaries, rank_thresholds)
+    results = map_reports(summarize, paths, jobs=jobs, dask=dask, progress=progress,
+                          keep_going=True, thresholds=thresholds,
+                          compare_options=compare_options, load_options=load_options)
+    failed = [r for r in results if isinstance(r, ReportFailure)]
+    summaries = [r for r in results if not isinstance(r, ReportFailure)]
+    if not summaries:
+        error = failed[0].error()
+        if len(failed) > 1:
+            error.args = (f"{error} (and {len(failed) - 1} more report(s) that could not "
+                          "be read)",)
+        raise error
+    analysis = ranks_of(summaries, rank_thresholds)
+    analysis.failed = failed
+    analysis.notes[:0] = [f"left out, not analysed: {f.describe()}" for f in failed]
+    return analysis
 
 
 def ranks_of(summaries: list[ReportSummary],

@@ -13,7 +13,8 @@ from __future__ import annotations
 import multiprocessing
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -28,21 +29,55 @@ def default_jobs() -> int:
         return os.cpu_count() or 1
 
 
+@dataclass(frozen=True)
+class ReportFailure:
+    """A report that could not be analysed (map_reports with keep_going): its path and
+    the one-line error it gave (an NsysWrapError: unreadable, truncated, not an export)."""
+
+    path: str
+    message: str
+    exit_code: int
+
+    @classmethod
+    def of(cls, path: Any, error: NsysWrapError) -> ReportFailure:
+        return cls(str(path), str(error), error.exit_code)
+
+    def describe(self) -> str:
+        """The error, naming the report where it does not already."""
+        return self.message if self.path in self.message else f"{self.path}: {self.message}"
+
+    def error(self) -> NsysWrapError:
+        kind = BadInputError if self.exit_code == BadInputError.exit_code else NsysWrapError
+        return kind(self.describe())
+
+
 def map_reports(func: Callable[..., Any], paths: Sequence[Any], *, jobs: int | None = None,
                 dask: str | None = None, progress: Progress = NO_PROGRESS,
-                **kwargs) -> list[Any]:
+                keep_going: bool = False, **kwargs) -> list[Any]:
     """[func(path, **kwargs) for path in paths], in order, in parallel where asked.
-    `progress` gets one advance per finished report, in the order they finish."""
+    `progress` gets one advance per finished report, in the order they finish.
+    `keep_going`: a report whose call raises an NsysWrapError (one that cannot be read)
+    gives a ReportFailure in its place and the others go on; otherwise the first such
+    error stops the run. Any other exception (a bug) always stops it."""
     call = partial(func, **kwargs)
+
+    def result(path: Any, run: Callable[[], Any]) -> Any:
+        try:
+            return run()
+        except NsysWrapError as e:
+            if not keep_going:
+                raise
+            return ReportFailure.of(path, e)
+
     what = f"analysing {len(paths)} report{'s' if len(paths) != 1 else ''}"
     with progress.step(what, total=len(paths)) as advance:
         if dask:
-            return _on_dask(call, paths, dask, advance)
+            return _on_dask(call, paths, dask, advance, result)
         jobs = min(jobs or default_jobs(), len(paths))
         if jobs <= 1:
             out = []
             for p in paths:
-                out.append(call(p))
+                out.append(result(p, partial(call, p)))
                 advance()
             return out
         ctx = multiprocessing.get_context(
@@ -51,15 +86,16 @@ def map_reports(func: Callable[..., Any], paths: Sequence[Any], *, jobs: int | N
         if ctx.get_start_method() == "forkserver":
             ctx.set_forkserver_preload(["nsyswrap.multi.summary"])
         with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-            futures = [pool.submit(call, p) for p in paths]
+            futures: dict[Future, Any] = {pool.submit(call, p): p for p in paths}
             for future in as_completed(futures):
-                future.result()  # a failed report stops the run here, as pool.map would
+                # A failed report stops the run here (as pool.map would), unless kept going.
+                result(futures[future], future.result)
                 advance()
-            return [f.result() for f in futures]
+            return [result(p, f.result) for f, p in futures.items()]
 
 
 def _on_dask(call: Callable[[Any], Any], paths: Sequence[Any], address: str,
-             advance: Advance) -> list[Any]:
+             advance: Advance, result: Callable[[Any, Callable[[], Any]], Any]) -> list[Any]:
     try:
         from distributed import Client
     except ImportError:
@@ -75,11 +111,12 @@ def _on_dask(call: Callable[[Any], Any], paths: Sequence[Any], address: str,
         from distributed import as_completed as finished
 
         futures = client.map(call, [str(p) for p in paths], pure=False)
+        path_of = {f.key: p for f, p in zip(futures, paths, strict=True)}
         # this client is not the process's default one: as_completed needs its loop
         for future in finished(futures, loop=client.loop):
-            future.result()
+            result(path_of[future.key], future.result)
             advance()
-        return client.gather(futures)
+        return [result(p, f.result) for f, p in zip(futures, paths, strict=True)]
 
 
 # How long a Dask scheduler has to accept a connection and answer: Client's own timeout

@@ -49,6 +49,8 @@ class RankAnalysis:
     notes: list[str] = field(default_factory=list)
     thresholds: RankThresholds = field(default_factory=RankThresholds)
     findings: list = field(default_factory=list)
+    # Reports that could not be read (multi.parallel.ReportFailure), left out.
+    failed: list = field(default_factory=list)
 
 
 def analyze_ranks(summaries: list[ReportSummary],
