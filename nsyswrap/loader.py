@@ -330,6 +330,9 @@ def _transfers(db: Database, queries: dict[str, str]) -> pd.DataFrame:
     parts = []
     for op, sql in queries.items():
         df = _frame(db, sql)
+        for c in ("device_id", "stream_id", "launch_key"):
+            if df[c].isna().any():  # NULL ids (a table another tool rebuilt): unknown, -1
+                df[c] = df[c].fillna(-1).astype("int64")
         df["op"] = op
         if op == "memcpy":
             df["copy_kind"] = kind_names(df.pop("copy_kind_id"), COPY_KINDS)

@@ -564,3 +564,37 @@ def test_without_runtime_calls_the_ranges_gpu_columns_are_unknown(report_copy):
                for n in doc["report"]["notes"])
     table = CliRunner().invoke(main, ["compare", str(path)], catch_exceptions=False).stdout
     assert "no CUDA runtime calls" in table and " 0 ns " not in table
+
+
+def test_null_ids_read_as_unknown_without_warnings(report_copy, monkeypatch):
+    """NULL device, process or correlation ids (tables rebuilt without nsys's NOT NULL):
+    the rows are kept, their launch unknown (-1), in the whole and the streamed analysis,
+    and no numpy warning."""
+    import warnings
+
+    from click.testing import CliRunner
+
+    from nsyswrap import database
+    from nsyswrap.cli import main
+
+    kernel, memcpy = "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY"
+    path = report_copy(GPU_MIX)
+    for table in (kernel, memcpy):
+        _without_not_null(path, table)
+        _edit(path, f"UPDATE {table} SET deviceId = NULL, globalPid = NULL, "
+                    f"correlationId = NULL WHERE {FIRST_ROWS.format(table, 1)}")
+    (kernels,), = sql(path, f"SELECT count(*) FROM {kernel}")
+    (first_kernel_ns,), = sql(path, f"SELECT start FROM {kernel} ORDER BY rowid LIMIT 1")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        report = nsyswrap.load(path)
+        assert len(report.kernels) == kernels
+        (unknown,) = report.kernels.index[report.kernels["start_ns"] == first_kernel_ns]
+        assert report.kernels.loc[unknown, "launch_start_ns"] == -1
+        assert len(report.transfers) == sql(path, f"SELECT count(*) FROM {memcpy}")[0][0] + \
+            sql(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_MEMSET")[0][0]
+        monkeypatch.setattr(database, "STREAM_MIN_OPERATIONS", 0)
+        for fmt in ("json", "trace"):
+            res = CliRunner().invoke(main, ["compare", str(path), "--format", fmt],
+                                     catch_exceptions=False)
+            assert res.exit_code == 0, res.stderr
