@@ -198,6 +198,10 @@ def _unreadable(path: Path, e: Exception) -> BadInputError:
     return BadInputError(f"{path} cannot be read as SQLite ({e}): is it damaged?")
 
 
+class _TextColumn(ValueError):
+    """A bulk read's number column came as text (Database._numbers)."""
+
+
 def _uri(path: Path, params: str) -> str:
     return "file:" + urllib.parse.quote(str(path.resolve())) + "?" + params
 
@@ -475,12 +479,15 @@ class Database:
             found = self._not_a_number(sql)
             if found is not None:
                 raise found from None
+            if isinstance(e, _TextColumn):  # text, though not in a column declared INTEGER
+                raise BadInputError(f"{self.path}: {e} where numbers belong: the export is "
+                                    "damaged or was edited") from None
             if isinstance(e, OSError):
                 raise _unreadable(self.path, e) from e
             raise
 
     def _numbers(self, sql: str):
-        """The query's result as an Arrow table (_fetch), refused (ValueError) where a
+        """The query's result as an Arrow table (_fetch), refused (_TextColumn) where a
         column that holds numbers came as text."""
         import pyarrow as pa
 
@@ -488,7 +495,7 @@ class Database:
         for f in table.schema:
             if f.name not in TEXT_COLUMNS and (pa.types.is_string(f.type) or pa.types.is_binary(
                     f.type) or pa.types.is_large_string(f.type)):
-                raise ValueError(f"text in the column {f.name}")
+                raise _TextColumn(f"the read's column {f.name} came as text")
         return table
 
     def _not_a_number(self, sql: str) -> BadInputError | None:
@@ -501,8 +508,10 @@ class Database:
         # A connection of its own: this runs on a reader thread.
         con = sqlite3.connect(self.uri, uri=True)
         try:
+            # Integer affinity (a declared type holding INT: a table rebuilt by CREATE
+            # TABLE AS declares "INT"), or none.
             declared = [r[1] for r in con.execute(f'PRAGMA table_info("{table}")')
-                        if str(r[2]).upper() == "INTEGER"]
+                        if "INT" in str(r[2]).upper() or not r[2]]
             for column in declared:
                 if not re.search(rf"\b{re.escape(column)}\b", sql):
                     continue

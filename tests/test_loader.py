@@ -517,11 +517,13 @@ def test_rows_without_times_are_left_out_and_counted(report_copy, monkeypatch, n
     assert 0 <= min(times_us) and max(times_us) - min(times_us) <= duration_ns / 1e3
 
 
-@pytest.mark.parametrize("batch_rows", [None, 16], ids=["in the first batch", "later"])
-def test_text_in_a_number_column_is_one_line(report_copy, monkeypatch, batch_rows):
+@pytest.mark.parametrize(("batch_rows", "rebuilt"), [(None, False), (16, False), (None, True)],
+                         ids=["in the first batch", "later", "in a rebuilt table"])
+def test_text_in_a_number_column_is_one_line(report_copy, monkeypatch, batch_rows, rebuilt):
     """`start = 'oops'` in a kernel: the driver reads the column as text (the value in its
     first record batch) or stops at it (later): either way a one-line error naming the
-    table, the column, the value and its row, exit 2."""
+    table, the column, the value and its row, exit 2. Also where the table was rebuilt
+    (its columns declared INT, not INTEGER)."""
     from click.testing import CliRunner
 
     from nsyswrap import database
@@ -529,6 +531,8 @@ def test_text_in_a_number_column_is_one_line(report_copy, monkeypatch, batch_row
 
     kernel = "CUPTI_ACTIVITY_KIND_KERNEL"
     path = report_copy(GPU_MIX)
+    if rebuilt:
+        _without_not_null(path, kernel)
     _edit(path, f"UPDATE {kernel} SET start = 'oops' WHERE rowid = "
                 f"(SELECT rowid FROM {kernel} ORDER BY rowid LIMIT 1 OFFSET 100)")
     (row,), = sql(path, f"SELECT rowid FROM {kernel} WHERE typeof(start) = 'text'")
