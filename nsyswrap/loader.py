@@ -4,7 +4,8 @@ Exports differ between nsys versions (see docs/nsys-schema.md): tables exist onl
 was traced, NVTX text sits in `text` or in `textId` -> StringIds, the metadata table was
 renamed, kernel names are ids into StringIds. Every column beyond the core ones is optional.
 
-The file is opened read-only (SQLite URI `mode=ro`): nothing is ever written next to it.
+The file is opened read-only (SQLite URI `mode=ro`, or `immutable=1` for a WAL-mode file:
+database.Database): nothing is ever written next to it.
 database.py opens it and runs the bulk reads (their SQL is queries.py's) as Arrow tables
 through the ADBC SQLite driver; small lookups here use sqlite3.
 """
