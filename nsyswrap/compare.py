@@ -26,6 +26,8 @@ class Comparison:
     findings: list[Finding]
     thresholds: Thresholds = field(default_factory=Thresholds)
     benchmarks: pd.DataFrame = field(default_factory=pd.DataFrame)  # with trusted_ns, verdict
+    # The program's own timings by group (user_timings.GROUP_COLUMNS) with codes, verdict.
+    user_timings: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def info(self):
@@ -83,7 +85,8 @@ def compare(report: Report | OpenReport | str | os.PathLike,
             findings = diagnose(analysis, thresholds)
     else:
         analysis, findings = done
-    return Comparison(analysis, findings, thresholds, _with_verdicts(analysis, findings))
+    return Comparison(analysis, findings, thresholds, _with_verdicts(analysis, findings),
+                      _user_verdicts(analysis, findings))
 
 
 def _streamed(opened: OpenReport, thresholds: Thresholds, progress: Progress,
@@ -126,3 +129,23 @@ def _with_verdicts(analysis: Analysis, findings: list[Finding]) -> pd.DataFrame:
                     zip(mine, b["event_median_ns"], b["busy_median_ns"], b["span_median_ns"],
                         b["floor_ns"], strict=True)]
     return b
+
+
+def _user_verdicts(analysis: Analysis, findings: list[Finding]) -> pd.DataFrame:
+    """The program's own timing groups with their findings' codes and a verdict in the
+    harness's words (do_bench's own estimate gets none: it is not the figure it returns)."""
+    u = analysis.user_timings
+    g = u.groups.copy()
+    if g.empty:
+        return g
+    codes = codes_by_range(findings)
+    spans = dict(zip(u.summary["run"], u.summary["span_median_ns"], strict=True))
+    g["codes"] = [sorted(codes.get(label, set())) for label in g["label"]]
+    g["verdict"] = [
+        "do_bench's own estimate of the calls to make (not its result)"
+        if kind == "do_bench estimate" else
+        verdict(set(c), v, k, spans.get(run, float("nan")), f if by != "timer" else None)
+        for c, v, k, f, run, kind, by in zip(
+            g["codes"], g["value_median_ns"], g["kernels_median_ns"], g["floor_ns"],
+            g["run"], g["kind"], g["kind"], strict=True)]
+    return g

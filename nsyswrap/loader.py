@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from . import cuda_api
 from ._memory import release_freed_memory, trim_heap
 from .chunks import STEP_ROWS, ascending, even_bounds, map_chunks, small_code_type, steps
 from .database import Database, OpenReport, open_report
@@ -41,6 +42,7 @@ from .queries import (
 )
 from .report import (
     API_COLUMNS,
+    EVENT_CALL_COLUMNS,
     KERNEL_COLUMNS,
     MARK_COLUMNS,
     METRIC_COLUMNS,
@@ -51,6 +53,7 @@ from .report import (
     ReportInfo,
     empty,
 )
+from .schema import USER_EVENTS_SCHEMA
 
 # CUPTI enums (stable across CUPTI versions): ENUM_CUDA_MEMCPY_OPER, ENUM_CUDA_MEM_KIND.
 COPY_KINDS = {
@@ -159,6 +162,7 @@ def read_without_operations(opened: OpenReport) -> tuple[Report, WithoutOperatio
     ranges = _drop_reversed(ranges, "NVTX range", range_notes)
     marks = _nvtx_marks(db, queries, domains)
     gpu_metrics = _gpu_clock_metrics(db)
+    event_calls, event_call_count = _event_calls(db, marks)
 
     info = _report_info(db, opened.source)
     info.has_cuda = KERNEL_TABLE in db.tables or RUNTIME_TABLE in db.tables
@@ -167,7 +171,7 @@ def read_without_operations(opened: OpenReport) -> tuple[Report, WithoutOperatio
     info.has_gpu_metrics = not gpu_metrics.empty
     info.threads = _thread_names(db)
     report = Report(info, empty(KERNEL_COLUMNS), empty(TRANSFER_COLUMNS), empty(API_COLUMNS),
-                    ranges, marks, gpu_metrics)
+                    ranges, marks, gpu_metrics, event_calls, event_call_count)
     pids = set(pd.unique(ranges["pid"].to_numpy(dtype="int64")).tolist())
     return report, WithoutOperations(db, notes, range_notes, pids)
 
@@ -618,6 +622,68 @@ def _nvtx_marks(db: Database, queries: BulkQueries,
     df["domain"] = _domain_names(df, domains)
     df["text"] = df["text"].astype(str)
     return df[MARK_COLUMNS]
+
+
+# Runtime calls of the CUDA event API that the reconciliation of a program's own timings
+# reads (analysis/user_events.py); nsys names them with a version suffix.
+EVENT_RECORD_APIS = ("cudaEventRecord", "cudaEventRecordWithFlags", "cuEventRecord",
+                     "cuEventRecordWithFlags")
+STREAM_WAIT_APIS = ("cudaStreamWaitEvent", "cuStreamWaitEvent")
+CUDA_EVENT_TABLE = "CUPTI_ACTIVITY_KIND_CUDA_EVENT"
+SYNC_TABLE = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
+# Runtime calls at most that are scanned just to count a report's event records (a full
+# scan of the runtime table: about a second per 10 M rows).
+COUNT_SCAN_ROWS = 2_000_000
+
+
+def _event_calls(db: Database, marks: pd.DataFrame) -> tuple[pd.DataFrame, int | None]:
+    """The program's CUDA event records and stream waits (EVENT_CALL_COLUMNS), for reports
+    whose marks hold `nsyswrap run`'s records of them; for any other report only how many
+    event records it holds (None where counting would scan a big runtime table)."""
+    if RUNTIME_TABLE not in db.tables or "StringIds" not in db.tables:
+        return empty(EVENT_CALL_COLUMNS), None
+    names = {}
+    for i, value in db.rows("SELECT id, value FROM StringIds WHERE value LIKE 'cu%Event%'"):
+        api = cuda_api.base_name(value)
+        if api in EVENT_RECORD_APIS:
+            names[int(i)] = "record"
+        elif api in STREAM_WAIT_APIS:
+            names[int(i)] = "wait"
+    record_ids = [i for i, kind in names.items() if kind == "record"]
+    if not record_ids:
+        return empty(EVENT_CALL_COLUMNS), 0
+    has_records = marks["text"].str.startswith('{"nsyswrap":"' + USER_EVENTS_SCHEMA).any()
+    if not has_records:
+        if CUDA_EVENT_TABLE in db.tables:
+            return empty(EVENT_CALL_COLUMNS), int(
+                db.rows(f"SELECT count(*) FROM {CUDA_EVENT_TABLE}")[0][0])
+        if db.row_estimate(RUNTIME_TABLE) > COUNT_SCAN_ROWS:
+            return empty(EVENT_CALL_COLUMNS), None
+        ids = ",".join(map(str, record_ids))
+        return empty(EVENT_CALL_COLUMNS), int(db.rows(
+            f"SELECT count(*) FROM {RUNTIME_TABLE} WHERE nameId IN ({ids})")[0][0])
+    ids = ",".join(map(str, names))
+    # The stream of each record (CUDA_EVENT, with --cuda-event-trace) and of each wait
+    # (SYNCHRONIZATION: the stream made to wait), by correlation id within the process.
+    streams = []
+    for table in (CUDA_EVENT_TABLE, SYNC_TABLE):
+        if table in db.tables and {"correlationId", "streamId", "globalPid"} <= db.columns(table):
+            streams.append(f"SELECT correlationId, globalPid, streamId FROM {table}")
+    stream_sql = " UNION ALL ".join(streams) or \
+        "SELECT NULL AS correlationId, NULL AS globalPid, NULL AS streamId WHERE 0"
+    df = _frame(db, f"""
+        SELECT r.start AS start_ns, r.end AS end_ns, r.globalTid AS thread,
+               r.correlationId AS correlation_id, r.nameId AS name_id,
+               coalesce(s.streamId, -1) AS stream_id
+        FROM {RUNTIME_TABLE} r
+        LEFT JOIN ({stream_sql}) s
+          ON s.correlationId = r.correlationId
+         AND s.globalPid = (r.globalTid - (r.globalTid & {ID_MASK}))
+        WHERE r.nameId IN ({ids}) AND r.start IS NOT NULL AND r.end IS NOT NULL
+        ORDER BY r.start""")
+    df["pid"] = _pid(df["thread"])
+    df["api"] = df["name_id"].map(names).astype(str)
+    return df[EVENT_CALL_COLUMNS], int((df["api"] == "record").sum())
 
 
 def _gpu_clock_metrics(db: Database) -> pd.DataFrame:

@@ -92,6 +92,11 @@ RANGE_COLUMNS = [
     "range_id", "start_ns", "end_ns", "pid", "tid", "thread", "domain", "name", "style",
 ]
 MARK_COLUMNS = ["time_ns", "pid", "thread", "domain", "text"]
+# cudaEventRecord ("record") and cudaStreamWaitEvent ("wait") calls: the stream an event was
+# recorded on, or the stream made to wait (-1 where the export does not say: nsys 2022.4,
+# or 2025.x without --cuda-event-trace).
+EVENT_CALL_COLUMNS = ["start_ns", "end_ns", "pid", "thread", "correlation_id", "stream_id",
+                      "api"]
 METRIC_COLUMNS = ["time_ns", "device_id", "metric", "value"]
 
 
@@ -121,8 +126,12 @@ class Report:
     api_calls: CUDA API calls that block the host or copy synchronously (API_COLUMNS).
     ranges:    NVTX ranges, push/pop and start/end (RANGE_COLUMNS); ``style`` "pushpop" |
                "startend".
-    marks:     NVTX marks (MARK_COLUMNS); the harness stores its CUDA-event timings in them.
+    marks:     NVTX marks (MARK_COLUMNS); the harness stores its CUDA-event timings in them,
+               `nsyswrap run`'s runner the program's own (analysis/user_events.py).
     gpu_metrics: sampled GPU metrics such as the GPC clock (METRIC_COLUMNS), when captured.
+    event_calls: the CUDA event records and stream waits (EVENT_CALL_COLUMNS), read only
+               for reports whose marks hold the runner's records; event_call_count says how
+               many event records any report holds (None: not counted).
     """
 
     info: ReportInfo
@@ -132,6 +141,8 @@ class Report:
     ranges: pd.DataFrame
     marks: pd.DataFrame
     gpu_metrics: pd.DataFrame
+    event_calls: pd.DataFrame = field(default_factory=lambda: empty(EVENT_CALL_COLUMNS))
+    event_call_count: int | None = None
 
     def __repr__(self) -> str:
         i = self.info

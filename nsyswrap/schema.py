@@ -10,3 +10,15 @@ CAPTURE_ENV = "NSYSWRAP_CAPTURE_RANGE"
 CAPTURE_RANGE = "nsyswrap.capture"
 # The harness's event-floor windows are NVTX ranges named "<benchmark> [event floor]".
 FLOOR_RANGE_SUFFIX = " [event floor]"
+
+# What `nsyswrap run`'s runner (nsyswrap/_user_events.py, which keeps its own copy of these:
+# the profiled process imports nothing of nsyswrap) writes into the report as NVTX marks:
+# the program's own CUDA-event records, and the marks that tie its clock to the report's.
+USER_EVENTS_SCHEMA = "nsyswrap.user-events/1"
+USER_EVENTS_PART_SCHEMA = USER_EVENTS_SCHEMA + "/part"
+CLOCK_SCHEMA = "nsyswrap.clock/1"
+# The runner's event-floor windows, Timer measurements and do_bench calls (NVTX ranges of the
+# default domain).
+USER_FLOOR_RANGE = "nsyswrap.user-events [event floor]"
+TIMER_RANGE_PREFIX = "nsyswrap.timer "
+DO_BENCH_RANGE_PREFIX = "nsyswrap.do_bench "

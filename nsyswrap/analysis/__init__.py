@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from .._memory import release_freed_memory
 from ..report import Report, ReportInfo
+from ..schema import USER_FLOOR_RANGE
 from .completeness import lost_tail
 from .domains import library_mask
 from .families import family_names, family_numbers, family_positions, user_rows
@@ -36,6 +37,64 @@ from .reconcile import (
     pairs_in,
 )
 from .texts import text_where
+from .user_timings import (
+    DEFAULT_FLOOR_NS,
+    GpuOps,
+    UserTimings,
+    user_timings,
+)
+
+
+@dataclass
+class TimedWindows:
+    """CUDA-event (or timer) windows reconciled with the GPU work in them, one row per window
+    (reconcile.ITERATION_COLUMNS) and one per run (reconcile.BENCHMARK_COLUMNS): the
+    harness's benchmarks, or the program's own timings. The window checks read both."""
+
+    source: str  # "harness" or "user"
+    iterations: pd.DataFrame
+    benchmarks: pd.DataFrame
+    runs: list[dict]  # per run: the harness's mark (its config), {} for the program's own
+    default_floor_ns: float | None = None  # where a run has no floor of its own
+
+    def label(self, name: str) -> str:
+        """How findings and tables name a run: 'nsyswrap:linear', or the call-site label."""
+        return f"nsyswrap:{name}" if self.source == "harness" else name
+
+    def config(self, run: int) -> dict:
+        return self.runs[run].get("config", {}) if 0 <= run < len(self.runs) else {}
+
+    def measured_by(self, run: int) -> str:
+        """Whose figure it is, for messages: 'the events', 'Timer', 'do_bench'."""
+        if self.source == "harness" or "measured_by" not in self.benchmarks:
+            return "the events"
+        by = self.benchmarks.loc[self.benchmarks["run"] == run, "measured_by"]
+        return str(by.iloc[0]) if len(by) else "the events"
+
+    def judged(self, run: int) -> bool:
+        """Whether findings speak of the run: not of do_bench's own estimate of how often
+        to call the function (listed, not the figure it returns)."""
+        if self.source == "harness" or "kind" not in self.benchmarks:
+            return True
+        kind = self.benchmarks.loc[self.benchmarks["run"] == run, "kind"]
+        return not (len(kind) and kind.iloc[0] == "do_bench estimate")
+
+    def floor(self, run: int) -> tuple[float, str]:
+        """The run's events' floor per window and where it came from ("measured",
+        "estimated", "assumed"; "none" for a host timer, which has no events): never 0
+        for events, which would call their own cost overhead."""
+        if self.measured_by(run) == "Timer":
+            return 0.0, "none"
+        b = self.benchmarks
+        floor = b.loc[b["run"] == run, "floor_ns"]
+        if len(floor) and pd.notna(floor.iloc[0]) and floor.iloc[0] > 0:
+            source = "measured"
+            if "floor_source" in b:
+                source = str(b.loc[b["run"] == run, "floor_source"].iloc[0])
+            return float(floor.iloc[0]), source
+        if self.default_floor_ns is not None:
+            return self.default_floor_ns, "estimated"
+        return DEFAULT_FLOOR_NS, "assumed"
 
 
 @dataclass
@@ -52,6 +111,16 @@ class Analysis:
     processes: pd.DataFrame  # one row per process with GPU work or NVTX ranges
 
     all_domains: bool = False  # findings cover libraries' ranges (NCCL, cuDNN, ...) too
+    # The program's own CUDA-event timings that `nsyswrap run` recorded, reconciled.
+    user_timings: UserTimings = field(default_factory=UserTimings)
+
+    def timed_windows(self) -> list[TimedWindows]:
+        """The harness's runs and the program's own timings, for the window checks."""
+        harness = TimedWindows("harness", self.iterations, self.benchmarks, self.runs,
+                               estimated_floor(self.iterations, self.runs))
+        u = self.user_timings
+        user_runs = [{} for _ in range(len(u.summary))]
+        return [harness, TimedWindows("user", u.intervals, u.summary, user_runs)]
 
     def user_rows(self, by_start: bool = False) -> np.ndarray:
         """families.user_rows under this analysis's all_domains. Callers take the columns
@@ -75,6 +144,20 @@ class Analysis:
         frame = pd.DataFrame({"family_id": self.instances.values("family_id", rows)},
                              index=rows, copy=False)
         return family_positions(frame, self.instances)
+
+
+def estimated_floor(iterations: pd.DataFrame, runs: list[dict]) -> float | None:
+    """The events' own cost estimated from harness windows that were back-pressured (a
+    GPU sleep before each: no launch overhead inside), for runs of older harness versions
+    that measured no floor; None where the report has no such window."""
+    back = [i for i, r in enumerate(runs) if r.get("config", {}).get("backpressure")]
+    if iterations.empty or not back:
+        return None
+    g = iterations[iterations["run"].isin(back) & (iterations["syncs"] == 0)]
+    excess = ((g["event_ns"] - g["gpu_busy_ns"] - g["internal_idle_ns"].fillna(0))
+              / g["calls"]).dropna()
+    excess = excess[excess > 0]
+    return float(excess.median()) if len(excess) >= 3 else None
 
 
 def analyze(report: Report, by_process: bool = False, attribution: str = "process",
@@ -156,6 +239,14 @@ def finished(report: Report, instances: InstanceTable, runs: list[dict], *,
     harness = harness_range_names(runs)
     ranges["harness"] = pairs_in(ranges, harness)
     ranges["library"] = library_mask(ranges["domain"], ranges["name"])
+    # The streamed analysis keeps no operation: it leaves reports with the runner's
+    # records to the whole one (streamed.analyze_streamed).
+    ops = GpuOps.of(attribution.gpu_ops) if not attribution.streamed else None
+    floor_windows = instances.rows(
+        np.flatnonzero(instances["name"].to_numpy() == USER_FLOOR_RANGE),
+        ["pid", "start_ns", "gpu_busy_ns"])
+    mine = user_timings(report, ops, attribution.blocking_calls, floor_windows)
+    report.info.notes.extend(mine.notes)
     return Analysis(
         info=report.info,
         kernels=kernels,
@@ -168,4 +259,5 @@ def finished(report: Report, instances: InstanceTable, runs: list[dict], *,
         benchmarks=benchmark_summary(its, runs, event_floors(instances, runs)),
         processes=processes,
         all_domains=all_domains,
+        user_timings=mine,
     )

@@ -27,7 +27,10 @@ LIBRARY_DOMAINS = frozenset(d.lower() for d in (
 ))
 # Operator ranges PyTorch opens in the default domain (emit_nvtx, record_function under
 # nsys): "aten::addmm", "aten::add_, seq = 12", "c10d::allreduce_".
-LIBRARY_RANGE_NAME = re.compile(r"^(aten|c10d|prim|cudnn|autograd|torch|_c10d_functional)::")
+LIBRARY_RANGE_NAME = re.compile(r"^(aten|c10d|prim|cudnn|autograd|torch|_c10d_functional)::"
+                                # `nsyswrap run`'s runner: its event-floor windows, each
+                                # Timer measurement and do_bench call (schema.py).
+                                r"|^nsyswrap\.(user-events |timer |do_bench )")
 # emit_nvtx names every range "{op}[, seq = N][, op_id = N][, sizes = ...][, input_op_ids
 # = ...]" (torch/csrc/profiler/stubs/cuda.cpp, getNvtxStr), autograd's backward nodes
 # included, which carry no namespace ("AddmmBackward0, seq = 15, op_id = 53") nor do some

@@ -1,5 +1,7 @@
 """CACHE_EFFECT: with a flushed and a hot L2 the kernels run at different speeds, beyond
-noise (harness runs with flush_l2="interleave")."""
+noise (harness runs with flush_l2="interleave"); or, in a program's own timings, the same
+kernels run at different speeds in different timed places (what ran before them differs:
+the L2's contents)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,65 @@ MIN_PER_MODE = 3
 
 
 def check(a: Analysis, t: Thresholds) -> list[Finding]:
+    return _harness(a, t) + _same_work(a, t)
+
+
+def _same_work(a: Analysis, t: Thresholds) -> list[Finding]:
+    """Groups of the program's own timings whose windows hold the same operations (by name,
+    in order), with kernel times apart beyond noise and cache_min_share."""
+    it = a.user_timings.intervals
+    if it.empty or it["gpu_busy_ns"].isna().all():
+        return []
+    judged = it[it["kind"].isin(["events", "do_bench"]) & (it["work"] != "")]
+    by_group = []
+    for (label, pid), g in judged.groupby(["label", "pid"], sort=False):
+        work = g["work"].mode()
+        if len(work) and len(g) >= MIN_PER_MODE:
+            busy = g.loc[g["work"] == work.iloc[0], "gpu_busy_ns"].dropna()
+            if len(busy) >= MIN_PER_MODE:
+                by_group.append((label, pid, work.iloc[0], float(busy.median()), _iqr(busy)))
+    findings = []
+    for (_pid, work), same in _by_work(by_group).items():
+        if len(same) < 2:
+            continue
+        fast, slow = min(same, key=lambda x: x[3]), max(same, key=lambda x: x[3])
+        diff = slow[3] - fast[3]
+        noise = max(fast[4], slow[4])
+        if diff < t.cache_min_share * fast[3] or diff <= 2 * noise:
+            continue
+        # The places apart from the fastest (and it): the others time it as it does.
+        others = [x[0] for x in same if x is fast or
+                  x[3] - fast[3] >= max(t.cache_min_share * fast[3], 2 * noise)]
+        findings.append(Finding(
+            CODE, INFO, None,
+            f"the same GPU work ({_short(work)}) takes {fmt_ns(fast[3])} at {fast[0]} and "
+            f"{fmt_ns(slow[3])} at {slow[0]} (+{fmt_share(diff / fast[3])}, beyond the "
+            f"{fmt_ns(noise)} spread): what ran before it differs (what the L2 held, the "
+            "clock), so neither number is the kernels' time in general",
+            {"work": work, "by_place": {x[0]: {"kernels_median_ns": x[3], "iqr_ns": x[4]}
+                                        for x in same},
+             "relative_difference": diff / fast[3], "noise_iqr_ns": noise},
+            "Quote the number your workload resembles: the fast one when the inputs were just "
+            "written and fit in L2, the slow one when they stream from memory once per step.",
+            ranges=others,
+        ))
+    return findings
+
+
+def _by_work(groups: list[tuple]) -> dict[tuple, list[tuple]]:
+    out: dict[tuple, list[tuple]] = {}
+    for g in groups:
+        out.setdefault((g[1], g[2]), []).append(g)
+    return out
+
+
+def _short(work: str) -> str:
+    names = work.split(" | ")
+    head = ", ".join(n[:40] for n in names[:3])
+    return head + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+
+
+def _harness(a: Analysis, t: Thresholds) -> list[Finding]:
     findings = []
     for (name, _run), g in a.iterations.groupby(["benchmark", "run"], sort=False, observed=True):
         calls = float(g["calls"].iloc[0])

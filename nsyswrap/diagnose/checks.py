@@ -19,30 +19,33 @@ MERGED_RANGE_CODES = frozenset({cold_start.CODE})
 def diagnose(a: Analysis, thresholds: Thresholds | None = None) -> list[Finding]:
     thresholds = thresholds or Thresholds()
     findings = [f for c in CHECKS for f in c.check(a, thresholds)]
-    benchmarks = {f"nsyswrap:{name}" for name in a.benchmarks["benchmark"]}
+    # The harness's benchmarks and the program's own timing groups: a code found in several
+    # reads once, naming them all.
+    benchmarks = {tw.label(name): "benchmarks" if tw.source == "harness" else "timed places"
+                  for tw in a.timed_windows() for name in tw.benchmarks["benchmark"]}
     findings = merge_alike(findings, benchmarks)
     return sorted(findings, key=lambda f: (_SEVERITY_ORDER.get(f.severity, 9), f.code,
                                            f.range or ""))
 
 
-def merge_alike(findings: list[Finding], benchmarks: set[str]) -> list[Finding]:
+def merge_alike(findings: list[Finding], benchmarks: dict[str, str]) -> list[Finding]:
     """One finding per code for all the harness benchmarks it concerns (CLOCK_VARIATION in 4
-    of 7 benchmarks reads once), and for all the user's ranges with a MERGED_RANGE_CODES
-    code. The merged finding names them all (`ranges`); the numbers of each stay in
-    evidence["by_range"]."""
-    groups: dict[tuple[str, bool], list[Finding]] = {}
+    of 7 benchmarks reads once), for all the program's own timed places (`benchmarks` says
+    which labels are which: label -> "benchmarks" or "timed places"), and for all the user's
+    ranges with a MERGED_RANGE_CODES code. The merged finding names them all (`ranges`);
+    the numbers of each stay in evidence["by_range"]."""
+    groups: dict[tuple[str, str], list[Finding]] = {}
     out = []
     for f in findings:
-        is_benchmark = f.range in benchmarks
-        if f.range and (is_benchmark or f.code in MERGED_RANGE_CODES):
-            groups.setdefault((f.code, is_benchmark), []).append(f)
+        what = benchmarks.get(f.range or "", "ranges")
+        if f.range and (what != "ranges" or f.code in MERGED_RANGE_CODES):
+            groups.setdefault((f.code, what), []).append(f)
         else:
             out.append(f)
-    for (code, is_benchmark), alike in groups.items():
+    for (code, what), alike in groups.items():
         if len(alike) == 1:
             out.extend(alike)
             continue
-        what = "benchmarks" if is_benchmark else "ranges"
         labels = [f.range for f in alike]
         first = alike[0]
         detail = first.message[len(first.range) + 2:] if first.message.startswith(

@@ -17,26 +17,27 @@ CLOCK_METRIC = "GPC Clock"
 
 
 def check(a: Analysis, t: Thresholds) -> list[Finding]:
-    if a.benchmarks.empty:
-        return []
     metrics = a.gpu_metrics
     clock = metrics[metrics["metric"] == CLOCK_METRIC] if not metrics.empty else metrics
     gpu_max = max((g.max_clock_mhz for g in a.info.gpus if g.max_clock_mhz), default=None)
     findings = []
-    for b in a.benchmarks.itertuples():
-        config = a.runs[b.run].get("config", {})
-        values = _metric_samples(clock, b) if not clock.empty else np.array([])
-        source = "nsys GPU metrics (GPC clock)"
-        ref = gpu_max or (float(clock["value"].max()) if not clock.empty else None)
-        if len(values) < 2:
-            values = np.array([v for v in a.runs[b.run].get("clock_mhz") or [] if v],
-                              dtype="float64")
-            source = "NVML after each iteration (SM clock)"
-            ref = config.get("max_clock_mhz") or gpu_max
-        if len(values) >= 2 and ref:
-            f = _evaluate(values, float(ref), f"nsyswrap:{b.benchmark}", source, config, t)
-            if f:
-                findings.append(f)
+    for tw in a.timed_windows():
+        for b in tw.benchmarks.itertuples():
+            if not tw.judged(b.run):
+                continue
+            config = tw.config(b.run)
+            values = _metric_samples(clock, b) if not clock.empty else np.array([])
+            source = "nsys GPU metrics (GPC clock)"
+            ref = gpu_max or (float(clock["value"].max()) if not clock.empty else None)
+            if len(values) < 2 and tw.source == "harness":
+                values = np.array([v for v in tw.runs[b.run].get("clock_mhz") or [] if v],
+                                  dtype="float64")
+                source = "NVML after each iteration (SM clock)"
+                ref = config.get("max_clock_mhz") or gpu_max
+            if len(values) >= 2 and ref:
+                f = _evaluate(values, float(ref), tw.label(b.benchmark), source, config, t)
+                if f:
+                    findings.append(f)
     return findings
 
 

@@ -65,31 +65,57 @@ def _evidence(cold: dict[str, _Cold], skip: int, instances: int) -> dict:
 
 
 def _harness_runs(a: Analysis, t: Thresholds) -> list[Finding]:
-    """Timed harness iterations that are still warming up: warmup was too short."""
+    """Timed windows that are still warming up: the harness's warmup was too short, or the
+    program's own timing starts cold."""
     findings = []
-    for (name, run), g in a.iterations.groupby(["benchmark", "run"], sort=False, observed=True):
-        if len(g) < t.cold_min_instances:
-            continue
-        cold = _cold_metrics(g, HARNESS_METRICS, t)
-        if not cold:
-            continue
-        label = f"nsyswrap:{name}"
-        warmup = a.runs[run].get("config", {}).get("warmup_iters")
-        skip = max(x.count for x in cold.values())
-        first = next(iter(cold.values()))
-        findings.append(Finding(
-            code=CODE, severity=WARNING, range=label,
-            message=(
-                f"{label}: the first "
-                f"{'timed iteration' if first.count == 1 else f'{first.count} timed iterations'}"
-                f" took {', '.join(fmt_ns(v) for v in first.first_ns)} of {first.words} against "
-                f"a median of {fmt_ns(first.median_rest_ns)}: the warmup of {warmup} "
-                f"iteration(s) was too short, skip {skip} more"
-            ),
-            evidence={**_evidence(cold, skip, len(g)), "warmup_iters": warmup},
-            suggestion=f"Use warmup={(warmup or 0) + skip} or more, or warmup='auto'.",
-        ))
+    for tw in a.timed_windows():
+        for (name, run), g in tw.iterations.groupby(["benchmark", "run"], sort=False,
+                                                    observed=True):
+            if len(g) < t.cold_min_instances or not tw.judged(run):
+                continue
+            cold = _cold_metrics(g, HARNESS_METRICS, t)
+            if not cold:
+                continue
+            label = tw.label(name)
+            if tw.source == "harness":
+                findings.append(_cold_harness_run(label, tw.config(run), cold, len(g)))
+            else:
+                findings.append(_cold_user_run(label, cold, len(g)))
     return findings
+
+
+def _cold_user_run(label: str, cold: dict[str, _Cold], n: int) -> Finding:
+    skip = max(x.count for x in cold.values())
+    first = next(iter(cold.values()))
+    what = "measurement" if first.count == 1 else f"{first.count} measurements"
+    return Finding(
+        code=CODE, severity=WARNING, range=label,
+        message=(
+            f"{label}: the first {what} took {', '.join(fmt_ns(v) for v in first.first_ns)} "
+            f"of {first.words} against a median of {fmt_ns(first.median_rest_ns)} for the "
+            f"other {n - first.count}: they time start-up work (library handles, "
+            "autotuning, allocation, clocks ramping up), not the steady state"),
+        evidence=_evidence(cold, skip, n),
+        suggestion=f"Warm up before timing (run the timed code {skip} or more times first), "
+                   f"or leave out the first {skip} measurement(s).",
+    )
+
+
+def _cold_harness_run(label: str, config: dict, cold: dict[str, _Cold], n: int) -> Finding:
+    warmup = config.get("warmup_iters")
+    skip = max(x.count for x in cold.values())
+    first = next(iter(cold.values()))
+    what = "timed iteration" if first.count == 1 else f"{first.count} timed iterations"
+    return Finding(
+        code=CODE, severity=WARNING, range=label,
+        message=(
+            f"{label}: the first {what} took {', '.join(fmt_ns(v) for v in first.first_ns)} "
+            f"of {first.words} against a median of {fmt_ns(first.median_rest_ns)}: the "
+            f"warmup of {warmup} iteration(s) was too short, skip {skip} more"
+        ),
+        evidence={**_evidence(cold, skip, n), "warmup_iters": warmup},
+        suggestion=f"Use warmup={(warmup or 0) + skip} or more, or warmup='auto'.",
+    )
 
 
 def _user_ranges(a: Analysis, t: Thresholds) -> list[Finding]:

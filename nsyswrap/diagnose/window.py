@@ -1,4 +1,5 @@
-"""What the harness's CUDA-event windows hold besides the GPU work (harness runs only):
+"""What CUDA-event windows hold besides the GPU work: the harness's, and the program's own
+timings that `nsyswrap run` recorded (Analysis.timed_windows):
 
 LAUNCH_OVERHEAD      the window is longer than the GPU work, spread over launch gaps
 HOST_WORK_IN_WINDOW  one host stall inside the window (CPU work, staging a pageable copy)
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..analysis import Analysis
+from ..analysis import Analysis, TimedWindows
 from ..units import fmt_bytes, fmt_ns, fmt_share
 from .finding import INFO, WARNING, Finding, Thresholds
 
@@ -34,21 +35,33 @@ def _medians(g: pd.DataFrame) -> dict[str, float]:
     return m
 
 
-def event_floor(a: Analysis, run: int) -> float:
-    """The run's event floor per call (0 when the report holds none: older harness)."""
-    b = a.benchmarks
-    floor = b.loc[b["run"] == run, "floor_ns"]
-    return float(floor.iloc[0]) if len(floor) and pd.notna(floor.iloc[0]) else 0.0
+# What to do, where the harness's advice (its options) does not apply to a program's own
+# timing code.
+_USER_ADVICE = {
+    "LAUNCH": "Trust the kernel time. To make the events agree, give the GPU work queued "
+              "ahead of start.record() (then launch time stays outside the window), time "
+              "more work per window, or capture a CUDA graph; nsyswrap.benchmark does this "
+              "(backpressure=True, cuda_graph=N).",
+}
 
 
 def check(a: Analysis, t: Thresholds) -> list[Finding]:
     findings = []
-    for (name, run), g in a.iterations.groupby(["benchmark", "run"], sort=False, observed=True):
-        if g["gpu_busy_ns"].isna().all():
+    for windows in a.timed_windows():
+        findings += _check_windows(windows, t)
+    return findings
+
+
+def _check_windows(tw: TimedWindows, t: Thresholds) -> list[Finding]:
+    findings = []
+    for (name, run), g in tw.iterations.groupby(["benchmark", "run"], sort=False,
+                                                observed=True):
+        if g["gpu_busy_ns"].isna().all() or not tw.judged(run):
             continue  # no CUDA trace: nothing to reconcile against
         m = _medians(g)
-        floor = max(event_floor(a, run), 0.0)
-        label = f"nsyswrap:{name}"
+        floor, floor_source = tw.floor(run)
+        label = tw.label(name)
+        by = tw.measured_by(run)
         event, busy, span, overhead = m["event_ns"], m["gpu_busy_ns"], m["gpu_span_ns"], \
             m["overhead_ns"]
         base = {"iterations": len(g), "event_median_ns": event, "gpu_busy_median_ns": busy,
@@ -56,7 +69,7 @@ def check(a: Analysis, t: Thresholds) -> list[Finding]:
         if event < (1 - t.uncovered_tolerance) * span:
             findings.append(Finding(
                 UNCOVERED, WARNING, label,
-                f"{label}: the events read {fmt_ns(event)} but the GPU work launched in the "
+                f"{label}: {by} read {fmt_ns(event)} but the GPU work launched in the "
                 f"window spans {fmt_ns(span)} on {m['streams']:.0f} streams: part of it ran on "
                 "a stream the events do not wait for, so the timer misses it",
                 {**base, "streams": m["streams"]},
@@ -72,7 +85,7 @@ def check(a: Analysis, t: Thresholds) -> list[Finding]:
                 SYNC, WARNING, label,
                 f"{label}: the host waits for the GPU inside the timed window in "
                 f"{int((g['syncs'] > 0).sum())} of {len(g)} iterations; what follows the sync "
-                f"is issued late, so the events read {fmt_ns(event)} against "
+                f"is issued late, so {by} read {fmt_ns(event)} against "
                 f"{fmt_ns(busy)} of GPU work ({fmt_ns(overhead)} of idle window)",
                 {**base, "blocked_median_ns": blocked, "overhead_median_ns": overhead,
                  "iterations_with_sync": int((g["syncs"] > 0).sum())},
@@ -86,7 +99,7 @@ def check(a: Analysis, t: Thresholds) -> list[Finding]:
                 TRANSFER, WARNING if (pageable or share >= t.transfer_share) else INFO, label,
                 f"{label}: {fmt_ns(m['copy_ns'])} of host-device copies "
                 f"({fmt_bytes(float(g['copy_bytes'].median()))} per iteration) run inside the "
-                f"{fmt_ns(event)} event window ({fmt_share(share)})"
+                f"{fmt_ns(event)} window ({fmt_share(share)})"
                 + (", from pageable memory" if pageable else ""),
                 {**base, "copy_median_ns": m["copy_ns"],
                  "copy_bytes_median": float(g["copy_bytes"].median()),
@@ -97,8 +110,9 @@ def check(a: Analysis, t: Thresholds) -> list[Finding]:
         # Gaps that short between dependent kernels are the GPU's own dispatch (a CUDA
         # graph leaves them too), and the events cost their floor (measured by the harness
         # in the same run) whatever they time; only the rest is overhead the host added.
-        device_gaps = (m["internal_idle_ns"] if m["gaps"] and
-                       m["internal_idle_ns"] / m["gaps"] < t.dispatch_gap_ns else 0.0)
+        gaps_per_call = m["gaps"] / float(g["calls"].iloc[0])
+        device_gaps = (m["internal_idle_ns"] if gaps_per_call and
+                       m["internal_idle_ns"] / gaps_per_call < t.dispatch_gap_ns else 0.0)
         host_overhead = overhead - device_gaps - floor
         if synced or host_overhead < max(t.overhead_min_ns, t.overhead_share * event):
             continue  # a sync explains the idle window on its own
@@ -114,13 +128,14 @@ def check(a: Analysis, t: Thresholds) -> list[Finding]:
                     "max_gap_median_ns": m["max_gap_ns"], "gaps_median": m["gaps"],
                     "host_lead_median_ns": m["host_lead_ns"], "gpu_ops_median": m["gpu_ops"],
                     "device_gap_median_ns": device_gaps, "event_floor_ns": floor,
+                    "event_floor_source": floor_source,
                     "overhead_beyond_floor_ns": host_overhead}
         if stall_inside or host_before:
             where = (f"a {fmt_ns(m['max_gap_ns'])} gap between GPU operations" if stall_inside
                      else f"{fmt_ns(m['host_lead_ns'])} of host time before the first launch")
             findings.append(Finding(
                 HOST, WARNING, label,
-                f"{label}: the events read {fmt_ns(event)} but the GPU was busy "
+                f"{label}: {by} read {fmt_ns(event)} but the GPU was busy "
                 f"{fmt_ns(busy)}; most of the {fmt_ns(overhead)} difference is {where}: host "
                 "work inside the timed window",
                 evidence,
@@ -130,7 +145,7 @@ def check(a: Analysis, t: Thresholds) -> list[Finding]:
         else:
             findings.append(Finding(
                 LAUNCH, WARNING, label,
-                f"{label}: the events read {fmt_ns(event)} but the GPU was busy only "
+                f"{label}: {by} read {fmt_ns(event)} but the GPU was busy only "
                 f"{fmt_ns(busy)} (+{fmt_share(overhead / busy if busy else 1.0)}): "
                 + (f"{fmt_ns(host_overhead)} of launch overhead beyond the events' own "
                    f"{fmt_ns(floor)}, " if floor else f"{fmt_ns(overhead)} of launch overhead, ")
@@ -138,6 +153,7 @@ def check(a: Analysis, t: Thresholds) -> list[Finding]:
                 f"first GPU operation and {m['gaps']:.0f} gaps between "
                 f"{m['gpu_ops']:.0f} operations",
                 evidence,
+                _USER_ADVICE["LAUNCH"] if tw.source == "user" else
                 "Trust the kernel time, or make the events agree: back-pressure "
                 "(backpressure=True), a CUDA graph (cuda_graph=N), or more work per "
                 "iteration.",

@@ -44,6 +44,7 @@ from ..ranges import (
     process_summary,
     summary_groups,
 )
+from ..user_events import has_runner_records
 from .totals import RangeTotals
 
 __all__ = ["analyze_streamed"]
@@ -71,6 +72,10 @@ def analyze_streamed(report: Report, stream: OperationStream, rest: WithoutOpera
     arguments are analyze's (`consume`: the report's ranges are let go once the instances
     hold them). Raises operations.StreamFallback where the report cannot be streamed (then
     analyse it whole: the results are the same)."""
+    if has_runner_records(report.marks):
+        # The reconciliation of the program's own timings reads the operations around
+        # each of its windows: held whole (analysis/user_timings.py).
+        raise StreamFallback("the report holds the program's own CUDA-event timings")
     ranges = report.ranges
     library = library_mask(ranges["domain"], ranges["name"])
     attributor = Attributor(ranges, library, attribution)
