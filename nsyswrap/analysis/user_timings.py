@@ -48,12 +48,15 @@ DEFAULT_FLOOR_NS = 5_000.0
 # A window counts as back-pressured (its start event waited for earlier work) when that
 # work ran on this long after the start record was issued.
 BACKPRESSURE_MIN_NS = 5_000
+# How far back from a start record host copies on its stream are said to precede it.
+COPIES_BEFORE_NS = 10_000_000
 # Groups of at most this many instances are listed with all their instances' values.
 USER_INTERVAL_COLUMNS = [
     *ITERATION_COLUMNS, "label", "kind", "scope", "start_site", "end_site", "stream_id",
     "start_stream_handle", "end_stream_handle", "value_ns", "predicted_ns", "residual_ns",
     "lead_idle_ns", "tail_idle_ns", "prior_busy_ns", "uncovered_busy_ns", "uncovered_ops",
     "joined_ops", "host_between_records_ns", "first_launch_ns", "work",
+    "copies_before_bytes", "copies_before_gap_ns",
 ]
 GROUP_COLUMNS = [
     "label", "kind", "pid", "start_site", "end_site", "scope", "instances", "value_median_ns",
@@ -357,6 +360,18 @@ def _reconcile(rows: pd.DataFrame, events: UserEvents, ops: GpuOps, blocking: pd
     first_launch = np.where(has, v["launch"][np.minimum(lo, max(len(v["launch"]) - 1, 0))]
                             if len(v["launch"]) else 0, 0)
     gaps, max_gap = _segment_gaps(v["start"], v["end"], lo, hi)
+    # Host copies on the stream just before the start record: people read a slow window
+    # that follows them as the copy's time (they are not in it when they ended before).
+    # (Launched up to 5x as long before, for copies big enough to take that long.)
+    blo, bhi = by_stream.bounds(key, t0 - 5 * COPIES_BEFORE_NS, t0)
+    copies_before = np.zeros(n, "int64")
+    copies_before_end = np.zeros(n, "int64")
+    for i in np.flatnonzero(csum["copy"][bhi] > csum["copy"][blo]):
+        s = slice(blo[i], bhi[i])
+        near = (v["copy"][s] > 0) & (v["end"][s] >= t0[i] - COPIES_BEFORE_NS)
+        if near.any():
+            copies_before[i] = int(v["bytes"][s][near].sum())
+            copies_before_end[i] = int(v["end"][s][near].max())
 
     # Work the recording thread launched on other streams in the window: joined when the
     # stream waited for it (a cudaStreamWaitEvent after its launch, before the end record),
@@ -446,6 +461,9 @@ def _reconcile(rows: pd.DataFrame, events: UserEvents, ops: GpuOps, blocking: pd
     rows["uncovered_busy_ns"] = uncovered_busy
     rows["uncovered_ops"] = uncovered_ops
     rows["joined_ops"] = joined_ops
+    rows["copies_before_bytes"] = copies_before
+    rows["copies_before_gap_ns"] = np.where(copies_before > 0, t0 - copies_before_end,
+                                            np.nan)
     # The names of the window's operations, in order: windows timing the same work.
     rows["work"] = [" | ".join(ops.names[c] for c in v["name"][a:b]) if b - a <= 16
                     else f"{b - a} operations" for a, b in zip(lo, hi, strict=True)]
@@ -623,9 +641,12 @@ def _grouped(rows: pd.DataFrame, timers: pd.DataFrame, events: UserEvents,
               "uncovered_busy_ns", "host_lead_ns", "first_launch_ns", "copy_ns", "sync_ns"):
         if c not in rows:
             rows[c] = np.nan
+    if "copies_before_gap_ns" not in rows:
+        rows["copies_before_gap_ns"] = np.nan
     for c in ("gaps", "gpu_ops", "kernels", "streams", "copies", "copy_bytes",
               "pageable_copies", "syncs", "uncovered_ops", "joined_ops",
-              "start_stream_handle", "end_stream_handle", "start_stream_id"):
+              "start_stream_handle", "end_stream_handle", "start_stream_id",
+              "copies_before_bytes"):
         if c not in rows:
             rows[c] = 0
         rows[c] = rows[c].fillna(0).astype("int64")

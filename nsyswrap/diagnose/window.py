@@ -45,6 +45,18 @@ _USER_ADVICE = {
 }
 
 
+def _after_copies(g: pd.DataFrame) -> str:
+    """', in the first window after 80.0 MiB of host-to-device copies that ended 12 µs
+    before start.record(): not in the window' where the program's own windows follow host
+    copies on their stream (people take the slow window for the copy's time)."""
+    if "copies_before_bytes" not in g or not (g["copies_before_bytes"] > 0).mean() >= 0.5:
+        return ""
+    return (f", in windows that follow {fmt_bytes(float(g['copies_before_bytes'].median()))} "
+            f"of host-device copies, which ended "
+            f"{fmt_ns(float(g['copies_before_gap_ns'].median()))} before the start record "
+            "and are not in the window")
+
+
 def check(a: Analysis, t: Thresholds) -> list[Finding]:
     findings = []
     for windows in a.timed_windows():
@@ -133,6 +145,13 @@ def _check_windows(tw: TimedWindows, t: Thresholds) -> list[Finding]:
         if stall_inside or host_before:
             where = (f"a {fmt_ns(m['max_gap_ns'])} gap between GPU operations" if stall_inside
                      else f"{fmt_ns(m['host_lead_ns'])} of host time before the first launch")
+            after_copies = _after_copies(g)
+            if after_copies:
+                where += after_copies
+                evidence["copies_before_bytes_median"] = float(
+                    g["copies_before_bytes"].median())
+                evidence["copies_before_gap_median_ns"] = float(
+                    g["copies_before_gap_ns"].median())
             findings.append(Finding(
                 HOST, WARNING, label,
                 f"{label}: {by} read {fmt_ns(event)} but the GPU was busy "

@@ -83,7 +83,7 @@ def many_tiny():
     show("many_tiny", events)
 
 
-def side_stream(join):
+def side_stream():
     a = torch.randn(4096, 4096, device=dev, dtype=torch.float16)
     small = torch.randn(256, 256, device=dev, dtype=torch.float16)
     side = torch.cuda.Stream()
@@ -95,11 +95,27 @@ def side_stream(join):
         with torch.cuda.stream(side):
             big = a @ a
         small @ small
-        if join:
-            torch.cuda.current_stream().wait_stream(side)
         end.record()
         torch.cuda.synchronize()
-    show("joined_stream" if join else "side_stream", events)
+    show("side_stream", events)
+
+
+def joined_stream():
+    a = torch.randn(4096, 4096, device=dev, dtype=torch.float16)
+    small = torch.randn(256, 256, device=dev, dtype=torch.float16)
+    side = torch.cuda.Stream()
+    events = pairs(N)
+    for i in range(N):
+        start, end = events[i]
+        start.record()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            big = a @ a
+        small @ small
+        torch.cuda.current_stream().wait_stream(side)
+        end.record()
+        torch.cuda.synchronize()
+    show("joined_stream", events)
 
 
 def host_copy():
@@ -134,7 +150,7 @@ if __name__ == "__main__":
     step_synced()
     step_item()
     many_tiny()
-    side_stream(join=False)
-    side_stream(join=True)
+    side_stream()
+    joined_stream()
     host_copy()
     pipelined_gemm()

@@ -15,6 +15,6 @@ inp = torch.rand(20, 8192, device="cuda", dtype=torch.float16)
 weight = torch.rand(5120, 8192, device="cuda", dtype=torch.float16)
 
 print(Timer("a @ b", globals={"a": a, "b": b}).timeit(100))
-print(Timer("x * 2", globals={"x": x}).blocked_autorange(min_run_time=0.2))
+print(Timer("x * 2", globals={"x": x}).blocked_autorange(min_run_time=0.05))
 print(Timer("F.linear(inp, weight)", globals={"F": F, "inp": inp, "weight": weight})
-      .blocked_autorange(min_run_time=0.2))
+      .blocked_autorange(min_run_time=0.05))
