@@ -29,6 +29,8 @@ from ..schema import CLOCK_SCHEMA, USER_EVENTS_PART_SCHEMA, USER_EVENTS_SCHEMA
 # How far outside its bracket (ns) a record's call may lie: the clock offset's own
 # uncertainty (a mark's bracket is ~0.5-2 µs wide; their intersection narrower).
 MATCH_TOLERANCE_NS = 2_000
+# Calls of the thread looked at per record, from the first inside its widened bracket.
+CANDIDATES = 4
 
 
 @dataclass
@@ -218,19 +220,33 @@ def _matched(runner: RunnerRecords, calls: pd.DataFrame) -> pd.DataFrame:
     call = np.full(n, -1, dtype="int64")
     mine = calls[(calls["pid"] == runner.pid) & (calls["api"] == "record")]
     _, call_tids = thread_ids(mine["thread"].to_numpy())
+    exact_low = low + MATCH_TOLERANCE_NS
+    exact_high = high - MATCH_TOLERANCE_NS
     for t in np.unique(tid):
         rows = np.flatnonzero(tid == t)
         these = mine[call_tids == t]
         starts = these["start_ns"].to_numpy("int64")
         ends = these["end_ns"].to_numpy("int64")
-        # The first call of the thread starting inside the bracket, if it also ends inside.
+        if not len(starts):
+            continue
+        # The calls starting inside the bracket (widened by the clock's uncertainty) and
+        # ending inside it; of those, the one lying furthest inside the bracket itself
+        # (torch's own records sit between the program's, just outside their brackets).
         first = np.searchsorted(starts, low[rows], side="left")
-        inside = first < len(starts)
-        ok = np.zeros(len(rows), bool)
-        at = np.minimum(first, max(len(starts) - 1, 0))
-        if len(starts):
-            ok = inside & (starts[at] <= high[rows]) & (ends[at] <= high[rows])
-        call[rows[ok]] = these.index.to_numpy()[at[ok]]
+        best = np.full(len(rows), -1, "int64")
+        best_out = np.full(len(rows), np.inf)
+        for k in range(CANDIDATES):
+            at = first + k
+            valid = at < len(starts)
+            at = np.minimum(at, len(starts) - 1)
+            ok = valid & (starts[at] <= high[rows]) & (ends[at] <= high[rows])
+            outside = (np.maximum(exact_low[rows] - starts[at], 0)
+                       + np.maximum(ends[at] - exact_high[rows], 0)).astype("float64")
+            better = ok & (outside < best_out)
+            best[better] = at[better]
+            best_out[better] = outside[better]
+        got = best >= 0
+        call[rows[got]] = these.index.to_numpy()[best[got]]
     found = call >= 0
     safe = np.where(found, call, 0)
     def take(column, fill):
