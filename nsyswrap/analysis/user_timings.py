@@ -777,6 +777,7 @@ def _group_rows(intervals: pd.DataFrame, summary: pd.DataFrame, floors: dict[int
         first = g.iloc[0]
         pid = int(first["pid"])
         value = g["event_ns"].to_numpy("float64")
+        calls = int(first["calls"])  # benchmark_summary's per-call divisor
         kernels = g["gpu_busy_ns"].to_numpy("float64")
         tool_value = tool_kernels = np.nan
         statistic = ""
@@ -802,9 +803,10 @@ def _group_rows(intervals: pd.DataFrame, summary: pd.DataFrame, floors: dict[int
             "sync_median_ns": _nanmedian(g["sync_ns"]),
             "copy_median_ns": _nanmedian(g["copy_ns"]),
             "residual_median_ns": _nanmedian(g["residual_ns"]),
-            "first_values_ns": [float(v) for v in value[:3]],
+            # Per call, as the medians (a Timer measurement times many calls).
+            "first_values_ns": [float(v) for v in (value / calls)[:3]],
             "tool_value_ns": tool_value, "tool_statistic": statistic,
-            "tool_kernels_ns": tool_kernels, "calls": 1, "run": int(s.run),
+            "tool_kernels_ns": tool_kernels, "calls": calls, "run": int(s.run),
         })
     return pd.DataFrame(out, columns=GROUP_COLUMNS)
 
@@ -819,7 +821,8 @@ def _tool_figure(scope: dict) -> tuple[str, float]:
     """What do_bench returned, in ns, and which statistic it was."""
     options = scope.get("options") or {}
     returned = scope.get("returned")
-    mode = str(options.get("return_mode") or "mean")
+    # The runner writes option values that are not numbers as their repr ("'median'").
+    mode = str(options.get("return_mode") or "mean").strip("'\"")
     if isinstance(returned, list):
         return "median", float(returned[0]) * 1e6 if returned else np.nan
     if isinstance(returned, (int, float)):
