@@ -57,6 +57,23 @@ def _after_copies(g: pd.DataFrame) -> str:
             "and are not in the window")
 
 
+def _operations(m: dict[str, float], calls: float) -> str:
+    """Where the window's time went between operations: per call where one window times
+    many calls (a Timer measurement, a harness iteration of N calls), whose edge and gap
+    counts would otherwise read as one call's ('9999 gaps between 10000 operations')."""
+    if calls <= 1:
+        return (f"{fmt_ns(m['edge_ns'])} before the first GPU operation and "
+                f"{m['gaps']:.0f} gaps between {m['gpu_ops']:.0f} operations")
+    return (f"{_count(m['gpu_ops'] / calls, 'GPU operation')} and "
+            f"{_count(m['gaps'] / calls, 'gap')} between operations per call "
+            f"({calls:.0f} calls per timed window)")
+
+
+def _count(x: float, word: str) -> str:
+    text = f"{x:.3g}"
+    return f"{text} {word if text == '1' else word + 's'}"
+
+
 def check(a: Analysis, t: Thresholds) -> list[Finding]:
     findings = []
     for windows in a.timed_windows():
@@ -168,9 +185,7 @@ def _check_windows(tw: TimedWindows, t: Thresholds) -> list[Finding]:
                 f"{fmt_ns(busy)} (+{fmt_share(overhead / busy if busy else 1.0)}): "
                 + (f"{fmt_ns(host_overhead)} of launch overhead beyond the events' own "
                    f"{fmt_ns(floor)}, " if floor else f"{fmt_ns(overhead)} of launch overhead, ")
-                + f"{fmt_ns(m['edge_ns'])} before the "
-                f"first GPU operation and {m['gaps']:.0f} gaps between "
-                f"{m['gpu_ops']:.0f} operations",
+                + _operations(m, float(g["calls"].iloc[0])),
                 evidence,
                 _USER_ADVICE["LAUNCH"] if tw.source == "user" else
                 "Trust the kernel time, or make the events agree: back-pressure "
