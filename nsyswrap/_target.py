@@ -6,8 +6,15 @@
 Run by path, not as `-m nsyswrap._target`, so that the profiled process imports nothing of
 nsyswrap (nor pandas) unless the program does; this file uses the standard library only.
 
-It runs the program as python would (runpy; sys.argv and sys.path[0] set the same way), with
-one difference: an interrupted program ends through exit(), not through a signal.
+It runs the program as python would (runpy; sys.argv and sys.path[0] set the same way;
+an error shown without this runner's frames; `-m` of a module that cannot be found says
+so in one line, as python does), with one difference: an interrupted program ends through
+exit(), not through a signal.
+
+Under `nsyswrap run` it first puts the program's standard output and error on the two
+FIFOs nsyswrap reads (NSYSWRAP_STDOUT, NSYSWRAP_STDERR: apart from nsys's own output, see
+nsyswrap/launch.py); when the module of `-m` cannot be found, it says so in the file
+NSYSWRAP_STATUS.
 
 Why: nsys's CUDA trace is buffered inside the profiled process and handed to nsys by exit
 handlers of its injection library. Python ends a program interrupted by Ctrl-C by re-raising
@@ -16,8 +23,9 @@ way the process dies by a signal, exit handlers never run, and the report keeps 
 ranges but none of the kernels (measured on the H100 with nsys 2025.3.1:
 scripts/probe_interrupt.py, docs/nsys-quirks.md "Signals"). Here a KeyboardInterrupt that
 reaches the top is printed as python prints it and the program exits with 130 through
-sys.exit; SIGTERM, unless the program handles it, raises KeyboardInterrupt the same way
-(and exits with 143), so `finally` blocks and checkpoint-on-interrupt code run as for Ctrl-C.
+sys.exit; SIGTERM and SIGHUP (a closed terminal), unless the program handles them, raise
+KeyboardInterrupt the same way (and exit with 143 and 129), so `finally` blocks and
+checkpoint-on-interrupt code run as for Ctrl-C.
 
 A program blocked in a CUDA or NCCL call never gets there: Python runs signal handlers in
 the main thread between bytecodes. In a DDP job interrupted on every rank, the rank that
@@ -44,21 +52,30 @@ import traceback
 
 EXIT_SIGINT = 130
 EXIT_SIGTERM = 143
+EXIT_SIGHUP = 129
 USAGE = "usage: python _target.py SCRIPT [ARGS] | -m MODULE [ARGS]"
 # How long the program gets to start handling an interrupt before it counts as stuck.
 STUCK_AFTER_S = float(os.environ.get("NSYSWRAP_STUCK_AFTER_S", "10"))
 INTERRUPT_EXIT = os.environ.get("NSYSWRAP_INTERRUPT_EXIT")
+# The names nsyswrap/launch.py hands the program's channels under.
+STDOUT_ENV, STDERR_ENV, STATUS_ENV = "NSYSWRAP_STDOUT", "NSYSWRAP_STDERR", "NSYSWRAP_STATUS"
+NO_MODULE = "no-module"  # the status when the module of -m cannot be found
 
 _handled: list[int] = []  # signals whose Python handler has run (in the main thread)
 
 
 class _Terminated(KeyboardInterrupt):
-    """SIGTERM, delivered as the interrupt Python programs already know how to handle."""
+    """SIGTERM or SIGHUP, delivered as the interrupt Python programs already know how to
+    handle."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
 
 
 def _on_sigterm(signum, _frame):
     _handled.append(signum)
-    raise _Terminated("SIGTERM")
+    raise _Terminated(signum)
 
 
 def _on_sigint(signum, _frame):
@@ -69,7 +86,7 @@ def _on_sigint(signum, _frame):
 def _exit_code(signum: int) -> int:
     if INTERRUPT_EXIT is not None:
         return int(INTERRUPT_EXIT)
-    return EXIT_SIGTERM if signum == signal.SIGTERM else EXIT_SIGINT
+    return {signal.SIGTERM: EXIT_SIGTERM, signal.SIGHUP: EXIT_SIGHUP}.get(signum, EXIT_SIGINT)
 
 
 def _watch_for_a_stuck_interrupt() -> None:
@@ -80,7 +97,8 @@ def _watch_for_a_stuck_interrupt() -> None:
         signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
     except (ValueError, OSError):
         return
-    ours = {signal.SIGINT: _on_sigint, signal.SIGTERM: _on_sigterm}
+    ours = {signal.SIGINT: _on_sigint, signal.SIGTERM: _on_sigterm,
+            signal.SIGHUP: _on_sigterm}
 
     def watch() -> None:
         while True:
@@ -103,6 +121,9 @@ def _watch_for_a_stuck_interrupt() -> None:
                   f"within {STUCK_AFTER_S:g} s (blocked in a CUDA or NCCL call: waiting for a "
                   "rank that has stopped?); ending it here so that its trace is written",
                   file=sys.stderr, flush=True)
+            user_events = sys.modules.get("_nsyswrap_user_events")
+            if user_events is not None:  # exit() skips Python's atexit: write them first
+                user_events.flush(measure_floor=False)
             import ctypes
 
             ctypes.CDLL(None).exit(_exit_code(signum))
@@ -112,18 +133,53 @@ def _watch_for_a_stuck_interrupt() -> None:
 
 def _user_frames(tb):
     """Drop the frames of this module and runpy from a traceback: the user's come after."""
-    while tb is not None and (tb.tb_frame.f_code.co_filename == __file__
-                              or tb.tb_frame.f_globals.get("__name__") == "runpy"):
+    while tb is not None and _is_runners(tb.tb_frame):
         tb = tb.tb_next
     return tb
 
 
+def _is_runners(frame) -> bool:
+    """A frame of this module, of runpy, or of the import machinery."""
+    return (frame.f_code.co_filename == __file__
+            or frame.f_globals.get("__name__") in ("runpy", "importlib._bootstrap",
+                                                   "importlib._bootstrap_external",
+                                                   "importlib.util")
+            or frame.f_code.co_filename.startswith("<frozen importlib"))
+
+
+def _take_channels() -> str | None:
+    """The program's output onto nsyswrap's FIFOs (only under nsyswrap run); returns the
+    status file's path."""
+    for name, fd in ((STDOUT_ENV, 1), (STDERR_ENV, 2)):
+        path = os.environ.pop(name, None)
+        if path:
+            channel = os.open(path, os.O_WRONLY)
+            os.dup2(channel, fd)
+            os.close(channel)
+    return os.environ.pop(STATUS_ENV, None)
+
+
+def _no_module(error: ImportError, status: str | None) -> int:
+    """What python -m prints when the module cannot be found, and its exit code."""
+    print(f"{sys.executable}: {error}", file=sys.stderr, flush=True)
+    if status:
+        try:
+            with open(status, "w") as f:
+                f.write(f"{NO_MODULE}\n{error}\n")
+        except OSError:
+            pass
+    return 1
+
+
 def main(argv: list[str]) -> int:
+    status = _take_channels()
     if not argv or argv == ["-m"]:
         print(USAGE, file=sys.stderr)
         return 2
     if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _on_sigterm)
+    if signal.getsignal(signal.SIGHUP) == signal.SIG_DFL:
+        signal.signal(signal.SIGHUP, _on_sigterm)
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, _on_sigint)
     _watch_for_a_stuck_interrupt()
@@ -138,7 +194,13 @@ def main(argv: list[str]) -> int:
             runpy.run_path(argv[0], run_name="__main__")
     except KeyboardInterrupt as e:
         traceback.print_exception(type(e), e, _user_frames(e.__traceback__))
-        return _exit_code(signal.SIGTERM if isinstance(e, _Terminated) else signal.SIGINT)
+        return _exit_code(e.signum if isinstance(e, _Terminated) else signal.SIGINT)
+    except Exception as e:  # as python shows it: the program's frames, exit code 1
+        frames = _user_frames(e.__traceback__)
+        if isinstance(e, ImportError) and argv[0] == "-m" and frames is None:
+            return _no_module(e, status)  # raised looking for the module, not inside it
+        sys.excepthook(type(e), e.with_traceback(frames), frames)
+        return 1
     return 0
 
 

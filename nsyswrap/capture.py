@@ -3,34 +3,39 @@
 nsys first writes a raw .qdstrm, then its importer turns it into .nsys-rep, which `nsys
 export` turns into SQLite. On real machines the importer is often missing or broken
 (docs/nsys-quirks.md); when nsys leaves only the .qdstrm we find the importer and import it
-ourselves, or say exactly what is missing, and keep the .qdstrm. Ctrl-C and SIGTERM reach
-the workload through nsys, so it flushes the capture. The workload's own output streams
-through; nsys's progress noise does not (unless verbose).
+ourselves, or say exactly what is missing, and keep the .qdstrm. A capture nsys could not
+move into place (a full disk) is found in its temporary folder, moved beside the report or
+kept where it is, and named. How nsys runs, the workload's own output channels and what
+signals do meanwhile: launch.py.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import glob
 import os
 import re
 import shlex
-import signal
+import shutil
 import subprocess
 import sys
-import threading
-import time
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import BadInputError, NsysWrapError
+from .files import open_new, replacing
+from .launch import WRAPPER, Interrupts, Workspace, run_nsys
 from .nsys import export_to, nsys_version, real_nsys_path, require_nsys
 from .schema import CAPTURE_ENV, CAPTURE_RANGE
 
 DEFAULT_TRACE = "cuda,nvtx,osrt"
+LOG_NAME = "nsys.log"
 
-# Lines nsys prints about itself, hidden unless verbose (the workload's lines pass through).
+# Lines nsys prints about itself, hidden unless verbose. Only nsys's own output is filtered:
+# the workload's comes on channels of its own (launch.py) and passes untouched.
 _NSYS_NOISE = re.compile(
     r"^(Collecting data\.\.\.|Generating '.*'|Generated:|\s+/\S+\.(nsys-rep|qdstrm|sqlite)$"
     r"|Importer error status:.*|Unable to retrieve the importer version.*"
@@ -40,9 +45,18 @@ _NSYS_NOISE = re.compile(
     r"|.*nsys-report-\w+\.qdstrm.*|Capture range (started|ended).*"
     r"|Process is terminated\.|No reports were generated\.?|\s*)$"
 )
-_EXIT_CODE = re.compile(r"The target application returned non-zero exit code (\d+)")
+# Where nsys names its temporary capture ("Generating '/tmp/nsys-report-d181.qdstrm'") and
+# what it made ("Generated:" then the paths, indented).
+_NSYS_NAMES = re.compile(r"^(?:Generating '(?P<quoted>/.+)'|\s+(?P<listed>/\S+))$")
 # The dynamic loader's words when the importer lacks a library (libdw.so.1 is the one seen).
 _MISSING_LIB = re.compile(r"(lib[\w.+-]+\.so[\.\d]*): cannot open shared object file")
+# torchrun's summary of a failed worker (each rank's worker is its nsys).
+_FAILED_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)\s*\(local_rank.*\n\s*exitcode\s*:\s*(-?\d+)",
+                          re.MULTILINE)
+# nsys's lines that say what went wrong ("unrecognised option", "Failed to create ...").
+_NSYS_ERROR = re.compile(r"(?i)error|fail|unrecogni[sz]ed|invalid|cannot|unable|no such|"
+                         r"denied|no space|not found")
+_NO_MODULE = "no-module"  # what _target.py writes into the status file, see there
 
 
 @dataclass
@@ -54,7 +68,7 @@ class ProfileOptions:
     harness_only: bool = False
     cuda_graph_trace: str | None = "node"  # per-kernel rows inside CUDA graphs
     extra_args: list[str] = field(default_factory=list)
-    force: bool = False
+    force: bool = False  # replace an earlier run's files (once the new run is complete)
     verbose: bool = False
 
 
@@ -74,18 +88,19 @@ class Capture:
     qdstrm: Path | None = None
     sqlite: Path | None = None
     notes: list[str] = field(default_factory=list)
+    nsys_lines: list[str] = field(default_factory=list)  # nsys's own last lines
+    stdout_closed: bool = False  # the reader of standard output left (`| head`)
+    # Captures nsys left elsewhere: moved into output_dir, or kept where they are.
+    rescued: list[Path] = field(default_factory=list)
+    kept_elsewhere: list[Path] = field(default_factory=list)
+    failed_ranks: dict[int, int] = field(default_factory=dict)  # rank -> its nsys's exit code
 
     def files(self) -> list[Path]:
         return [p for p in (self.qdstrm, self.rep, self.sqlite, self.log) if p and p.exists()]
 
 
-def default_output_dir(target: Sequence[str], base: Path | None = None) -> Path:
-    stem = _target_stem(target)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    return (base or Path.cwd() / "nsyswrap-runs") / f"{stem}-{stamp}"
-
-
-def _target_stem(target: Sequence[str]) -> str:
+def target_stem(target: Sequence[str]) -> str:
+    """The run's name: the script's or module's, else the command's."""
     for arg in target:
         if arg.endswith(".py"):
             return Path(arg).stem
@@ -102,17 +117,18 @@ _PYTHON = re.compile(r"^python(\d+(\.\d+)*)?$")
 
 def runnable_target(target: Sequence[str]) -> list[str]:
     """`target` with a plain `python SCRIPT ...` or `python -m MODULE ...` started through
-    TARGET_RUNNER; any other command as it is."""
+    TARGET_RUNNER; any other command through launch.WRAPPER. Both put the program's output
+    on its own channels first."""
     if len(target) >= 2 and _PYTHON.match(Path(target[0]).name) and (
             target[1].endswith(".py") or (target[1] == "-m" and len(target) >= 3)):
         return [target[0], TARGET_RUNNER, *target[1:]]
-    return list(target)
+    return [*WRAPPER, *target]
 
 
 def profile_command(nsys: str, target: Sequence[str], out_base: Path,
                     opts: ProfileOptions) -> list[str]:
-    cmd = [nsys, "profile", "-t", opts.trace, "-o", str(out_base),
-           "--force-overwrite", "true" if opts.force else "false"]
+    # A fresh folder each run (pipeline.py): nsys never has anything to overwrite.
+    cmd = [nsys, "profile", "-t", opts.trace, "-o", str(out_base), "--force-overwrite", "false"]
     if not opts.sample:
         cmd += ["--sample=none", "--cpuctxsw=none"]
     if opts.cuda_graph_trace and "cuda" in opts.trace.split(","):
@@ -133,57 +149,47 @@ def _file(base: Path, ext: str) -> Path:
     return base.with_name(base.name + ext)
 
 
-def _clear_existing(bases: Sequence[Path], force: bool) -> None:
+def _refuse_existing(bases: Sequence[Path]) -> None:
     existing = [_file(b, ext) for b in bases for ext in (".nsys-rep", ".sqlite", ".qdstrm")
-                if _file(b, ext).exists()]
-    if existing and not force:
+                if os.path.lexists(_file(b, ext))]
+    if existing:
         raise BadInputError(f"{existing[0]} exists: choose another --output, or --force to "
-                            "overwrite it")
-    for p in existing:
-        p.unlink()
+                            "replace it")
+
+
+class ProgramNotStarted(BadInputError):
+    """The profiled program never ran (python -m of a module that cannot be found)."""
 
 
 def profile(target: Sequence[str], output_dir: Path, opts: ProfileOptions, *,
             nsys: str | None = None, name: str | None = None,
             progress: Callable[[str], None] | None = None, quiet: bool = False,
-            stdout_to_stderr: bool = False) -> Capture:
-    """Run `target` under nsys; return what it left (at least the raw capture, or raise).
+            stdout_to_stderr: bool = False, interrupts: Interrupts | None = None) -> Capture:
+    """Run `target` under nsys into `output_dir` (an existing folder, where nothing of this
+    name is yet); return what it left (at least the raw capture, or raise, naming any
+    capture kept elsewhere).
 
     The workload's output streams through (to stderr with `stdout_to_stderr`, which keeps
-    standard output clean for machine-readable results)."""
+    standard output clean for machine-readable results). `interrupts`: the caller's, when
+    it goes on writing the report after nsys (pipeline.py); else one for nsys's run."""
     exe = require_nsys(nsys, purpose="profiling")
-    name = name or _target_stem(target)
-    make_output_dir(output_dir)
+    name = name or target_stem(target)
     base = output_dir / name
-    _clear_existing([base], opts.force)
+    _refuse_existing([base])
     cmd = profile_command(exe, target, base, opts)
-    cap = Capture(output_dir, name, cmd, exe, nsys_version(exe), log=output_dir / "nsys.log")
-    cap.workload_exit, cap.interrupted = _launch(cmd, target, cap, opts, progress, quiet,
-                                                 stdout_to_stderr)
+    cap = Capture(output_dir, name, cmd, exe, nsys_version(exe), log=output_dir / LOG_NAME)
+    _launch(cap, target, opts, progress, quiet, stdout_to_stderr, interrupts, rescue_as=name)
     _collect(cap, base)
-    if cap.rep is None and cap.qdstrm is None:
-        raise NsysWrapError(
-            f"nsys made no report ({_last_nsys_line(cap.log) or 'no message'}); its full "
-            f"output is in {cap.log}"
-        )
+    # A capture kept elsewhere is the whole one; anything nsys left here beside it is not.
+    if cap.kept_elsewhere and cap.rep is None or cap.rep is None and cap.qdstrm is None:
+        raise NsysWrapError(_no_report(cap, "nsys made no report"))
     return cap
-
-
-def make_output_dir(path: Path) -> None:
-    """Create the run's folder, or refuse before anything runs: a path that cannot be
-    written is the user's to fix (exit 2), not a crash after the workload ran."""
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise BadInputError(f"cannot create the output folder {path}: "
-                            f"{e.strerror or e}") from None
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise BadInputError(f"cannot write to the output folder {path}: permission denied")
 
 
 def profile_ranks(target: Sequence[str], output_dir: Path, opts: ProfileOptions, ranks: int,
                   *, nsys: str | None = None, progress: Callable[[str], None] | None = None,
-                  stdout_to_stderr: bool = False) -> list[Capture]:
+                  stdout_to_stderr: bool = False,
+                  interrupts: Interrupts | None = None) -> list[Capture]:
     """Run a Python `target` on `ranks` processes with torchrun, each rank under its own
     nsys (one report per rank, named with nsys's %q{RANK}). Returns a Capture per rank
     that left anything; raises when none did."""
@@ -194,190 +200,148 @@ def profile_ranks(target: Sequence[str], output_dir: Path, opts: ProfileOptions,
                             "pip install torch (or run torchrun yourself: nsyswrap run -- "
                             "torchrun ...)")
     exe = require_nsys(nsys, purpose="profiling")
-    name = _target_stem(target)
-    make_output_dir(output_dir)
+    name = target_stem(target)
     bases = [output_dir / f"{name}.rank{r}" for r in range(ranks)]
-    _clear_existing(bases, opts.force)
+    _refuse_existing(bases)
     inner = profile_command(exe, target, output_dir / f"{name}.rank%q{{RANK}}", opts)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(ranks),
            "--no-python", *inner]
     first = Capture(output_dir, f"{name}.rank0", cmd, exe, nsys_version(exe),
-                    log=output_dir / "nsys.log")
+                    log=output_dir / LOG_NAME)
     # An interrupted rank exits with 0, or torchrun takes it for a failed worker and kills
     # the other ranks' nsys before they write their reports (nsyswrap/_target.py).
-    exit_code, interrupted = _launch(cmd, target, first, opts, progress, False,
-                                     stdout_to_stderr, {"NSYSWRAP_INTERRUPT_EXIT": "0"})
+    # A capture nsys left in its temporary folder is no rank's by its name: moved as it is.
+    _launch(first, target, opts, progress, False, stdout_to_stderr, interrupts,
+            {"NSYSWRAP_INTERRUPT_EXIT": "0"})
+    first.failed_ranks = failed_ranks(first.nsys_lines)
     captures = []
     for base in bases:
-        cap = Capture(output_dir, base.name, cmd, exe, first.nsys_version, exit_code,
-                      interrupted, first.log)
+        cap = Capture(output_dir, base.name, cmd, exe, first.nsys_version,
+                      first.workload_exit, first.interrupted, first.log,
+                      nsys_lines=first.nsys_lines, stdout_closed=first.stdout_closed,
+                      rescued=first.rescued, kept_elsewhere=first.kept_elsewhere,
+                      failed_ranks=first.failed_ranks)
         _collect(cap, base)
         if cap.rep or cap.qdstrm:
             captures.append(cap)
     if not captures:
-        raise NsysWrapError(f"no rank left a report ({_last_nsys_line(first.log) or 'no message'}"
-                            f"); the full output is in {first.log}")
+        raise NsysWrapError(_no_report(first, "no rank left a report"))
     return captures
 
 
-def _launch(cmd, target, cap: Capture, opts: ProfileOptions, progress, quiet,
-            stdout_to_stderr, extra_env: dict[str, str] | None = None) -> tuple[int, bool]:
+def failed_ranks(nsys_lines: Sequence[str]) -> dict[int, int]:
+    """rank -> exit code of each worker torchrun's failure summary names."""
+    return {int(r): int(code) for r, code in _FAILED_RANK.findall("\n".join(nsys_lines))}
+
+
+def _no_report(cap: Capture, what: str) -> str:
+    """Why there is no report in the output folder: nothing captured, or a capture nsys
+    could not move there, kept where it is."""
+    last = nsys_reason(cap.nsys_lines)
+    if cap.kept_elsewhere:
+        kept = cap.kept_elsewhere[0]
+        return (f"nsys could not write the report into {cap.output_dir} ({last}); the "
+                f"capture is kept at {kept}: make room, then `nsyswrap import {kept} -o "
+                f"{cap.output_dir}`")
+    if cap.rescued:
+        moved = cap.rescued[0]
+        return (f"{what} ({last}); nsys's capture was moved to {moved}: `nsyswrap import "
+                f"{moved}` finishes it")
+    return f"{what} ({last}); its full output is in {cap.log}"
+
+
+def nsys_reason(lines: Sequence[str]) -> str:
+    """nsys's last line that reads as an error (else its last line): what to quote."""
+    for line in reversed(lines):
+        if _NSYS_ERROR.search(line) and not _NSYS_NOISE.match(line):
+            return line.strip()
+    return lines[-1].strip() if lines else "no message"
+
+
+def _launch(cap: Capture, target, opts: ProfileOptions, progress, quiet, stdout_to_stderr,
+            interrupts: Interrupts | None, extra_env: dict[str, str] | None = None,
+            rescue_as: str | None = None) -> None:
+    """Run nsys for `cap`; fill in how it ended and rescue what it left in its temporary
+    folder (named `rescue_as`; None: as nsys named it)."""
     env = dict(os.environ, PYTHONUNBUFFERED="1", **(extra_env or {}))
     if opts.harness_only:
         env[CAPTURE_ENV] = "1"
     if progress:
         progress(f"profiling with nsys {cap.nsys_version or '?'}: {shlex.join(target)}")
-    with open(cap.log, "w") as log:
-        log.write("$ " + shlex.join(cmd) + "\n")
+    with contextlib.ExitStack() as stack:
+        if interrupts is None:
+            interrupts = stack.enter_context(Interrupts(progress))
+        log = stack.enter_context(open_new(cap.log, binary=True))
+        log.write(("$ " + shlex.join(cap.command) + "\n").encode())
         log.flush()
-        return _run_streaming(cmd, env, log, opts.verbose, quiet, stdout_to_stderr)
+        work = stack.enter_context(Workspace())
+        outcome = run_nsys(cap.command, work.env(env), work, log, interrupts,
+                           verbose=opts.verbose, quiet=quiet,
+                           stdout_to_stderr=stdout_to_stderr, noise=_NSYS_NOISE)
+        cap.workload_exit, cap.nsys_lines = outcome.returncode, outcome.nsys_lines
+        cap.stdout_closed, cap.interrupted = outcome.stdout_closed, interrupts.interrupted
+        status = work.runner_status().splitlines()
+    if status and status[0] == _NO_MODULE:
+        raise ProgramNotStarted(f"{status[1] if len(status) > 1 else 'no module'} "
+                                f"(python {shlex.join(target[1:])}); nothing was profiled")
+    _rescue(cap, _named_by_nsys(cap.nsys_lines, cap.output_dir), rescue_as)
+
+
+def _named_by_nsys(lines: Sequence[str], output_dir: Path) -> list[Path]:
+    """Captures nsys's own lines name outside the output folder: its temporary capture
+    ("Generating '/tmp/nsys-report-XXXX.qdstrm'") where it could not move it, or was
+    stopped while writing it. Only nsys's lines: the workload's come on other channels."""
+    found = []
+    for line in lines:
+        m = _NSYS_NAMES.match(line)
+        path = Path(m.group("quoted") or m.group("listed")) if m else None
+        if (path is not None and path.name.endswith((".qdstrm", ".nsys-rep"))
+                and path.is_file() and not path.is_symlink()
+                and not path.resolve().is_relative_to(output_dir.resolve())
+                and path not in found):
+            found.append(path)
+    return found
+
+
+def _rescue(cap: Capture, left: Sequence[Path], name: str | None) -> None:
+    """Move each capture nsys left elsewhere into the output folder (as `name` if free,
+    else as nsys named it); one that cannot be moved (a full disk) stays where it is."""
+    for src in left:
+        ext = ".qdstrm" if src.name.endswith(".qdstrm") else ".nsys-rep"
+        dst = _file(cap.output_dir / name, ext) if name else cap.output_dir / src.name
+        if os.path.lexists(dst):
+            dst = cap.output_dir / src.name
+        try:
+            move_file(src, dst)
+        except (OSError, NsysWrapError) as e:
+            cap.kept_elsewhere.append(src)
+            cap.notes.append(f"nsys left its capture at {src}; it could not be moved into "
+                             f"{cap.output_dir} ({getattr(e, 'strerror', None) or e})")
+            continue
+        cap.rescued.append(dst)
+        cap.notes.append(f"nsys left its capture in its temporary folder; moved to {dst}")
+
+
+def move_file(src: Path, dst: Path) -> None:
+    """Rename `src` to `dst` (nothing there yet); across file systems a copy under a
+    temporary name, renamed when whole, then `src` removed. `src` stays if it fails."""
+    try:
+        if os.path.lexists(dst):
+            raise FileExistsError(errno.EEXIST, "exists", str(dst))
+        os.rename(src, dst)
+        return
+    except OSError as e:
+        if e.errno != errno.EXDEV:
+            raise
+    with replacing(dst, suffix=dst.suffix) as tmp:
+        shutil.copyfile(src, tmp)
+    os.unlink(src)
 
 
 def _collect(cap: Capture, base: Path) -> None:
     rep, qdstrm = _file(base, ".nsys-rep"), _file(base, ".qdstrm")
-    cap.rep = rep if rep.exists() else None
-    cap.qdstrm = qdstrm if qdstrm.exists() else None
-
-
-def _run_streaming(cmd: list[str], env: dict, log, verbose: bool, quiet: bool = False,
-                   stdout_to_stderr: bool = False) -> tuple[int, bool]:
-    """Run nsys in its own session, relay output, forward Ctrl-C/SIGTERM. Returns (exit
-    code of the workload as nsys reports it, whether we were interrupted)."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                            start_new_session=True)
-    interrupted = []
-    lock = threading.Lock()
-    reported_exit: list[int] = []
-
-    def relay(stream, sink):
-        for raw in iter(stream.readline, b""):
-            text = raw.decode(errors="replace")
-            with lock:
-                log.write(text)
-                log.flush()
-            for piece in text.replace("\r", "\n").splitlines():
-                m = _EXIT_CODE.search(piece)
-                if m:
-                    reported_exit.append(int(m.group(1)))
-            if quiet:
-                continue
-            if verbose or not all(_NSYS_NOISE.match(p) for p in text.replace("\r", "\n")
-                                  .splitlines()):
-                sink.write(text if verbose else _strip_noise(text))
-                sink.flush()
-
-    out = sys.stderr if stdout_to_stderr else sys.stdout
-    threads = [threading.Thread(target=relay, args=(proc.stdout, out), daemon=True),
-               threading.Thread(target=relay, args=(proc.stderr, sys.stderr), daemon=True)]
-    for t in threads:
-        t.start()
-
-    def stop_nsys(sig: int) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(proc.pid, sig)
-
-    def forward(signum, _frame):
-        # First Ctrl-C/SIGTERM: interrupt the workload itself, as Ctrl-C in its terminal
-        # would, and let nsys finish as it does when a program ends. Stopping nsys instead
-        # makes it kill the workload (SIGTERM) before the CUDA activity buffered inside the
-        # process is written: the report keeps the NVTX ranges and loses the kernels
-        # (docs/nsys-quirks.md, "Signals"). If the workload does not end within
-        # INTERRUPT_GRACE_S, or on a second signal, nsys is stopped; then insisted.
-        interrupted.append(signum)
-        if len(interrupted) == 1 and interrupt_workload(proc.pid):
-            timer = threading.Timer(INTERRUPT_GRACE_S, stop_nsys, (signal.SIGINT,))
-            timer.daemon = True
-            timer.start()
-            return
-        stop_nsys(signal.SIGINT if len(interrupted) <= 2 else signal.SIGTERM)
-
-    previous = {}
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            previous[sig] = signal.signal(sig, forward)
-    try:
-        rc = proc.wait()
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    for t in threads:
-        t.join(timeout=5)
-    # nsys returns the workload's exit code; it also prints it when non-zero.
-    return (reported_exit[-1] if reported_exit else rc), bool(interrupted)
-
-
-# How long an interrupted workload gets to end (and flush its CUDA trace) before nsys is
-# told to stop: time to save a checkpoint on KeyboardInterrupt, as training scripts do.
-INTERRUPT_GRACE_S = 30.0
-# nsys's own processes (the CLI, its launcher, its output relay, the agent).
-_NSYS_PROCESS = re.compile(r"^(nsys|QdstrmImporter)")
-
-
-def _process_table() -> dict[int, tuple[int, str]]:
-    """pid -> (parent pid, command name), from /proc; empty where there is no /proc."""
-    table = {}
-    with contextlib.suppress(OSError):
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    stat = f.read()
-            except OSError:
-                continue  # ended meanwhile
-            name = stat[stat.find("(") + 1: stat.rfind(")")]
-            ppid = int(stat[stat.rfind(")") + 2:].split()[1])
-            table[int(entry)] = (ppid, name)
-    return table
-
-
-def workload_roots(root: int, table: dict[int, tuple[int, str]] | None = None) -> list[int]:
-    """The profiled programs below `root`: each process whose parent is one of nsys's own
-    and which is not nsys's itself (nsys's launcher starts the program in a process group
-    of its own). Under torchrun (--ranks), one per rank."""
-    table = _process_table() if table is None else table
-    children: dict[int, list[int]] = {}
-    for pid, (ppid, _name) in table.items():
-        children.setdefault(ppid, []).append(pid)
-    found, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        for child in sorted(children.get(pid, [])):
-            parent_is_nsys = bool(_NSYS_PROCESS.match(table.get(pid, (0, ""))[1]))
-            if parent_is_nsys and not _NSYS_PROCESS.match(table[child][1]):
-                found.append(child)  # a program nsys started: its own subtree is its business
-            else:
-                todo.append(child)
-    return found
-
-
-def interrupt_workload(root: int) -> bool:
-    """SIGINT to the process group of each profiled program below `root` (what Ctrl-C in
-    its terminal would do). False when none was found (no /proc, or not started yet)."""
-    sent = False
-    for pid in workload_roots(root):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            group = os.getpgid(pid)
-            if group == os.getpgid(root):  # shares nsys's group: the program alone
-                os.kill(pid, signal.SIGINT)
-            else:
-                os.killpg(group, signal.SIGINT)
-            sent = True
-    return sent
-
-
-def _strip_noise(text: str) -> str:
-    lines = text.replace("\r", "\n").splitlines(keepends=True)
-    kept = [ln for ln in lines if not _NSYS_NOISE.match(ln.rstrip("\n"))]
-    return "".join(kept)
-
-
-def _last_nsys_line(log: Path | None) -> str:
-    if not log or not log.exists():
-        return ""
-    lines = [ln.strip() for ln in log.read_text(errors="replace").replace("\r", "\n")
-             .splitlines() if ln.strip() and not ln.startswith("$ ")]
-    return lines[-1] if lines else ""
+    cap.rep = rep if rep.is_file() else None
+    cap.qdstrm = qdstrm if qdstrm.is_file() else None
 
 
 # --- importing a raw capture -------------------------------------------------------------
@@ -421,8 +385,12 @@ def find_importer(nsys: str | None) -> Path | None:
     return None
 
 
-def import_qdstrm(qdstrm: Path, nsys: str | None = None) -> Path:
-    """Turn a raw .qdstrm into .nsys-rep beside it; the .qdstrm is kept either way."""
+def import_qdstrm(qdstrm: Path, nsys: str | None = None, rep: Path | None = None, *,
+                  untouched: bool = False) -> Path:
+    """Turn a raw .qdstrm into `rep` (default: the .nsys-rep beside it), written whole or
+    not at all; the .qdstrm is kept either way. QdstrmImporter rewrites the end of the
+    .qdstrm it reads (docs/nsys-quirks.md): with `untouched` (a user's file) it reads a
+    copy made beside `rep`."""
     importer = find_importer(nsys)
     if importer is None:
         looked = ", ".join(str(p) for p in importer_candidates(nsys)[:4])
@@ -431,38 +399,66 @@ def import_qdstrm(qdstrm: Path, nsys: str | None = None) -> Path:
             f"installed (looked in {looked}); install the full Nsight Systems host package, "
             f"then run `nsyswrap import {qdstrm}`"
         )
-    proc = subprocess.run([str(importer), "-i", str(qdstrm)], capture_output=True, text=True)
-    rep = qdstrm.with_name(qdstrm.name[: -len(".qdstrm")] + ".nsys-rep")
-    if proc.returncode != 0 or not rep.exists():
-        text = proc.stdout + proc.stderr
-        lib = missing_library(text)
-        if lib:
-            raise NsysWrapError(
-                f"nsys's importer {importer} cannot start: {lib} is missing "
-                "(Debian/Ubuntu: apt install libdw1; RHEL/Fedora: dnf install elfutils-libs); "
-                f"the raw capture is kept at {qdstrm}: run `nsyswrap import {qdstrm}` after "
-                "installing it"
-            )
-        last = [ln for ln in text.replace("\r", "\n").splitlines() if ln.strip()]
-        raise NsysWrapError(
-            f"{importer} could not import {qdstrm} "
-            f"({last[-1].strip() if last else proc.returncode}); the raw capture is kept"
-        )
+    rep = rep or qdstrm.with_name(qdstrm.name[: -len(".qdstrm")] + ".nsys-rep")
+    # The importer wants a name ending in .nsys-rep, and -f for the empty file made for it.
+    with contextlib.ExitStack() as stack:
+        source = stack.enter_context(_copy_beside(qdstrm, rep)) if untouched else qdstrm
+        tmp = stack.enter_context(replacing(rep, suffix=".nsys-rep", inputs=[qdstrm]))
+        # In a session of its own: the terminal's Ctrl-C must not cut the report short.
+        proc = subprocess.run([str(importer), "-f", "-i", str(source), "-o", str(tmp)],
+                              capture_output=True, text=True, start_new_session=True)
+        if proc.returncode != 0 or os.path.getsize(tmp) == 0:
+            raise NsysWrapError(_import_failure(importer, qdstrm, proc))
     return rep
 
 
-def finish(cap: Capture, progress: Callable[[str], None] | None = None) -> Capture:
-    """Import (if nsys could not) and export to SQLite. Keeps every earlier file."""
+@contextlib.contextmanager
+def _copy_beside(qdstrm: Path, rep: Path):
+    """A copy of `qdstrm` in `rep`'s folder (a fresh name) for the importer to read,
+    removed after."""
+    fd, name = tempfile.mkstemp(prefix=f".{rep.name}.", suffix=".input.qdstrm", dir=rep.parent)
+    os.close(fd)
+    try:
+        try:
+            shutil.copyfile(qdstrm, name)
+        except OSError as e:
+            raise NsysWrapError(f"cannot copy {qdstrm} into {rep.parent} to import it "
+                                f"without changing it: {e.strerror or e}") from None
+        yield Path(name)
+    finally:
+        os.unlink(name)
+
+
+def _import_failure(importer: Path, qdstrm: Path, proc: subprocess.CompletedProcess) -> str:
+    text = proc.stdout + proc.stderr
+    lib = missing_library(text)
+    if lib:
+        return (f"nsys's importer {importer} cannot start: {lib} is missing "
+                "(Debian/Ubuntu: apt install libdw1; RHEL/Fedora: dnf install elfutils-libs); "
+                f"the raw capture is kept at {qdstrm}: run `nsyswrap import {qdstrm}` after "
+                "installing it")
+    last = [ln for ln in text.replace("\r", "\n").splitlines() if ln.strip()]
+    return (f"{importer} could not import {qdstrm} "
+            f"({last[-1].strip() if last else proc.returncode}); the raw capture is kept")
+
+
+def finish(cap: Capture, progress: Callable[[str], None] | None = None, *,
+           keep_qdstrm: bool = False) -> Capture:
+    """Import (if nsys could not) and export to SQLite, into `cap.output_dir`. Keeps every
+    earlier file, except a run's own .qdstrm once imported (`keep_qdstrm`: a user's)."""
     say = progress or (lambda _msg: None)
     if cap.rep is None and cap.qdstrm is not None:
         say("nsys could not import the capture itself; importing it")
-        cap.rep = import_qdstrm(cap.qdstrm, cap.nsys)
+        stem = cap.qdstrm.name[: -len(".qdstrm")]
+        cap.rep = import_qdstrm(cap.qdstrm, cap.nsys, _file(cap.output_dir / stem, ".nsys-rep"),
+                                untouched=keep_qdstrm)
         cap.notes.append(f"imported {cap.qdstrm.name} with QdstrmImporter (nsys did not)")
-        # As nsys does after its own import: the report holds everything the raw capture did.
-        cap.qdstrm.unlink()
-        cap.qdstrm = None
+        if not keep_qdstrm:
+            # As nsys does after its own import: the report holds all the raw capture did.
+            cap.qdstrm.unlink()
+            cap.qdstrm = None
     if cap.rep is not None:
         say("exporting to SQLite")
-        cap.sqlite = export_to(cap.rep, cap.rep.with_name(cap.rep.name[: -len(".nsys-rep")]
-                                                          + ".sqlite"), cap.nsys)
+        stem = cap.rep.name[: -len(".nsys-rep")]
+        cap.sqlite = export_to(cap.rep, _file(cap.output_dir / stem, ".sqlite"), cap.nsys)
     return cap

@@ -459,9 +459,10 @@ def _target(module: str | None, args: tuple[str, ...]) -> list[str]:
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 @click.option("-m", "module", metavar="MODULE", help="Run a Python module, like python -m.")
 @click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path),
-              help="Folder for the report, its export and analysis.json "
-              "(default: nsyswrap-runs/NAME-DATE-TIME).")
-@click.option("--force", is_flag=True, help="Overwrite a report of the same name in --output.")
+              help="Folder for the report, its export and analysis.json (default: a new "
+              "nsyswrap-runs/NAME-DATE-TIME); one holding another run's files needs --force.")
+@click.option("--force", is_flag=True, help="Replace an earlier run's files in --output, once "
+              "the new run is complete.")
 @click.option("--nsys", metavar="PATH", help="nsys binary (default: $NSYS, PATH, usual places).")
 @click.option("--trace", default=DEFAULT_TRACE, show_default=True, help="nsys -t.")
 @click.option("--sample", is_flag=True, help="Turn on CPU sampling and context switches.")
@@ -492,13 +493,12 @@ def run_command(args, module, output, force, nsys, trace, sample, gpu_metrics,
                 attribution, all_domains, verbose, color):
     """Profile a script (or -m module, or -- any command) under nsys, export the report and
     show the verdict. The workload's output streams through; its exit code is nsyswrap's."""
-    from .capture import ProfileOptions, default_output_dir
+    from .capture import ProfileOptions
     from .pipeline import run, run_ranks
 
     limits, rank_limits = _split_thresholds(thresholds)
     fail_codes = _parse_fail_on(fail_on)
     target = _target(module, args)
-    out_dir = output or default_output_dir(target)
     opts = ProfileOptions(trace=trace, sample=sample, gpu_metrics=gpu_metrics,
                           gpu_metrics_frequency=gpu_metrics_frequency,
                           harness_only=harness_only, extra_args=list(nsys_args), force=force,
@@ -510,36 +510,57 @@ def run_command(args, module, output, force, nsys, trace, sample, gpu_metrics,
         if target[0] != sys.executable:
             raise BadInputError("--ranks runs a Python SCRIPT or -m MODULE with torchrun; "
                                 "for other commands use nsyswrap run -- torchrun ...")
-        results = run_ranks(target, out_dir, opts, ranks, limits, nsys=nsys, progress=_say,
+        results = run_ranks(target, output, opts, ranks, limits, nsys=nsys, progress=_say,
                             stdout_to_stderr=quiet_stdout, compare_options=analysis,
                             steps=_steps(fmt))
     else:
-        results = [run(target, out_dir, opts, limits, nsys=nsys, progress=_say,
+        results = [run(target, output, opts, limits, nsys=nsys, progress=_say,
                        stdout_to_stderr=quiet_stdout, compare_options=analysis,
                        steps=_steps(fmt))]
+    first = results[0].capture
+    # The reader of standard output left (`| head`): the files are written; the rest goes
+    # to standard error, and nsyswrap ends as a program killed by SIGPIPE would.
+    printing = not first.stdout_closed
     for result in results:
         cap = result.capture
         if len(results) > 1:
             _say(f"--- {cap.name}")
         _say("files: " + ", ".join(str(p) for p in cap.files()))
         if result.comparison is not None:
-            if len(results) == 1:
+            if len(results) == 1 and printing:
                 _output(result.comparison, fmt, None, 10, color)
             _say(f"analysis: {result.analysis_json}")
             _say(f"report: {result.report_html} (open it in a browser)")
     analysed = [r.comparison for r in results if r.comparison is not None]
-    if len(results) > 1 and analysed:
+    if len(results) > 1 and analysed and printing:
         # The per-rank reports shrink to their findings inside the cross-rank summary.
         from .multi import ranks_of, summary_of
 
         ranks = ranks_of([summary_of(c) for c in analysed], rank_limits)
         _output_multi("ranks", ranks, fmt, None, 10, color)
-    failed = next((r.capture.workload_exit for r in results if r.capture.workload_exit), None)
-    if results[0].capture.interrupted:
+    if first.interrupted:
         _say("interrupted: the capture up to that point was kept")
-        if not failed:  # ranks exit 0 when interrupted (capture.py): exit as Ctrl-C would
-            sys.exit(EXIT_INTERRUPTED)
+        for rank, code in sorted(first.failed_ranks.items()):
+            _say(f"rank {rank} ended with {_exit_status(code)} after the interrupt")
+        if first.workload_exit not in (0, EXIT_INTERRUPTED, None) and not first.failed_ranks:
+            _say(f"the workload exited with {_exit_status(first.workload_exit)}")
+        sys.exit(EXIT_INTERRUPTED)
+    if not printing:
+        sys.exit(EXIT_BROKEN_PIPE)
+    failed = next((r.capture.workload_exit for r in results if r.capture.workload_exit), None)
     _exit_for([r.comparison for r in results], fail_codes, failed)
+
+
+def _exit_status(code: int) -> str:
+    """'exit code 1', or 'SIGABRT (exit code 134)' for a shell's 128 + N."""
+    import signal
+
+    if 128 < code < 128 + signal.NSIG:
+        try:
+            return f"{signal.Signals(code - 128).name} (exit code {code})"
+        except ValueError:  # a number no signal has
+            pass
+    return f"exit code {code}"
 
 
 @main.command("diff", epilog="\b\nThresholds (--threshold NAME=VALUE):\n"
@@ -601,19 +622,27 @@ def diff_command(base, new, fmt, output, section, top, thresholds, fail_pct, nsy
 
 @main.command("import")
 @click.argument("capture", type=click.Path(path_type=Path))
+@click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path),
+              help="Folder for the report, its export, analysis.json and report.html "
+              "(default: the capture's folder).")
+@click.option("--force", is_flag=True, help="Replace files of the same names there, once "
+              "the new ones are complete.")
 @click.option("--nsys", metavar="PATH", help="nsys binary (for the export).")
 @click.option("--format", "fmt", type=click.Choice(PRINT_FORMATS), default="table",
               show_default=True)
 @click.option("--color/--no-color", default=None)
-def import_command(capture, nsys, fmt, color):
+def import_command(capture, output, force, nsys, fmt, color):
     """Finish a capture nsys could not: import a raw .qdstrm (or a .nsys-rep), export it to
-    SQLite beside it, and analyse it."""
+    SQLite, and analyse it. The capture itself is kept as it is; nothing is written over
+    without --force."""
     from .pipeline import import_capture
 
-    result = import_capture(capture, nsys=nsys, progress=_say, steps=_steps(fmt))
+    result = import_capture(capture, nsys=nsys, output_dir=output, force=force, progress=_say,
+                            steps=_steps(fmt))
     _say("files: " + ", ".join(str(p) for p in result.capture.files()))
     if result.comparison is not None:
         _output(result.comparison, fmt, None, 10, color)
+        _say(f"analysis: {result.analysis_json}")
         _say(f"report: {result.report_html} (open it in a browser)")
 
 

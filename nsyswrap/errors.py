@@ -11,3 +11,9 @@ class BadInputError(NsysWrapError):
     """The input (a path, a report, an option) cannot be used as given (exit code 2)."""
 
     exit_code = 2
+
+
+class Interrupted(NsysWrapError):
+    """Stopped by the user (Ctrl-C, SIGTERM, SIGHUP) after something was kept (exit 130)."""
+
+    exit_code = 130

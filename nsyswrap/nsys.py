@@ -170,15 +170,19 @@ def export_report(rep: Path, *, cache_dir: str | os.PathLike | None = None,
 
 
 def export_to(rep: Path, target: Path, nsys: str | None = None) -> Path:
-    """`nsys export --type sqlite` of `rep` into `target`, atomically: a failed or
-    interrupted export leaves nothing that a later run would take for a good export."""
+    """`nsys export --type sqlite` of `rep` into `target`, atomically (files.replacing): a
+    failed or interrupted export leaves nothing that a later run would take for a good
+    export, and an existing `target` as it was."""
     exe = require_nsys(nsys, purpose=f"exporting {rep.name} to SQLite")
     target.parent.mkdir(parents=True, exist_ok=True)
-    with replacing(target, suffix=".sqlite", inputs=[rep]) as tmp:
+    # No `inputs=[rep]`: files.py counts a report's .sqlite sibling as read for it, and
+    # here that sibling is what is being made; the rename never touches the report.
+    with replacing(target, suffix=".sqlite") as tmp:
+        # In a session of its own: the terminal's Ctrl-C must not cut the export short
+        # (nsyswrap run waits for it; elsewhere an interrupt ends it with nsyswrap).
         proc = subprocess.run(
             [exe, "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(tmp),
-             str(rep)],
-            capture_output=True, text=True,
+             str(rep)], capture_output=True, text=True, start_new_session=True,
         )
         if proc.returncode != 0 or os.path.getsize(tmp) == 0:
             detail = _last_line(proc.stderr) or _last_line(proc.stdout) or f"exit {proc.returncode}"

@@ -1,24 +1,38 @@
 """capture -> export -> load -> analyse, for `nsyswrap run` and `nsyswrap import`.
 
 Every step keeps what the previous one produced: a failed import keeps the .qdstrm, a failed
-export keeps the .nsys-rep, a failing workload still gets its capture exported and analysed.
+export keeps the .nsys-rep, a failing workload still gets its capture exported and analysed;
+a step that fails (a full disk, an interrupt) says where the capture is kept and how to
+finish it. The files go into a folder of their own (run_folder.py): they replace an earlier
+run's only once complete. Signals, from nsys's start until the export is written: launch.py.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from .capture import Capture, ProfileOptions, finish, profile, profile_ranks
+from .capture import (
+    Capture,
+    ProfileOptions,
+    ProgramNotStarted,
+    finish,
+    profile,
+    profile_ranks,
+    target_stem,
+)
 from .compare import Comparison, compare
 from .diagnose import Thresholds
-from .errors import BadInputError
+from .errors import BadInputError, Interrupted, NsysWrapError
 from .files import atomic_write
+from .launch import Interrupts
 from .nsys import find_nsys, nsys_version
 from .progress import NO_PROGRESS, Progress
 from .render.html import HtmlRenderer
 from .render.json import JsonRenderer
+from .run_folder import RunFolder
 
 ANALYSIS_JSON = "analysis.json"
 REPORT_HTML = "report.html"
@@ -32,73 +46,164 @@ class RunResult:
     report_html: Path | None = None
 
 
-def run(target: Sequence[str], output_dir: Path, opts: ProfileOptions,
+def run(target: Sequence[str], output_dir: Path | None, opts: ProfileOptions,
         thresholds: Thresholds | None = None, *, nsys: str | None = None,
         progress: Callable[[str], None] | None = None,
         stdout_to_stderr: bool = False, compare_options: dict | None = None,
         steps: Progress = NO_PROGRESS) -> RunResult:
-    """`progress` gets one-line messages; `steps` shows the long steps (a spinner);
+    """Profile `target` into `output_dir` (None: a new folder under ./nsyswrap-runs).
+    `progress` gets one-line messages; `steps` shows the long steps (a spinner);
     compare_options: keyword arguments of `compare` (attribution, all_domains, ...)."""
-    cap = profile(target, output_dir, opts, nsys=nsys, progress=progress,
-                  stdout_to_stderr=stdout_to_stderr)
-    with steps.step("importing and exporting the capture"):
-        cap = finish(cap, progress)
-    return _analyse(cap, thresholds, progress, compare_options=compare_options, steps=steps)
+    stem = target_stem(target)
+    folder = RunFolder.for_run(output_dir, stem, opts.force,
+                               [f"{stem}{ext}" for ext in (".nsys-rep", ".qdstrm", ".sqlite")])
+    with Interrupts(progress) as interrupts:
+        try:
+            cap = profile(target, folder.stage, opts, nsys=nsys, progress=progress,
+                          stdout_to_stderr=stdout_to_stderr, interrupts=interrupts)
+        except ProgramNotStarted:
+            folder.discard()
+            raise
+        interrupts.writing("importing and exporting the capture")
+        with _keeping([cap]), steps.step("importing and exporting the capture"):
+            cap = finish(cap, progress)
+    with _keeping([cap]):
+        result = _analyse(cap, thresholds, progress, compare_options=compare_options,
+                          steps=steps, final_dir=folder.final)
+        folder.commit()
+    return _committed(result, folder)
 
 
-def run_ranks(target: Sequence[str], output_dir: Path, opts: ProfileOptions, ranks: int,
+def run_ranks(target: Sequence[str], output_dir: Path | None, opts: ProfileOptions, ranks: int,
               thresholds: Thresholds | None = None, *, nsys: str | None = None,
               progress: Callable[[str], None] | None = None,
               stdout_to_stderr: bool = False,
               compare_options: dict | None = None,
               steps: Progress = NO_PROGRESS) -> list[RunResult]:
     """torchrun with `ranks` processes, one nsys report and one analysis per rank."""
-    captures = profile_ranks(target, output_dir, opts, ranks, nsys=nsys, progress=progress,
-                             stdout_to_stderr=stdout_to_stderr)
+    stem = target_stem(target)
+    names = [f"{stem}.rank{r}{ext}" for r in range(ranks)
+             for ext in (".nsys-rep", ".qdstrm", ".sqlite")]
+    folder = RunFolder.for_run(output_dir, stem, opts.force, names)
+    with Interrupts(progress) as interrupts:
+        try:
+            captures = profile_ranks(target, folder.stage, opts, ranks, nsys=nsys,
+                                     progress=progress, stdout_to_stderr=stdout_to_stderr,
+                                     interrupts=interrupts)
+        except ProgramNotStarted:
+            folder.discard()
+            raise
+        interrupts.writing("importing and exporting the ranks' captures")
+        with _keeping(captures), steps.step("importing and exporting the ranks' captures"):
+            captures = [finish(c, progress) for c in captures]
     results = []
-    with steps.step("analysing the ranks' reports", total=len(captures)) as advance:
+    with _keeping(captures), steps.step("analysing the ranks' reports",
+                                        total=len(captures)) as advance:
         for c in captures:
-            results.append(_analyse(finish(c, progress), thresholds, progress,
+            results.append(_analyse(c, thresholds, progress,
                                     json_name=f"analysis.{c.name}.json",
                                     html_name=f"report.{c.name}.html",
-                                    compare_options=compare_options, steps=steps))
+                                    compare_options=compare_options, steps=steps,
+                                    final_dir=folder.final))
             advance()
-    return results
+        folder.commit()
+    return [_committed(r, folder) for r in results]
 
 
 def import_capture(path: Path, thresholds: Thresholds | None = None, *,
-                   nsys: str | None = None,
+                   nsys: str | None = None, output_dir: Path | None = None,
+                   force: bool = False,
                    progress: Callable[[str], None] | None = None,
                    steps: Progress = NO_PROGRESS) -> RunResult:
-    """Finish a capture by hand: a .qdstrm (import + export) or a .nsys-rep (export)."""
-    if not path.exists():
+    """Finish a capture by hand: a .qdstrm (import + export) or a .nsys-rep (export), into
+    `output_dir` (default: the capture's folder). The input is never changed; a file there
+    already is replaced only with `force`, once the new ones are complete."""
+    if not path.is_file():
         raise BadInputError(f"{path}: no such file")
-    if path.suffix not in (".qdstrm", ".nsys-rep"):
+    if not path.name.endswith((".qdstrm", ".nsys-rep")):
         raise BadInputError(f"{path}: give a .qdstrm (raw capture) or a .nsys-rep")
+    stem = path.name.rsplit(".", 1)[0]
+    names = ([f"{stem}.nsys-rep"] if path.name.endswith(".qdstrm") else []) + [
+        f"{stem}.sqlite", ANALYSIS_JSON, REPORT_HTML]
+    folder = RunFolder.for_import(output_dir or path.parent, names, force)
     exe = find_nsys(nsys)
-    cap = Capture(path.parent, path.stem, [], exe or "", nsys_version(exe) if exe else None)
-    if path.suffix == ".qdstrm":
+    cap = Capture(folder.stage, stem, [], exe or "", nsys_version(exe) if exe else None)
+    if path.name.endswith(".qdstrm"):
         cap.qdstrm = path
-        rep = path.with_suffix(".nsys-rep")
-        cap.rep = rep if rep.exists() else None
     else:
         cap.rep = path
-    with steps.step(f"importing and exporting {path.name}"):
-        cap = finish(cap, progress)
-    return _analyse(cap, thresholds, progress, steps=steps)
+    with _keeping([cap], importing=True):
+        with steps.step(f"importing and exporting {path.name}"):
+            cap = finish(cap, progress, keep_qdstrm=True)
+        result = _analyse(cap, thresholds, progress, steps=steps, final_dir=folder.final)
+        folder.commit()
+    return _committed(result, folder)
+
+
+@contextmanager
+def _keeping(captures: Sequence[Capture], importing: bool = False) -> Iterator[None]:
+    """A failure once a capture exists (a full disk, an interrupt, a failed import or
+    export) says where the capture is kept and how to finish it, in one line."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        raise Interrupted(f"interrupted; {_kept(captures, importing)}") from None
+    except NsysWrapError as e:
+        if "nsyswrap import" in str(e):  # it says so already
+            raise
+        err = NsysWrapError(f"{e}; {_kept(captures, importing)}")
+        err.exit_code = e.exit_code
+        raise err from None
+    except OSError as e:
+        where = f" {e.filename}" if e.filename else ""
+        raise NsysWrapError(f"cannot write{where}: {e.strerror or e}; "
+                            f"{_kept(captures, importing)}") from None
+
+
+def _kept(captures: Sequence[Capture], importing: bool) -> str:
+    """Where the captures are, and the command that finishes the first."""
+    cap = captures[0]
+    if importing:
+        made = [p for p in (cap.rep, cap.sqlite) if p is not None and p.exists()
+                and p.parent == cap.output_dir]
+        return "the input is kept as it was" + (
+            f"; what was made from it is kept in {cap.output_dir}" if made else "")
+    source = cap.rep or cap.qdstrm
+    if source is None:
+        return f"nothing was captured; nsys's output is in {cap.log}"
+    force = " --force" if cap.sqlite is not None else ""  # its export is there already
+    where = (f"the capture is kept at {source}" if len(captures) == 1 else
+             f"the ranks' captures are kept in {cap.output_dir}")
+    return f"{where}: `nsyswrap import {source}{force}` finishes it"
+
+
+def _committed(result: RunResult, folder: RunFolder) -> RunResult:
+    """`result` with the paths where its files lie once committed."""
+    cap = result.capture
+    for name in ("log", "rep", "qdstrm", "sqlite"):
+        setattr(cap, name, folder.final_path(getattr(cap, name)))
+    cap.rescued = [folder.final_path(p) for p in cap.rescued]
+    cap.output_dir = folder.final
+    result.analysis_json = folder.final_path(result.analysis_json)
+    result.report_html = folder.final_path(result.report_html)
+    return result
 
 
 def _analyse(cap: Capture, thresholds: Thresholds | None,
              progress: Callable[[str], None] | None,
              json_name: str = ANALYSIS_JSON, html_name: str = REPORT_HTML,
-             compare_options: dict | None = None, steps: Progress = NO_PROGRESS) -> RunResult:
-    """Analyse the export; write analysis.json and the HTML report beside it."""
+             compare_options: dict | None = None, steps: Progress = NO_PROGRESS,
+             final_dir: Path | None = None) -> RunResult:
+    """Analyse the export; write analysis.json and the HTML report beside it. They name
+    the report where it will lie in `final_dir`, once the run's files are moved there."""
     if cap.sqlite is None:
         return RunResult(cap, None, None)
     if progress:
         progress("analysing")
     result = compare(cap.sqlite, thresholds, progress=steps, **(compare_options or {}))
     result.info.notes.extend(cap.notes)
+    if final_dir is not None:
+        result.info.path = result.info.source = final_dir / cap.sqlite.name
     read = (cap.sqlite, cap.rep, cap.qdstrm)
     out = cap.output_dir / json_name
     atomic_write(out, JsonRenderer().pieces(result), inputs=read)

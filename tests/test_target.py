@@ -33,7 +33,7 @@ import signal, threading, time
 def announce():
     time.sleep(0.5)
     print("running", flush=True)
-signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
 threading.Thread(target=announce, daemon=True).start()
 time.sleep(60)
 """
@@ -65,7 +65,8 @@ def _interrupt(tmp_path, source: str, sig: int, **env) -> tuple[int, str, float]
     return proc.returncode, out, time.monotonic() - sent
 
 
-@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130),
+                                         (signal.SIGHUP, 129)])
 def test_a_stuck_program_is_ended_through_exit(tmp_path, sig, code):
     rc, out, took = _interrupt(tmp_path, STUCK, sig, NSYSWRAP_STUCK_AFTER_S="1")
     assert rc == code, out
@@ -85,3 +86,35 @@ def test_ranks_exit_zero_when_interrupted(tmp_path):
     rc, out, _ = _interrupt(tmp_path, STUCK, signal.SIGTERM, NSYSWRAP_STUCK_AFTER_S="1",
                             NSYSWRAP_INTERRUPT_EXIT="0")
     assert rc == 0 and "exit handler ran: 0" in out, out
+
+
+def test_sighup_ends_the_program_through_exit_as_sigterm_does(tmp_path):
+    """A closed terminal: `finally` blocks run, exit code 129 through sys.exit."""
+    rc, out, _ = _interrupt(tmp_path, SLOW_CHECKPOINT, signal.SIGHUP)
+    assert rc == 129 and "checkpoint saved" in out and "SIGHUP" in out, out
+
+
+def test_a_module_that_cannot_be_found_is_one_line_as_python_says_it(tmp_path):
+    status = tmp_path / "status"
+    proc = subprocess.run([sys.executable, str(TARGET), "-m", "no_such_module_xyz"],
+                          capture_output=True, text=True, cwd=tmp_path,
+                          env=dict(os.environ, NSYSWRAP_STATUS=str(status)))
+    python = subprocess.run([sys.executable, "-m", "no_such_module_xyz"], capture_output=True,
+                            text=True, cwd=tmp_path)
+    assert proc.returncode == python.returncode == 1
+    assert proc.stderr == python.stderr  # "...python: No module named no_such_module_xyz"
+    assert status.read_text().splitlines() == ["no-module",
+                                               "No module named no_such_module_xyz"]
+
+
+def test_an_error_in_the_program_shows_only_its_own_frames(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "bad.py").write_text("import no_such_module_xyz\n")
+    proc = subprocess.run([sys.executable, str(TARGET), "-m", "pkg.bad"], capture_output=True,
+                          text=True, cwd=tmp_path)
+    python = subprocess.run([sys.executable, "-m", "pkg.bad"], capture_output=True, text=True,
+                            cwd=tmp_path)
+    assert proc.returncode == python.returncode == 1
+    assert proc.stderr.splitlines()[-3:] == python.stderr.splitlines()[-3:]
+    assert "_target.py" not in proc.stderr and "runpy" not in proc.stderr

@@ -1,0 +1,153 @@
+"""How `nsyswrap run` runs nsys (nsyswrap/launch.py), for real with nsys 2022.4 on the CPU:
+the workload's output on channels of its own (never filtered, never taken for nsys's), a
+reader that leaves, and signals: repeated ones while nsys writes, SIGHUP from a terminal
+that closes."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import needs_nsys, sql
+from test_run import nsyswrap
+
+pytestmark = [pytest.mark.nsys, needs_nsys]
+WORKLOADS = Path(__file__).parent / "workloads"
+NOISY_LINES = ["The target application returned non-zero exit code 42",
+               "Processing [=====                 ]", "[3/10] compiling kernels", "Generated:",
+               "    /tmp/results.sqlite", "Collecting data...", "Generating 'summary'",
+               "Process is terminated."]
+
+
+def test_the_workloads_lines_are_shown_whole_and_set_no_exit_code(tmp_path):
+    """Lines like nsys's own, printed by the workload: all shown, and the exit code is the
+    workload's real one (from nsys), not the one its text names."""
+    proc = nsyswrap("run", "-o", tmp_path / "py", WORKLOADS / "noisy.py", "5")
+    assert proc.returncode == 5, proc.stderr
+    assert proc.stdout.splitlines()[: len(NOISY_LINES)] == NOISY_LINES
+    assert "exited with code 5" in proc.stderr and "42" not in proc.stderr
+    # Any other command: through the sh wrapper, the same.
+    script = "; ".join(f"printf '%s\\n' {shlex.quote(line)}" for line in NOISY_LINES)
+    proc = nsyswrap("run", "-o", tmp_path / "sh", "--", "sh", "-c", script)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[: len(NOISY_LINES)] == NOISY_LINES
+    # With --format json the workload's output moves to stderr, whole, and stdout is JSON.
+    proc = nsyswrap("run", "-o", tmp_path / "json", "--format", "json", WORKLOADS / "noisy.py")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["schema"] == "nsyswrap.compare/1"
+    shown = proc.stderr.splitlines()
+    assert all(line in shown for line in NOISY_LINES)
+
+
+def test_a_reader_that_leaves_stops_nothing(tmp_path):
+    """`nsyswrap run chatty.py | head -1`: the workload is drained to the end, the capture
+    analysed, no traceback, and nsyswrap ends as a program killed by SIGPIPE would."""
+    out = tmp_path / "run"
+    err = tmp_path / "stderr"
+    with open(err, "w") as err_file:
+        proc = subprocess.Popen([sys.executable, "-m", "nsyswrap", "run", "-o", str(out),
+                                 str(WORKLOADS / "chatty.py")], stdout=subprocess.PIPE,
+                                stderr=err_file)
+        assert proc.stdout.readline().startswith(b"chatty line 0 ")
+        proc.stdout.close()  # the reader leaves, as head does
+        assert proc.wait(timeout=180) == 141
+    stderr = err.read_text()
+    assert "Traceback" not in stderr and "chatty: done" in stderr
+    assert "chatty line 19999 " in (out / "nsys.log").read_text()  # drained to the end
+    lines = sql(out / "chatty.sqlite", "SELECT count(*) FROM NVTX_EVENTS e JOIN StringIds s "
+                                       "ON s.id = e.textId WHERE s.value = 'line'")[0][0]
+    assert lines == 20000
+    assert json.loads((out / "analysis.json").read_text())["ranges"]
+    assert (out / "report.html").stat().st_size > 0
+
+
+def _start(out: Path, **kw) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-m", "nsyswrap", "run", "-o", str(out),
+                             str(WORKLOADS / "forever.py")], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, **kw)
+    assert proc.stdout.readline().strip() == "running"
+    time.sleep(1.5)
+    return proc
+
+
+def _ticks(out: Path) -> int:
+    doc = json.loads((out / "analysis.json").read_text())
+    return [r for r in doc["ranges"] if r["name"] == "tick"][0]["count"]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signals_while_nsys_writes_keep_the_capture(tmp_path, sig):
+    """A second and third signal soon after the first (the workload has ended, nsys is
+    writing the report): acknowledged once, never passed on; the capture is kept."""
+    out = tmp_path / "run"
+    proc = _start(out)
+    proc.send_signal(sig)
+    for gap_s in (0.3, 0.3):
+        time.sleep(gap_s)
+        proc.send_signal(sig)
+    _stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    assert stderr.count("nsys is writing the report; it will be kept — waiting") == 1
+    assert "stopping nsys" not in stderr
+    assert _ticks(out) > 10
+
+
+def _nsys_processes_for(out: Path) -> list[str]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if str(out) in cmdline:
+                found.append(cmdline)
+    return found
+
+
+def test_sighup_is_handled_like_sigterm(tmp_path):
+    out = tmp_path / "run"
+    proc = _start(out)
+    proc.send_signal(signal.SIGHUP)
+    _stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    assert "interrupted: the capture up to that point was kept" in stderr
+    assert _ticks(out) > 10
+    assert _nsys_processes_for(out) == []  # no nsys or workload left behind
+
+
+def test_a_closed_terminal_leaves_no_orphans_and_keeps_the_capture(tmp_path):
+    """nsyswrap in a real terminal that goes away (the ssh session closes): the kernel's
+    SIGHUP, writes to the terminal failing from then on. The capture is still written and
+    analysed, and nothing is left running."""
+    out = tmp_path / "run"
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: nsyswrap, with the pty as its controlling terminal
+        os.execv(sys.executable, [sys.executable, "-m", "nsyswrap", "run", "-o", str(out),
+                                  str(WORKLOADS / "forever.py")])
+    seen = b""
+    deadline = time.monotonic() + 120
+    while b"running" not in seen and time.monotonic() < deadline:
+        seen += os.read(fd, 4096)
+    time.sleep(1.5)
+    os.close(fd)  # the terminal goes away: SIGHUP to nsyswrap, its session's leader
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.2)
+    else:
+        os.kill(pid, signal.SIGKILL)
+        pytest.fail("nsyswrap did not end after its terminal closed")
+    assert os.waitstatus_to_exitcode(status) == 130
+    assert _ticks(out) > 10
+    assert _nsys_processes_for(out) == []
