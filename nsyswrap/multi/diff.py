@@ -1,5 +1,6 @@
 """Before and after: two runs of the same workload, item by item (kernels by name, the
-user's range families, harness benchmarks), each with a verdict that survives noise.
+user's range families, harness benchmarks, the program's own timings by call sites), each
+with a verdict that survives noise.
 
 Comparability comes first. Different GPUs make every verdict inconclusive; clocks apart by
 more than `clock_tolerance` too; runs whose matched kernels hold too little of either run's
@@ -58,8 +59,9 @@ def diff(base: DiffSide, new: DiffSide, thresholds: DiffThresholds | None = None
             continue  # an analysis.json without iterations has no event samples
         rows.append(_row(base.items.get(key), new.items.get(key), comparability, t))
     frame = pd.DataFrame(rows, columns=ROW_COLUMNS)
-    # Ranges, then benchmarks, then kernels; within each the biggest change in total first.
-    frame["_kind"] = frame["kind"].map({"range": 0, "benchmark": 1, "kernel": 2})
+    # Ranges, the program's timings, benchmarks, then kernels; within each the biggest
+    # change in total first.
+    frame["_kind"] = frame["kind"].map({"range": 0, "timing": 1, "benchmark": 2, "kernel": 3})
     frame["_size"] = -frame["total_change_ns"].abs()
     frame = frame.sort_values(["_kind", "_size", "name", "metric"], kind="stable",
                               ignore_index=True).drop(columns=["_kind", "_size"])

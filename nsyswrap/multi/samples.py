@@ -1,11 +1,13 @@
 """What `nsyswrap diff` compares, from one side: per-instance samples of each kernel (by
-name), each range family of the user's and each harness benchmark, with the facts that
-decide whether two runs are comparable. From a report, or from an `analysis.json`
-(nsyswrap.compare/1) where the samples are what the document holds."""
+name), each range family of the user's, each harness benchmark and each group of the
+program's own timings (by call sites), with the facts that decide whether two runs are
+comparable. From a report, or from an `analysis.json` (nsyswrap.compare/1) where the
+samples are what the document holds."""
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,9 +28,9 @@ HARNESS_KERNELS = frozenset({"spin_kernel"})
 class Item:
     """One thing to compare: samples (per instance, ns), or only summary numbers."""
 
-    kind: str  # kernel | range | benchmark
+    kind: str  # kernel | range | benchmark | timing
     name: str
-    metric: str  # duration | gpu_busy | cpu | busy_per_call | event_per_call
+    metric: str  # duration | gpu_busy | cpu | busy_per_call | event_per_call | measured_per_call
     samples: np.ndarray | None
     median_ns: float
     count: int
@@ -75,6 +77,7 @@ def diff_samples(c: Comparison, kernels: pd.DataFrame | None = None) -> DiffSide
     for (domain, family), g in inst.groupby(["domain", "family"], sort=False, observed=True):
         _add_range(side, range_label(domain, family), g)
     _add_benchmarks(side, a.iterations)
+    _add_timings(side, a.user_timings.intervals)
     side.findings = [{"code": f.code, "severity": f.severity, "range": f.range,
                       "message": f.message} for f in c.findings]
     return side
@@ -102,6 +105,43 @@ def _add_benchmarks(side: DiffSide, its: pd.DataFrame) -> None:
         _add(side, "benchmark", str(name), "event_per_call", g["event"])
 
 
+# "... [pid 4321]": how the analysis tells apart two processes timing the same lines. A diff
+# matches by call sites alone: the pids of two runs differ.
+_PID_SUFFIX = re.compile(r" \[pid \d+\]$")
+# do_bench's own estimate of how many calls to make is not a figure it returns.
+_NOT_COMPARED = frozenset({"do_bench estimate"})
+
+
+def _add_timings(side: DiffSide, intervals: pd.DataFrame) -> None:
+    """The program's timing groups by call sites, per instance and per call: the GPU work
+    between the records (busy_per_call) and what the program's timer read
+    (measured_per_call). `intervals`: analysis.user_timings.intervals, or an analysis.json's
+    `user_timing_instances`."""
+    if intervals is None or intervals.empty or "label" not in intervals:
+        return
+    i = intervals[~intervals["kind"].isin(_NOT_COMPARED)]
+    calls = pd.to_numeric(i["calls"], errors="coerce").fillna(1).clip(lower=1)
+    busy = pd.to_numeric(i["gpu_busy_ns"], errors="coerce") / calls
+    value = pd.to_numeric(i["value_ns"], errors="coerce") / calls
+    names = i["label"].astype(str).str.replace(_PID_SUFFIX, "", regex=True)
+    for name, rows in names.groupby(names, sort=False).groups.items():
+        _add(side, "timing", str(name), "busy_per_call", busy[rows])
+        _add(side, "timing", str(name), "measured_per_call", value[rows])
+
+
+def _timing_summaries(side: DiffSide, groups: list[dict]) -> None:
+    """Groups of an analysis.json written without --instances: medians and counts only."""
+    for g in groups:
+        if g.get("kind") in _NOT_COMPARED:
+            continue
+        name = _PID_SUFFIX.sub("", str(g.get("label")))
+        for metric, key in (("busy_per_call", "kernels_median_ns"),
+                            ("measured_per_call", "value_median_ns")):
+            if g.get(key) is not None and (("timing", name, metric) not in side.items):
+                side.items[("timing", name, metric)] = Item(
+                    "timing", name, metric, None, float(g[key]), int(g.get("instances") or 0))
+
+
 def _clock(c: Comparison) -> float | None:
     m = c.analysis.gpu_metrics
     if m is not None and len(m):
@@ -115,8 +155,8 @@ def _clock(c: Comparison) -> float | None:
 
 def from_analysis_json(path: Path) -> DiffSide:
     """A side from a nsyswrap.compare/1 document. Kernels have summary numbers only (count,
-    median, mean, std); ranges and benchmarks have samples when the document was written
-    with --instances (instances, iterations)."""
+    median, mean, std); ranges, benchmarks and the program's timings have samples when the
+    document was written with --instances (instances, iterations, user_timing_instances)."""
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -164,6 +204,11 @@ def from_analysis_json(path: Path) -> DiffSide:
                 side.items[("benchmark", b["benchmark"], "busy_per_call")] = Item(
                     "benchmark", b["benchmark"], "busy_per_call", None,
                     float(b["busy_median_ns"]), int(b.get("iterations") or 0))
+    timings = pd.DataFrame(doc.get("user_timing_instances", []))
+    if len(timings):
+        _add_timings(side, timings)
+    else:
+        _timing_summaries(side, (doc.get("user_timings") or {}).get("groups") or [])
     side.findings = [{k: f.get(k) for k in ("code", "severity", "range", "message")}
                      for f in doc.get("findings", [])]
     return side

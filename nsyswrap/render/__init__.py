@@ -23,7 +23,7 @@ RENDERERS = {
 
 # The single-report document's sections (render/document.py), in order; csv writes one.
 SECTIONS = ("kernels", "ranges", "benchmarks", "iterations", "instances", "processes",
-            "findings")
+            "findings", "timings", "timing_instances")
 
 
 def renderer(fmt: str):

@@ -38,6 +38,25 @@ ITERATION_FIELDS = ["benchmark", "run", "iteration", "cache", "calls", "range_id
                     "gaps", "max_gap_ns", "host_lead_ns", "gpu_ops", "kernels", "streams",
                     "syncs", "copies"]
 PROCESS_FIELDS = ["pid", "name", "devices", "kernels", "kernel_ns", "gpu_ops", "nvtx_ranges"]
+# The program's own timings (Comparison.user_timings): one row per call-site pair, per call.
+TIMING_FIELDS = ["label", "kind", "pid", "instances", "calls", "value_median_ns",
+                 "value_iqr_ns", "kernels_median_ns", "kernels_iqr_ns", "difference_ns",
+                 "difference_share", "floor_ns", "floor_source", "host_median_ns",
+                 "lead_idle_median_ns", "tail_idle_median_ns", "prior_busy_median_ns",
+                 "uncovered_median_ns", "sync_median_ns", "copy_median_ns",
+                 "residual_median_ns", "first_values_ns", "tool_value_ns", "tool_statistic",
+                 "tool_kernels_ns", "codes", "verdict"]
+# One row per measured interval (analysis.user_timings.intervals), as the program measured it
+# (a Timer measurement of many calls whole: divide by `calls`).
+TIMING_INSTANCE_FIELDS = ["label", "kind", "pid", "instance", "calls", "stream_id",
+                          "start_ns", "end_ns", "value_ns", "gpu_busy_ns", "gpu_span_ns",
+                          "gpu_first_start_ns", "gpu_last_end_ns", "predicted_ns",
+                          "residual_ns", "host_between_records_ns", "lead_idle_ns",
+                          "tail_idle_ns", "prior_busy_ns", "uncovered_busy_ns",
+                          "uncovered_ops", "joined_ops", "internal_idle_ns", "gaps",
+                          "max_gap_ns", "gpu_ops", "kernels", "streams", "syncs", "sync_ns",
+                          "copies", "copy_bytes", "copy_ns", "pageable_copies",
+                          "copies_before_bytes", "copies_before_gap_ns", "work"]
 
 
 def plain(value: Any) -> Any:
@@ -135,7 +154,27 @@ def section_frame(c: Comparison, section: str) -> tuple[pd.DataFrame, list[str]]
         return a.iterations, ITERATION_FIELDS
     if section == "instances":
         return a.instances, INSTANCE_FIELDS
+    if section == "timings":
+        return _timing_groups(c), TIMING_FIELDS
+    if section == "timing_instances":
+        return _timing_instances(c), TIMING_INSTANCE_FIELDS
     raise ValueError(f"unknown section {section!r}")
+
+
+def _timing_groups(c: Comparison) -> pd.DataFrame:
+    g = c.user_timings
+    if g.empty:  # a report without the runner's records: no columns at all
+        return pd.DataFrame({f: pd.Series(dtype="float64") for f in TIMING_FIELDS})
+    # Only do_bench's rows name a statistic.
+    statistic = g["tool_statistic"].astype(object)
+    return g.assign(tool_statistic=statistic.where(statistic != "", None))
+
+
+def _timing_instances(c: Comparison) -> pd.DataFrame:
+    i = c.analysis.user_timings.intervals
+    if "iteration" not in i:
+        return pd.DataFrame({f: pd.Series(dtype="float64") for f in TIMING_INSTANCE_FIELDS})
+    return i.assign(instance=i["iteration"])
 
 
 def section_chunks(c: Comparison, section: str) -> Iterator[list[dict[str, Any]]]:
@@ -199,8 +238,27 @@ def refuse_streamed(c: Comparison, what: str) -> None:
                          "not keep: compare the report with operations=True")
 
 
+def user_timings_block(c: Comparison) -> dict[str, Any]:
+    """What `nsyswrap run` recorded of the program's own timing code: its groups (the
+    `timings` section) and what could not be reconciled. Present for every report:
+    `records` 0 and no groups where the runner recorded nothing."""
+    u = c.analysis.user_timings
+    return plain({
+        "records": u.records,
+        "measured": u.measured,
+        "hook_cost_ns": u.hook_cost_ns,
+        "groups": section_rows(c, "timings"),
+        "unmeasured": records(u.unmeasured, ["pid", "label", "records"])
+        if len(u.unmeasured) else [],
+        "unreconciled": records(u.unreconciled, ["pid", "label", "reason", "count"])
+        if len(u.unreconciled) else [],
+        "notes": list(u.notes),
+        "event_records_in_report": u.event_records_in_report,
+    })
+
+
 def document(c: Comparison) -> dict[str, Any]:
-    """The JSON contract `nsyswrap.compare/1` (see docs/json-schema.md)."""
+    """The JSON contract `nsyswrap.compare/1` (see docs/json.md)."""
     return {
         "schema": SCHEMA,
         "tool": {"name": "nsyswrap", "version": __version__},
@@ -211,4 +269,5 @@ def document(c: Comparison) -> dict[str, Any]:
         "benchmarks": section_rows(c, "benchmarks"),
         "processes": section_rows(c, "processes"),
         "findings": section_rows(c, "findings"),
+        "user_timings": user_timings_block(c),
     }

@@ -11,9 +11,10 @@ from typing import Any
 from ..compare import Comparison
 from .document import column_chunks, document, section_frame
 
-# Sections streamed after the document's own (--instances): millions of rows are written a
-# chunk at a time, never held as one list of dicts or one string.
-STREAMED_SECTIONS = ("instances", "iterations")
+# Sections streamed after the document's own (--instances), as (key, section): millions of
+# rows are written a chunk at a time, never held as one list of dicts or one string.
+STREAMED_SECTIONS = (("instances", "instances"), ("iterations", "iterations"),
+                     ("user_timing_instances", "timing_instances"))
 # json.dumps' text for a str (ensure_ascii=False), in C.
 _text = json.encoder.encode_basestring
 
@@ -24,14 +25,15 @@ class JsonRenderer:
 
     def pieces(self, c: Comparison, *, instances: bool = False, **_) -> Iterator[str]:
         """The document's text in pieces: with `instances`, exactly what json.dumps(indent=2)
-        gives for the document with its instance and iteration rows, a chunk at a time."""
+        gives for the document with its instance, iteration and timing-instance rows, a
+        chunk at a time."""
         text = json.dumps(document(c), indent=2, ensure_ascii=False, allow_nan=False)
         if not instances:
             yield text + "\n"
             return
         yield text[:-len("\n}")]  # the document's closing brace comes after the rows
-        for section in STREAMED_SECTIONS:
-            yield f',\n  "{section}": '
+        for key, section in STREAMED_SECTIONS:
+            yield f',\n  "{key}": '
             yield from _json_array(*section_frame(c, section))
         yield "\n}\n"
 

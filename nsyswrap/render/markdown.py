@@ -11,12 +11,16 @@ from .views import (
     FINDING_COLUMNS,
     PROCESS_COLUMNS,
     RANGE_COLUMNS,
+    TIMING_COLUMNS,
+    TIMINGS_TITLE,
     Column,
     attribution_line,
     cells,
+    event_records_hint,
     header_lines,
     kernel_columns,
     rows,
+    timing_notes,
 )
 
 # Names come from the report (kernels, NVTX ranges, domains, paths) and may hold anything.
@@ -59,6 +63,15 @@ class MarkdownRenderer:
                     f"{_escape(f['suggestion'])}" for f in findings]
         else:
             out.append("No findings.")
+        timings = rows(c, "timings")
+        if timings or c.analysis.user_timings:
+            out += ["", f"### {TIMINGS_TITLE} (per call; trust the kernels)", ""]
+            if timings:
+                out += _table(TIMING_COLUMNS, timings) + [""]
+            out += [f"- {_escape(line)}" for line in timing_notes(c)]
+        hint = event_records_hint(c)
+        if hint:
+            out += ["", f"> note: {_escape(hint)}"]
         kernels = rows(c, "kernels")
         if kernels:
             out += ["", f"### GPU kernels (top {min(top, len(kernels))} of {len(kernels)})", ""]

@@ -1,11 +1,12 @@
-"""The terminal view: kernels, ranges, then the findings (the verdict reads last)."""
+"""The terminal view: the program's own timings, kernels, ranges, then the findings (the
+verdict reads last)."""
 
 from __future__ import annotations
 
 import io
 
 from rich import box
-from rich.console import Console
+from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
@@ -16,13 +17,19 @@ from .views import (
     FINDING_COLUMNS,
     PROCESS_COLUMNS,
     RANGE_COLUMNS,
+    TIMING_COLUMNS,
+    TIMING_COLUMNS_NARROW,
+    TIMINGS_TITLE,
     Column,
     attribution_line,
     cells,
+    event_records_hint,
     header_lines,
     kernel_columns,
     legend,
     rows,
+    timing_notes,
+    timing_verdict,
 )
 
 SEVERITY_STYLE = {"warning": "bold yellow", "info": "cyan"}
@@ -53,6 +60,16 @@ class TableRenderer:
         if attribution:
             console.print(terminal_text(attribution, style="dim"))
 
+        # The program's own timings first: what the user came to check.
+        timings = rows(c, "timings")
+        if timings:
+            console.print(_timings_table(timings, width or 120))
+        if timings or c.analysis.user_timings:
+            for line in timing_notes(c):
+                console.print(terminal_text(line))
+        hint = event_records_hint(c)
+        if hint:
+            console.print(terminal_text(hint, style="dim"))
         kernels = rows(c, "kernels")
         if kernels:
             shown = kernels[:top] if top else kernels
@@ -87,6 +104,51 @@ class TableRenderer:
             console.print(Text("No findings: nothing distorts these timings at the current "
                                "thresholds.", style="green"))
         return buf.getvalue()
+
+
+# Below this width the timings' verdicts go under their call sites, not in a column.
+TIMINGS_WIDE = 100
+
+
+def _timings_table(data: list[dict], width: int) -> Table:
+    """The program's timings, one row per call-site pair. A call site ('file.py:37→39') is
+    never folded where the width allows: the column is given a width of at least the
+    longest word of any label."""
+    wide = width >= TIMINGS_WIDE
+    columns = TIMING_COLUMNS if wide else TIMING_COLUMNS_NARROW
+    title = f"{TIMINGS_TITLE} against the kernels between the records (per call; trust the " \
+        "kernels)"
+    if wide:
+        t = _table(title, columns, data)
+    else:  # the verdict under the call site, indented past its arrow
+        t = _table(title, columns, [])
+        for r in data:
+            verdict = Table.grid(padding=(0, 1))
+            verdict.add_row("→", terminal_text(timing_verdict(r)))
+            label, *numbers = cells(columns, r)
+            t.add_row(Group(terminal_text(label), verdict),
+                      *(terminal_text(x) for x in numbers))
+    # Padding of every column; the verdict column, where there is one, keeps 20.
+    room = (width - cells_width([c for c in columns if c.numeric], data) - 2 * len(columns)
+            - (20 if wide else 0))
+    words_fit(t, 0, [r["label"] for r in data], room if wide else None, room)
+    return t
+
+
+def cells_width(columns: list[Column], data: list[dict]) -> int:
+    """What `columns` of `_table` take unwrapped (their widest cell or header), padding not
+    included."""
+    return sum(max([len(col.header)] + [len(col.cell(r)) for r in data]) for col in columns)
+
+
+def words_fit(t: Table, index: int, texts: list[str], room: int | None, most: int) -> None:
+    """Fix column `index`'s width so that no word of `texts` is folded, where the room
+    allows: the longest text's width within `room` (None: `most`, all of it)."""
+    longest_word = max((len(w) for x in texts for w in x.split()), default=0)
+    if most < longest_word:
+        return  # too narrow to keep them whole: rich folds as it must
+    t.columns[index].width = most if room is None else max(
+        longest_word, min(max(len(x) for x in texts), room))
 
 
 def _table(title: str, columns: list[Column], data: list[dict]) -> Table:

@@ -9,8 +9,8 @@ from typing import Any
 
 from ..compare import Comparison
 from ..diagnose import range_label
-from ..units import fmt_ns, fmt_share
-from .document import report_block, section_rows
+from ..units import fmt_ns, fmt_share, plural
+from .document import report_block, section_rows, user_timings_block
 from .names import shorten
 
 
@@ -105,6 +105,131 @@ BENCHMARK_COLUMNS = [
     Column("Diff", _difference, title="events against kernels"),
     Column("Verdict", lambda r: r["verdict"], numeric=False),
 ]
+
+def _timing_difference(r: dict[str, Any]) -> str:
+    """'+144%' where the program's figure reads more than the kernels, '-3.0%' less, '±1.2%'
+    where the two differ by no more than their own spread (the larger IQR)."""
+    value, kernels = r["value_median_ns"], r["kernels_median_ns"]
+    if value is None or not kernels:
+        return "–"
+    share = (value - kernels) / kernels
+    spread = max(r["value_iqr_ns"] or 0, r["kernels_iqr_ns"] or 0)
+    if abs(value - kernels) <= spread:
+        return f"±{fmt_share(abs(share))}"
+    return f"{'+' if share >= 0 else '-'}{fmt_share(abs(share))}"
+
+
+def timing_verdict(r: dict[str, Any]) -> str:
+    """The group's verdict, with what do_bench returned against the same statistic of the
+    kernels, and Timer's calls per measurement (its row is per call)."""
+    if r["kind"] == "do_bench" and r["tool_value_ns"] is not None:
+        stat = r["tool_statistic"] or "figure"
+        return (f"do_bench said {fmt_ns(r['tool_value_ns'])} (its {stat}), the kernels' "
+                f"{stat} {fmt_ns(r['tool_kernels_ns'])}: {r['verdict']}")
+    if r["kind"] == "timer":
+        return f"per call, {plural(r['calls'], 'call')} a measurement: {r['verdict']}"
+    return r["verdict"]
+
+
+_TIMING_NUMBERS = [
+    Column("N", lambda r: str(r["instances"]), title="intervals (Timer: measurements)"),
+    Column("Your timer", _ns("value_median_ns"),
+           title="what your timer read (median per call)"),
+    Column("Kernels", _ns("kernels_median_ns"),
+           title="GPU work between the records (median per call; trust this)"),
+    Column("Diff", _timing_difference,
+           title="your timer against the kernels (± within their spread)"),
+]
+# Where the terminal is wide enough, the verdict has a column of its own; else it goes under
+# the call site, in the same cell (TableRenderer).
+TIMING_COLUMNS = [Column("Where", lambda r: r["label"], numeric=False), *_TIMING_NUMBERS,
+                  Column("Verdict", timing_verdict, numeric=False)]
+TIMING_COLUMNS_NARROW = [
+    Column("Where", lambda r: r["label"], numeric=False,
+           title="call sites (start → end record), the verdict under each"),
+    *_TIMING_NUMBERS]
+TIMINGS_TITLE = "Your CUDA-event timings"
+
+
+def timing_notes(c: Comparison) -> list[str]:
+    """The lines under the timings table: groups whose first instances are cold, record
+    sites never measured, elapsed_time() calls not reconciled, and what the hooks and the
+    events cost."""
+    block = user_timings_block(c)
+    lines = []
+    t = c.thresholds
+    for g in block["groups"]:
+        cold = _cold_values(g, t.cold_factor, t.cold_min_excess_ns, t.cold_min_instances)
+        if cold:
+            first = "instance" if len(cold) == 1 else f"{len(cold)} instances"
+            lines.append(
+                f"Cold start: {g['label']}: the first {first} read "
+                f"{', '.join(fmt_ns(v) for v in cold)} against a median of "
+                f"{fmt_ns(g['value_median_ns'])}: start-up work, not the steady state.")
+    if block["unmeasured"]:
+        lines.append("Recorded but never measured by elapsed_time(): " + ", ".join(
+            f"{u['label']} ({plural(u['records'], 'record')})" for u in block["unmeasured"])
+            + ".")
+    if block["unreconciled"]:
+        lines.append(_sentence("Not reconciled: " + "; ".join(
+            f"{u['label']} ({u['count']}×): {_first_line(u['reason'])}"
+            for u in block["unreconciled"])))
+    costs = []
+    if block["hook_cost_ns"] is not None and block["records"]:
+        costs.append(f"the runner's hooks add {fmt_ns(block['hook_cost_ns'])} of host time "
+                     "per record() on this host")
+    floors = {(g["floor_ns"], g["floor_source"]) for g in block["groups"]
+              if g["kind"] in ("events", "do_bench") and g["floor_ns"] is not None}
+    if floors:
+        costs.append("the events' own cost per window, taken off before blaming the host: "
+                     + ", ".join(f"{fmt_ns(f)} ({FLOOR_SOURCES.get(s, s)})"
+                                 for f, s in sorted(floors)))
+    if costs:
+        text = "; ".join(costs)
+        lines.append(_sentence(text[0].upper() + text[1:]))
+    return lines
+
+
+def _sentence(text: str) -> str:
+    return text if text.endswith((".", "!", "?")) else text + "."
+
+
+FLOOR_SOURCES = {"measured": "measured by the runner",
+                 "estimated": "estimated from back-pressured windows",
+                 "assumed": "assumed: nothing in the report measures it"}
+
+
+def _cold_values(g: dict[str, Any], factor: float, min_excess_ns: float,
+                 min_instances: int) -> list[float]:
+    """The leading values of `first_values_ns` far above the group's median (COLD_START's
+    thresholds), per call."""
+    median = g["value_median_ns"]
+    if g["kind"] == "do_bench estimate" or g["instances"] < min_instances or median is None:
+        return []
+    out = []
+    for v in g["first_values_ns"] or []:
+        if v is None or not (v > factor * median and v - median >= min_excess_ns):
+            break
+        out.append(v)
+    return out
+
+
+def _first_line(text: str) -> str:
+    return (text or "").strip().splitlines()[0] if (text or "").strip() else "no reason given"
+
+
+def event_records_hint(c: Comparison) -> str | None:
+    """For a report made without `nsyswrap run`'s records: how many CUDA event records it
+    holds, and that `nsyswrap run` would reconcile them (not for the harness's own events,
+    which its benchmarks reconcile)."""
+    u = c.analysis.user_timings
+    n = u.event_records_in_report
+    if u or c.analysis.runs or not (n or (n is None and c.info.has_cuda)):
+        return None
+    held = "CUDA event records" if n is None else plural(n, "CUDA event record")
+    return (f"This report holds {held} (cudaEventRecord); `nsyswrap run SCRIPT` reconciles "
+            "the timings a program measures with them.")
+
 
 PROCESS_COLUMNS = [
     Column("PID", lambda r: str(r["pid"])),

@@ -459,8 +459,8 @@ class _DiffPage(HtmlPage):
                "needs the whole bar on one side of 0 and the diamond outside the band. "
                "Inconclusive rows (different work under one name, too few samples, runs "
                "not comparable) are drawn where they have an interval, in amber.</p>"]
-        kinds = (("range", "Range families"), ("benchmark", "Harness benchmarks"),
-                 ("kernel", "Kernels"))
+        kinds = (("range", "Range families"), ("timing", "Your timings (call sites)"),
+                 ("benchmark", "Harness benchmarks"), ("kernel", "Kernels"))
         for kind, title in kinds:
             mine = [r for r in rows if r["kind"] == kind and r["change"] is not None]
             if not mine:

@@ -7,8 +7,9 @@ import io
 from rich.console import Console
 from rich.text import Text
 
+from ...multi.diff import SAME
 from ...units import fmt_ns
-from ..table import SEVERITY_STYLE, _table, terminal_text
+from ..table import SEVERITY_STYLE, _table, cells_width, terminal_text, words_fit
 from ..views import Column
 from .document import diff_section, ranks_section
 from .views import IDENTITY_COLUMNS, RANK_COLUMNS, diff_columns, family_rows
@@ -83,8 +84,17 @@ class DiffTable:
                            style="dim"))
         rows = diff_section(d, "rows")
         cols: list[Column] = diff_columns(max(30, (width or 120) - 90))
-        console.print(_table("Changes (ranges, benchmarks, kernels; biggest total first)", cols,
-                             rows[:top] if top else rows))
+        shown = rows[:top] if top else rows
+        table = _table("Changes (ranges, your timings, benchmarks, kernels; biggest total "
+                       "first)", cols, shown)
+        # A timing's call sites ('file.py:37→39') are not folded, where the width allows;
+        # the verdict keeps room for "no significant change".
+        sites = [cols[1].cell(r) for r in shown if r["kind"] == "timing"]
+        if sites:
+            others = [c for i, c in enumerate(cols) if i != 1 and c.header != "Verdict"]
+            room = (width or 120) - cells_width(others, shown) - 2 * len(cols) - len(SAME)
+            words_fit(table, 1, sites, room, room)
+        console.print(table)
         changed = diff_section(d, "findings")
         if changed:
             console.print(Text("Findings", style="bold"))

@@ -63,10 +63,16 @@ def family_rows(families: list[dict[str, Any]], ranks: list[int]) -> tuple[list[
     return cols, list(by.values())
 
 
+def _diff_name(r: dict[str, Any], width: int) -> str:
+    # A timing's name is its call sites ("Timer(x * 2) at t.py:18"), which shorten(), made
+    # for C++ signatures, would strip of their parentheses.
+    return r["name"] if r["kind"] == "timing" else shorten(r["name"], width)
+
+
 def diff_columns(name_width: int) -> list[Column]:
     return [
         Column("Kind", lambda r: r["kind"], numeric=False),
-        Column("Name", lambda r: shorten(r["name"], name_width) + (
+        Column("Name", lambda r: _diff_name(r, name_width) + (
             "" if r["metric"] in ("duration", "gpu_busy", "busy_per_call")
             else f" ({r['metric']})"), numeric=False),
         Column("N", lambda r: f"{r['base_count']}/{r['new_count']}",
