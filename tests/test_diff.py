@@ -131,3 +131,80 @@ def test_cli_diff_bad_input(tmp_path):
     bad.write_text("{}")
     r = _cli("diff", bad, BASE)
     assert r.exit_code == 2 and "nsyswrap.compare/1" in r.output
+
+
+# -- the program's own timings (nsyswrap run's records), by call sites ----------------------
+
+def test_timings_of_a_run_against_itself_do_not_change():
+    from test_user_timings_render import SEED, event_groups
+
+    d = diff_reports(SEED, SEED, jobs=1)
+    t = d.rows[d.rows["kind"] == "timing"].set_index(["name", "metric"])
+    groups = event_groups(SEED)
+    assert set(t.index) == {(label, m) for label in groups
+                            for m in ("busy_per_call", "measured_per_call")}
+    for label, intervals in groups.items():
+        row = t.loc[(label, "measured_per_call")]
+        assert row["base_count"] == row["new_count"] == len(intervals)
+        assert row["base_median_ns"] == pytest.approx(
+            median(e["value_ms"] * 1e6 for e in intervals))
+    assert set(t["verdict"]) == {"no significant change"}
+
+
+def test_timing_whose_kernels_took_longer_is_slower(tmp_path):
+    """Base: a copy of the seed whose kernels in one timed place ran half as long (SQL);
+    new: the seed. That place's kernels are slower, the program's own figures (the
+    runner's records, unchanged) and the other places are not."""
+    import shutil
+    import sqlite3
+
+    from test_user_timings_render import SEED, seed_interval_kernels
+
+    changed = "torch_seed_timings.py:59→61 (on_gpu)"
+    intervals = seed_interval_kernels()[changed]
+    base = tmp_path / "seed_faster.sqlite"
+    shutil.copy(SEED, base)
+    base.chmod(0o644)
+    con = sqlite3.connect(base)
+    rowids = [rowid for kernels in intervals for rowid, _ in kernels]
+    con.execute(f'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = start + ("end" - start) / 2 '
+                f'WHERE rowid IN ({",".join(map(str, rowids))})')
+    con.commit()
+    con.close()
+    d = diff_reports(base, SEED, jobs=1)
+    t = d.rows[d.rows["kind"] == "timing"].set_index(["name", "metric"])
+    row = t.loc[(changed, "busy_per_call")]
+    assert row["verdict"] == "slower"
+    assert row["base_median_ns"] == median(sum(d // 2 for _, d in k) for k in intervals)
+    assert row["new_median_ns"] == median(sum(d for _, d in k) for k in intervals)
+    others = t.drop(index=(changed, "busy_per_call"))
+    assert set(others["verdict"]) == {"no significant change"}
+    assert list(d.rows["kind"].drop_duplicates())[:1] == ["timing"]  # first, no ranges here
+
+
+def test_timings_from_analysis_json(tmp_path):
+    from test_user_timings_render import SEED, event_groups
+
+    runner = CliRunner()
+    paths = {}
+    for name, extra in (("full", ["--instances"]), ("summary", [])):
+        paths[name] = tmp_path / f"{name}.json"
+        result = runner.invoke(main, ["compare", str(SEED), "--format", "json",
+                                      "-o", str(paths[name]), *extra])
+        assert result.exit_code == 0, result.output
+    groups = event_groups(SEED)
+    # With the instances: the same samples as the report's.
+    d = diff_reports(paths["full"], SEED, jobs=1)
+    t = d.rows[d.rows["kind"] == "timing"]
+    assert len(t) == 2 * len(groups) and set(t["verdict"]) == {"no significant change"}
+    assert set(t["method"]) == {"bootstrap (percentile, ratio of medians)"}
+    # Without them: medians and counts only, no verdict.
+    d = diff_reports(paths["summary"], paths["summary"], jobs=1)
+    t = d.rows[d.rows["kind"] == "timing"]
+    assert len(t) == 2 * len(groups) and set(t["verdict"]) == {"inconclusive"}
+    assert set(t["reason"]) == {"no per-instance samples (write analysis.json with "
+                                "--instances)"}
+    for fmt in ("table", "markdown", "csv", "html", "json"):
+        out = runner.invoke(main, ["diff", str(paths["full"]), str(SEED), "--format", fmt])
+        assert out.exit_code == 0, out.output
+        assert "torch_seed_timings.py:37→39" in out.output.replace("\\_", "_"), fmt

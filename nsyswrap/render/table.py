@@ -128,11 +128,17 @@ def _timings_table(data: list[dict], width: int) -> Table:
             label, *numbers = cells(columns, r)
             t.add_row(Group(terminal_text(label), verdict),
                       *(terminal_text(x) for x in numbers))
-    # Padding of every column; the verdict column, where there is one, keeps 20.
-    room = (width - cells_width([c for c in columns if c.numeric], data) - 2 * len(columns)
-            - (20 if wide else 0))
+    # The verdict column, where there is one, keeps 20.
+    room = (width - cells_width([c for c in columns if c.numeric], data)
+            - table_frame_width(columns) - (20 if wide else 0))
     words_fit(t, 0, [r["label"] for r in data], room if wide else None, room)
     return t
+
+
+def table_frame_width(columns: list[Column]) -> int:
+    """What `_table` adds around the cells of `columns`: each column's padding (none at the
+    edges), a separator between columns and the two edges."""
+    return 3 * len(columns) - 1
 
 
 def cells_width(columns: list[Column], data: list[dict]) -> int:

@@ -9,7 +9,14 @@ from rich.text import Text
 
 from ...multi.diff import SAME
 from ...units import fmt_ns
-from ..table import SEVERITY_STYLE, _table, cells_width, terminal_text, words_fit
+from ..table import (
+    SEVERITY_STYLE,
+    _table,
+    cells_width,
+    table_frame_width,
+    terminal_text,
+    words_fit,
+)
 from ..views import Column
 from .document import diff_section, ranks_section
 from .views import IDENTITY_COLUMNS, RANK_COLUMNS, diff_columns, family_rows
@@ -92,7 +99,8 @@ class DiffTable:
         sites = [cols[1].cell(r) for r in shown if r["kind"] == "timing"]
         if sites:
             others = [c for i, c in enumerate(cols) if i != 1 and c.header != "Verdict"]
-            room = (width or 120) - cells_width(others, shown) - 2 * len(cols) - len(SAME)
+            room = ((width or 120) - cells_width(others, shown) - table_frame_width(cols)
+                    - len(SAME))
             words_fit(table, 1, sites, room, room)
         console.print(table)
         changed = diff_section(d, "findings")
