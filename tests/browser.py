@@ -3,8 +3,9 @@ opens it (from disk, network off). Never lets Playwright download a browser of i
 
     python tests/browser.py PAGE.html SHOT.png [WIDTH [SELECTOR]]    # a screenshot, for docs/
 
-SELECTOR shoots one element (e.g. '#findings', '#tl-b4'); "top" the first screen; none the
-whole page.
+SELECTOR shoots one element (e.g. '#findings', '#tl-b4'), 'A..B' the page from the top of A
+to the bottom of B (e.g. '#user-timings..#tl-u0'); "top" the first screen; none the whole
+page.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ _FACTS_JS = """() => {
     benchmark_drawn: drawn('benchmark'),
     timeline_drawn: drawn('timeline'),
     family_drawn: drawn('family'),
+    user_drawn: drawn('user'),
     failed: count('.chart[data-rendered="failed"]'),
     findings: count('article.finding'),
     kernel_rows: count('#kernels-table tbody tr'),
@@ -77,6 +79,16 @@ _FACTS_JS = """() => {
         (m, t) => { m[t.id] = t.querySelectorAll('tbody tr').length; return m; }, {}),
     text: document.body.innerText,
   };
+}"""
+
+
+# The page's region from the top of one element to the bottom of another, in page pixels.
+_SPAN_JS = """([top, bottom]) => {
+  const a = document.querySelector(top).getBoundingClientRect();
+  const b = document.querySelector(bottom).getBoundingClientRect();
+  const x = Math.min(a.left, b.left), y = a.top + window.scrollY;
+  return {x: x + window.scrollX, y: y, width: Math.max(a.right, b.right) - x,
+          height: b.bottom + window.scrollY - y};
 }"""
 
 
@@ -115,7 +127,11 @@ def load_page(page_path: Path, screenshot: Path | None = None, width: int = 1360
             if actions:
                 actions(page)
             result.facts = page.evaluate(_FACTS_JS)
-            if screenshot is not None and element:
+            if screenshot is not None and element and ".." in element:
+                top, bottom = element.split("..")
+                box = page.evaluate(_SPAN_JS, [top, bottom])
+                page.screenshot(path=str(screenshot), full_page=True, clip=box)
+            elif screenshot is not None and element:
                 page.locator(element).first.screenshot(path=str(screenshot))
             elif screenshot is not None:
                 page.screenshot(path=str(screenshot), full_page=full_page)

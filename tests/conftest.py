@@ -16,6 +16,8 @@ import pytest
 
 DATA = Path(__file__).parent / "data"
 GPU_MIX = DATA / "h100_torch_mix.sqlite"
+# The seed article's three ways of timing F.linear, run unchanged under `nsyswrap run`.
+USER_SEED = DATA / "h100_user_seed.sqlite"
 GPU_NO_NVTX = DATA / "h100_torch_mix_nonvtx.sqlite"
 GPU_NO_CUDA = DATA / "h100_torch_mix_nocuda.sqlite"
 GPU_GRAPH_NODES = DATA / "h100_torch_graph.sqlite"

@@ -10,14 +10,14 @@ import re
 import pytest
 from browser import load_page
 from click.testing import CliRunner
-from conftest import CPU_HOSTILE, DATA, DEMO, GPU_MIX, needs_browser, sql
+from conftest import CPU_HOSTILE, DATA, DEMO, GPU_MIX, USER_SEED, needs_browser, sql
 
 from nsyswrap.cli import main
 from nsyswrap.compare import compare
 from nsyswrap.render import html as html_renderer
 from nsyswrap.render import render
-from nsyswrap.render.html import MAX_FAMILY_BARS, MAX_FAMILY_TIMELINES
-from nsyswrap.render.views import attribution_line
+from nsyswrap.render.html import MAX_FAMILY_BARS, MAX_FAMILY_TIMELINES, MAX_USER_GROUPS
+from nsyswrap.render.views import attribution_line, event_records_hint, timing_notes
 
 LOST = DATA / "h100_interrupted_lost.sqlite"
 TRAIN = DATA / "h100_torch_train.sqlite"
@@ -224,6 +224,121 @@ def test_caps_are_stated_on_the_page(monkeypatch):
     assert page.count("drawn, evenly spaced in time") == sum(int(n) > 2 for n in shown) > 0
 
 
+# -- the program's own timings (nsyswrap run's records) --------------------------------------
+
+@pytest.fixture(scope="module")
+def seed():
+    return compare(USER_SEED)
+
+
+@pytest.fixture(scope="module")
+def seed_page(seed, tmp_path_factory):
+    path = tmp_path_factory.mktemp("html") / "seed.html"
+    path.write_text(render(seed, "html"), encoding="utf-8")
+    return path
+
+
+def _cells(row: str) -> list[str]:
+    return [html.unescape(re.sub(r"<[^>]+>", "", c))
+            for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
+
+
+def test_user_timings_come_after_the_findings_one_row_per_timed_place(seed, seed_page):
+    page = seed_page.read_text(encoding="utf-8")
+    assert page.index('id="findings"') < page.index('id="user-timings"') < page.index(
+        'id="timelines"')
+    assert '<a href="#user-timings">Your CUDA-event timings</a>' in page
+    table = re.search(r'<table class="sortable" id="user-timings-table">.*?<tbody>(.*?)'
+                      r"</tbody>", page, re.S).group(1)
+    rows = [_cells(r) for r in re.findall(r"<tr[^>]*>(.*?)</tr>", table, re.S)]
+    groups = seed.user_timings
+    assert len(groups) == 9  # the seed's three variants, three timings each
+    assert [(r[0], r[1], r[5]) for r in rows] == [
+        (g.label, str(g.instances), g.verdict) for g in groups.itertuples()]
+    # Where the events read more than the kernels by more than their own cost, it says so.
+    inflated = [r[0] for r in rows if r[5].startswith("events inflated")]
+    assert inflated == [f"torch_seed_timings.py:{a}→{b} (copied)"
+                        for a, b in ((37, 39), (40, 42), (43, 45))]
+    # Each timed place drawn: its instances, a typical and the worst instance's timeline.
+    assert len(groups) <= MAX_USER_GROUPS
+    for run in groups["run"]:
+        block = re.search(rf'<div class="ugroup" id="u{run}">(.*?)</div><(div class="ugroup"|'
+                          r"/section)", page, re.S).group(1)
+        assert block.count('data-kind="user"') == 1
+        assert f'id="tl-u{run}"' in block and f'id="tl-u{run}-worst"' in block
+    # The lines under the table, as the other formats write them (a cold first instance).
+    notes = timing_notes(seed)
+    assert any(line.startswith("Cold start: torch_seed_timings.py:87→89") for line in notes)
+    assert all(f"<li>{html.escape(line)}</li>" in page for line in notes)
+
+
+def test_findings_link_to_the_timed_places_they_name(seed, seed_page):
+    page = seed_page.read_text(encoding="utf-8")
+    run_of = dict(zip(seed.user_timings["label"], seed.user_timings["run"], strict=True))
+    named = [f for f in seed.findings if f.ranges]
+    assert {f.code for f in named} >= {"HOST_WORK_IN_WINDOW", "LAUNCH_OVERHEAD",
+                                       "CACHE_EFFECT"}
+    for i, f in enumerate(seed.findings):
+        article = re.search(rf'<article class="finding[^"]*" id="f{i}">(.*?)</article>',
+                            page, re.S).group(1)
+        links = re.findall(r'href="#(u\d+)"', article)
+        assert links == [f"u{run_of[label]}" for label in f.ranges]
+        if len(f.ranges) == 1:
+            assert "timings ↓</a>" in article
+        for anchor in links:
+            assert f'<div class="ugroup" id="{anchor}">' in page
+
+
+def test_timed_place_names_are_escaped(seed):
+    hostile = HOSTILE_NAMES[0] + ".py:3→4 " + HOSTILE_NAMES[1]
+    first = seed.user_timings["label"].iloc[0]
+    groups = seed.user_timings.assign(label=seed.user_timings["label"].replace(first, hostile))
+    intervals = seed.analysis.user_timings.intervals
+    seed.analysis.user_timings.intervals = intervals.assign(
+        label=intervals["label"].replace(first, hostile))
+    try:
+        c = type(seed)(seed.analysis, [f for f in seed.findings], seed.thresholds,
+                       seed.benchmarks, groups)
+        page = render(c, "html")
+    finally:
+        seed.analysis.user_timings.intervals = intervals
+    ours = _outside_vendor(page)
+    assert hostile not in ours and "<img" not in ours
+    assert html.escape(hostile) in ours  # in the table, the block's heading, the timelines'
+    assert ours.count(html.escape(hostile)) >= 4
+    data = re.search(r'id="nsyswrap-specs">(.*?)</script>', page, re.S).group(1)
+    assert "<" not in data and ">" not in data
+
+
+def test_user_timing_caps_are_stated(seed, monkeypatch):
+    monkeypatch.setattr(html_renderer, "MAX_USER_GROUPS", 2)
+    monkeypatch.setattr(html_renderer, "MAX_INSTANCE_POINTS", 4)
+    page = render(seed, "html")
+    drawn = [int(r) for r in re.findall(r'<div class="ugroup" id="u(\d+)">', page)]
+    assert len(drawn) == 2
+    flagged = seed.user_timings[seed.user_timings["codes"].map(bool)]
+    assert drawn == list(flagged["run"][:2])  # those with findings first
+    assert f"Plots and timelines for 2 of {len(seed.user_timings)} timed places" in page
+    assert page.count("10 instances: 4 drawn, evenly spaced in time.") == 2
+    # A finding naming a timed place that is not drawn links to the section.
+    assert 'href="#user-timings">' in re.search(r'<section id="findings">(.*?)</section>',
+                                               page, re.S).group(1)
+
+
+def test_a_report_without_the_runners_records_says_nsyswrap_run_reconciles_them():
+    (records,) = sql(GPU_MIX, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN "
+                              "StringIds s ON s.id = r.nameId WHERE s.value LIKE "
+                              "'cudaEventRecord%'")[0]
+    assert records > 0
+    mix = compare(GPU_MIX)
+    page = render(mix, "html")
+    section = re.search(r'<section id="user-timings">(.*?)</section>', page, re.S).group(1)
+    assert f"This report holds {records} CUDA event record" in section
+    assert html.escape(event_records_hint(mix)) in section
+    # The harness's own events are its benchmarks: no such section beside them.
+    assert 'id="user-timings"' not in render(compare(DEMO), "html")
+
+
 # -- in a browser ----------------------------------------------------------------------------
 
 def _table_rows(page, table_id: str, then: str):
@@ -337,3 +452,22 @@ def test_kernel_table_sorts_and_filters(tmp_path):
                            "WHERE lower(s.value) LIKE '%gemm%'")[0]
     assert use_table.visible == gemm
     assert use_table.counts == sorted(use_table.counts, reverse=True)
+
+
+@pytest.mark.browser
+@needs_browser
+def test_user_timings_in_chromium(seed, seed_page, tmp_path):
+    shot = tmp_path / "timings.png"
+    load = load_page(seed_page, shot, element="#u0")
+    assert load.errors == [] and load.requests == [] and load.dialogs == []
+    facts = load.facts
+    groups = seed.user_timings
+    assert facts["failed"] == 0
+    assert facts["charts_by_kind"]["user"] == facts["user_drawn"] == len(groups)
+    assert facts["timeline_drawn"] == facts["timeline_charts"] == 2 * len(groups)
+    assert facts["table_rows"]["user-timings-table"] == len(groups)
+    text = facts["text"]
+    assert "Your CUDA-event timings" in text
+    for g in groups.itertuples():
+        assert g.label in text and g.verdict in text
+    assert shot.stat().st_size > 20_000

@@ -22,19 +22,23 @@ from .timeline import (
     KIND_MEMSET,
     KIND_NVTX,
     KIND_OTHER,
+    KIND_RECORD,
     KIND_SYNC,
+    KIND_TIMER,
     KINDS,
     Window,
 )
 
 SCHEMA = "https://vega.github.io/schema/vega-lite/v6.json"  # an identifier; never fetched
 KIND_COLORS = {
-    KIND_NVTX: "#5b8db8", KIND_EVENTS: "#e3b23c", KIND_LAUNCH: "#444444",
+    KIND_NVTX: "#5b8db8", KIND_EVENTS: "#e3b23c", KIND_TIMER: "#a98bd4",
+    KIND_RECORD: "#b5179e", KIND_LAUNCH: "#444444",
     KIND_SYNC: "#d1495b", KIND_KERNEL: "#2e86ab", KIND_COPY_HOST: "#f18f01",
     KIND_COPY_DEVICE: "#c7a26b", KIND_MEMSET: "#8e6c8a", KIND_GRAPH: "#3c9d6e",
     KIND_OTHER: "#b8b8b8", KIND_GAP: "#f4b6b6",
 }
-MEASURE_COLORS = {"CUDA events": "#e3b23c", "kernels (nsys)": "#2e86ab"}
+EVENTS_MEASURE, KERNELS_MEASURE = "CUDA events", "kernels (nsys)"
+MEASURE_COLORS = {EVENTS_MEASURE: "#e3b23c", KERNELS_MEASURE: "#2e86ab"}
 PART_COLORS = {"GPU busy (kernels)": "#2e86ab", "GPU busy (copies)": "#f18f01",
                "GPU idle": "#f4b6b6", "host blocked (sync)": "#d1495b"}
 ROW_HEIGHT_PX = 26
@@ -48,8 +52,9 @@ def _config() -> dict[str, Any]:
 
 
 def timeline(win: Window) -> dict[str, Any]:
-    """Rows top to bottom; x in µs from the range's start; zoom with the wheel, pan by
-    dragging, hover for details."""
+    """Rows top to bottom; x in µs from the window's origin; zoom with the wheel, pan by
+    dragging, hover for details. Instants (launch and record() calls) are ticks; the
+    window's bands are shaded behind every row."""
     n = len(win.rows)
     marks = [{**m, "y0": m["row"] - _BAR_HALF, "y1": m["row"] + _BAR_HALF,
               "dur_us": round(m["end_us"] - m["start_us"], 4)} for m in win.marks]
@@ -57,9 +62,12 @@ def timeline(win: Window) -> dict[str, Any]:
               "y1": f["row2"] - _BAR_HALF} for f in win.flows if f["row2"] is not None]
     lo, hi = win.span_us
     pad = max((hi - lo) * 0.02, 0.5)
+    # room on the right for the label of an end record drawn at the window's end
+    pad_right = max(pad, (hi - lo) * 0.07) if any(m["kind"] == KIND_RECORD
+                                                  for m in win.marks) else pad
     labels = json.dumps(win.rows, ensure_ascii=True)
-    x = {"field": "start_us", "type": "quantitative", "title": "µs from the range's start",
-         "scale": {"domain": [round(lo - pad, 3), round(hi + pad, 3)], "nice": False,
+    x = {"field": "start_us", "type": "quantitative", "title": win.x_title,
+         "scale": {"domain": [round(lo - pad, 3), round(hi + pad_right, 3)], "nice": False,
                    "zero": False}}
     y = {"field": "y0", "type": "quantitative", "title": None,
          "scale": {"domain": [n - 0.5, -0.5], "nice": False, "zero": False},
@@ -72,9 +80,10 @@ def timeline(win: Window) -> dict[str, Any]:
     tooltip = [{"field": "name", "title": "what"}, {"field": "detail", "title": "details"},
                {"field": "start_us", "title": "start (µs)", "format": ",.2f"},
                {"field": "dur_us", "title": "duration (µs)", "format": ",.2f"}]
+    instant = f"datum.kind === '{KIND_LAUNCH}' || datum.kind === '{KIND_RECORD}'"
     layers: list[dict[str, Any]] = [
         {"mark": {"type": "rect", "strokeWidth": 0.6, "clip": True},
-         "transform": [{"filter": f"datum.kind !== '{KIND_LAUNCH}'"}],
+         "transform": [{"filter": f"!({instant})"}],
          "params": [{"name": "zoom", "select": {"type": "interval", "encodings": ["x"]},
                      "bind": "scales"}],
          "encoding": {"x": x, "x2": {"field": "end_us"}, "y": y, "y2": {"field": "y1"},
@@ -84,15 +93,18 @@ def timeline(win: Window) -> dict[str, Any]:
                       "strokeWidth": {"condition": {"test": "datum.selected",
                                                     "value": 2}, "value": 0.6},
                       "tooltip": tooltip}},
-        {"mark": {"type": "rule", "strokeWidth": 1.2, "clip": True},
-         "transform": [{"filter": f"datum.kind === '{KIND_LAUNCH}'"}],
+        {"mark": {"type": "rule", "clip": True},
+         "transform": [{"filter": instant}],
          "encoding": {"x": x, "y": y, "y2": {"field": "y1"}, "color": color,
+                      "strokeWidth": {"condition": {"test": f"datum.kind === '{KIND_RECORD}'",
+                                                    "value": 3}, "value": 1.2},
                       "tooltip": tooltip}},
         {"mark": {"type": "text", "align": "left", "baseline": "middle", "dx": 3,
                   "fontSize": 10, "clip": True,
                   # a label stays inside its bar at any zoom (cut with "…"); Vega reads a
-                  # limit of 0 as none, hence at least 1 px
-                  "limit": {"expr": "max(1, scale('x', datum.end_us) - "
+                  # limit of 0 as none, hence at least 1 px; a record() call's stands beside it
+                  "limit": {"expr": f"datum.kind === '{KIND_RECORD}' ? 120 : "
+                                    "max(1, scale('x', datum.end_us) - "
                                     "scale('x', datum.start_us) - 5)"}},
          "transform": [{"filter": "datum.label"},
                        {"calculate": "(datum.y0 + datum.y1) / 2", "as": "ymid"}],
@@ -106,6 +118,12 @@ def timeline(win: Window) -> dict[str, Any]:
                      "clip": True},
             "encoding": {"x": {**x, "field": "x"}, "x2": {"field": "x2"},
                          "y": {**y, "field": "y0"}, "y2": {"field": "y1"}}})
+    if win.bands:
+        layers.insert(0, {
+            "data": {"values": win.bands},
+            "mark": {"type": "rect", "opacity": 0.22, "color": KIND_COLORS[KIND_GAP],
+                     "clip": True},
+            "encoding": {"x": {**x, "field": "start_us"}, "x2": {"field": "end_us"}}})
     return {
         "$schema": SCHEMA, "width": "container", "height": ROW_HEIGHT_PX * n + 10,
         "data": {"values": marks}, "layer": layers, "config": _config(),
@@ -113,17 +131,23 @@ def timeline(win: Window) -> dict[str, Any]:
     }
 
 
-def iterations(rows: list[dict[str, Any]], medians: dict[str, float]) -> dict[str, Any]:
+def iterations(rows: list[dict[str, Any]], medians: dict[str, float], *,
+               measured: str = EVENTS_MEASURE, x_title: str = "timed iteration",
+               cache: bool = True) -> dict[str, Any]:
     """Each timed iteration's event time next to its kernel time (per call), flushed and
-    hot iterations told apart by shape; dashed lines at the medians."""
+    hot iterations told apart by shape; dashed lines at the medians. `measured` names the
+    timer's points (and its median's key in `medians`); `cache`: whether shapes tell the
+    L2's state (the program's own timings do not know it)."""
     values = []
     for r in rows:
-        for measure, key in (("CUDA events", "event_us"), ("kernels (nsys)", "kernels_us")):
-            if r.get(key) is not None:
+        for measure, key in ((measured, "event_us"), (KERNELS_MEASURE, "kernels_us")):
+            # a log axis has no place for 0 (a window without GPU work)
+            if r.get(key) is not None and r[key] > 0:
                 values.append({"iteration": r["iteration"], "cache": r["cache"],
                                "measure": measure, "us": r[key]})
     color = {"field": "measure", "type": "nominal", "title": None,
-             "scale": {"domain": list(MEASURE_COLORS), "range": list(MEASURE_COLORS.values())}}
+             "scale": {"domain": [measured, KERNELS_MEASURE],
+                       "range": list(MEASURE_COLORS.values())}}
     rules = [{"measure": m, "us": v} for m, v in medians.items() if v]
     caches = sorted({v["cache"] for v in values}, key=["flushed", "hot"].__contains__,
                     reverse=True)
@@ -135,16 +159,17 @@ def iterations(rows: list[dict[str, Any]], medians: dict[str, float]) -> dict[st
              "params": [{"name": "zoom", "select": {"type": "interval", "encodings": ["y"]},
                          "bind": "scales"}],
              "encoding": {
-                 "x": {"field": "iteration", "type": "quantitative", "title": "timed iteration",
-                       "axis": {"tickMinStep": 1}},
+                 "x": {"field": "iteration", "type": "quantitative", "title": x_title,
+                       "axis": {"tickMinStep": 1, "format": "d"}},
                  "y": {"field": "us", "type": "quantitative", "title": "µs per call (log)",
                        "scale": {"type": "log", "zero": False}},
                  "color": color,
-                 "shape": {"field": "cache", "type": "nominal", "title": "L2",
-                           "scale": {"domain": ["flushed", "hot", "unknown"],
-                                     "range": ["circle", "triangle-up", "square"]},
-                           "legend": {"values": caches}},
-                 "tooltip": [{"field": "iteration"}, {"field": "cache", "title": "L2"},
+                 **({"shape": {"field": "cache", "type": "nominal", "title": "L2",
+                               "scale": {"domain": ["flushed", "hot", "unknown"],
+                                         "range": ["circle", "triangle-up", "square"]},
+                               "legend": {"values": caches}}} if cache else {}),
+                 "tooltip": [{"field": "iteration", "title": x_title},
+                             *([{"field": "cache", "title": "L2"}] if cache else []),
                              {"field": "measure"},
                              {"field": "us", "title": "µs per call", "format": ",.2f"}]}},
             {"data": {"values": rules},

@@ -1,7 +1,9 @@
 """The HTML report: one self-contained page (scripts, styles and data inlined; it asks the
 network for nothing), in the order a person reads it: what was profiled and the findings;
-each harness benchmark's iterations; timelines of one representative iteration or range
-instance; range families as stacked bars; the kernel table.
+the program's own CUDA-event timings (per call-site pair: every instance, and the timelines
+of a typical and of the worst one); each harness benchmark's iterations; timelines of one
+representative iteration or range instance; range families as stacked bars; the kernel
+table.
 
 Pictures are Vega-Lite specifications (`charts.py`) drawn in the browser by the vendored
 Vega bundles (`vendor/`, see docs/html-report.md for the choice). Every string that comes
@@ -38,14 +40,21 @@ from .views import (
     BENCHMARK_COLUMNS,
     FINDING_COLUMNS,
     RANGE_COLUMNS,
+    TIMING_COLUMNS,
+    TIMINGS_TITLE,
     Column,
     attribution_line,
     cells,
+    event_records_hint,
+    timing_notes,
 )
 
 # How much one page draws (a 1M-kernel report must stay a page a browser opens quickly).
 MAX_BENCHMARK_PLOTS = 40  # benchmarks with a plot and a timeline (those with findings first)
 MAX_BENCHMARK_ROWS = 500
+MAX_USER_GROUPS = 12  # the program's timed places drawn (those with findings first)
+MAX_USER_ROWS = 500
+MAX_INSTANCE_POINTS = 1000  # per plot of a timed place, evenly spaced
 MAX_FAMILY_TIMELINES = 6
 MAX_FAMILY_BARS = 12
 MAX_BAR_INSTANCES = 200
@@ -75,9 +84,14 @@ class _Page(HtmlPage):
         self.windows = WindowBuilder(c)
         self.bench_anchor: dict[str, str] = {}  # "nsyswrap:NAME" -> timeline id
         self.family_anchor: dict[str, str] = {}  # range label -> timeline or bars id
+        self.user_anchor: dict[str, str] = {}  # a timed place's label -> its block's id
         self.caps: list[str] = []
         self.families = self._families()
         self.plotted_runs = self._plotted_runs()
+        # The shared rows of the timings table, with each group's number (its intervals' run).
+        self.user_groups = [{**row, "run": int(run)} for row, run in zip(
+            section_rows(c, "timings"), c.user_timings.get("run", []), strict=True)]
+        self.drawn_groups = self._drawn_groups()
 
     # -- data choices ---------------------------------------------------------------------
 
@@ -107,6 +121,12 @@ class _Page(HtmlPage):
         order = list(b["run"][flagged]) + list(b["run"][~flagged])
         return {int(run) for run in order[:MAX_BENCHMARK_PLOTS]}
 
+    def _drawn_groups(self) -> set[int]:
+        """The program's timed places drawn: those with findings first, then in order."""
+        groups = self.user_groups
+        order = [g for g in groups if g["codes"]] + [g for g in groups if not g["codes"]]
+        return {int(g["run"]) for g in order[:MAX_USER_GROUPS]}
+
     def _representative(self, frame: pd.DataFrame, value: str, label: str) -> pd.Series:
         """The instance whose `value` is closest to the median of the warm instances."""
         warm = frame.iloc[self.cold.get(label, 0):]
@@ -119,7 +139,8 @@ class _Page(HtmlPage):
     # -- page -----------------------------------------------------------------------------
 
     def render(self) -> str:
-        body = [self._header(), self._findings(), self._benchmarks(), self._timelines(),
+        body = [self._header(), self._findings(), self._user_timings(), self._benchmarks(),
+                self._timelines(),
                 self._range_families(), self._kernels(), self._footer()]
         return self.document(f"nsyswrap · {self.c.info.source.name}", body)
 
@@ -159,6 +180,8 @@ class _Page(HtmlPage):
 
     def _toc(self) -> str:
         items = [("findings", f"Findings ({len(self.c.findings)})")]
+        if self._has_user_section():
+            items.append(("user-timings", TIMINGS_TITLE))
         if not self.c.benchmarks.empty:
             items.append(("benchmarks", "Harness benchmarks"))
         items.append(("timelines", "Timelines"))
@@ -184,11 +207,13 @@ class _Page(HtmlPage):
             # Each range the finding names links to the picture that shows it.
             names, links = [], []
             for label in f.ranges:
-                anchor = self.bench_anchor.get(label) or self.family_anchor.get(label)
+                anchor = (self.bench_anchor.get(label) or self.family_anchor.get(label)
+                          or self.user_anchor.get(label))
                 names.append(f"<a href=\"#{anchor}\">{esc(label)}</a>" if anchor and several
                              else esc(label))
                 if anchor and not several:
-                    what = "timeline" if anchor.startswith("tl-") else "bars"
+                    what = ("timeline" if anchor.startswith("tl-") else
+                            "timings" if label in self.user_anchor else "bars")
                     links.append(f"<a href=\"#{anchor}\">{what} ↓</a>")
             by_range = f.evidence.get("by_range") if several else None
             evidence = (evidence_side_by_side(by_range) if by_range
@@ -219,8 +244,115 @@ class _Page(HtmlPage):
                 self.family_anchor[fam["label"]] = fam["anchor"]
             else:
                 self.family_anchor[fam["label"]] = "ranges"
+        for g in self.user_groups:
+            run = int(g["run"])
+            self.user_anchor[g["label"]] = f"u{run}" if run in self.drawn_groups \
+                else "user-timings"
 
-    # -- 2. harness benchmarks ------------------------------------------------------------
+    # -- 2. the program's own timings -----------------------------------------------------
+
+    def _has_user_section(self) -> bool:
+        return bool(self.user_groups) or bool(self.c.analysis.user_timings) or bool(
+            event_records_hint(self.c))
+
+    def _user_timings(self) -> str:
+        if not self._has_user_section():
+            return ""
+        head = f"<section id=\"user-timings\"><h2>{esc(TIMINGS_TITLE)}</h2>"
+        hint = event_records_hint(self.c)
+        if hint:
+            return head + f"<p class=\"muted\">{esc(hint)}</p></section>"
+        groups = self.user_groups
+        drawn = [g for g in groups if g["run"] in self.drawn_groups]
+        out = [head, "<p class=\"explain\">What the program's own timing code measured "
+               "(<code>torch.cuda.Event.elapsed_time</code>, triton's <code>do_bench</code>, "
+               "torch's <code>Timer</code>), grouped by call site (start record → end record), "
+               "per call. Your timer is what it read; the kernels are the GPU busy time nsys "
+               "recorded between the two records on the timed stream (the number to trust). "
+               "Each plot shows every instance; dashed lines are the medians. The timelines "
+               "show a typical instance (the median figure) and the worst (the largest figure "
+               "less its kernels): the two record() calls on the recording thread, the "
+               "events' window where the trace places it, the GPU work launched between the "
+               "records, the GPU idle before its first and after its last operation shaded."
+               "</p>"]
+        if groups:
+            out.append(sortable_table(TIMING_COLUMNS, groups[:MAX_USER_ROWS],
+                                      "user-timings-table",
+                                      link=lambda g: f"u{g['run']}"
+                                      if g["run"] in self.drawn_groups else None))
+        notes = "".join(f"<li>{esc(line)}</li>" for line in timing_notes(self.c))
+        if notes:
+            out.append(f"<ul class=\"notes\">{notes}</ul>")
+        if len(drawn) < len(groups):
+            cap = (f"Plots and timelines for {len(drawn)} of {len(groups):,} timed places "
+                   "(those with findings first)"
+                   + (f"; the table lists the first {MAX_USER_ROWS:,}"
+                      if len(groups) > MAX_USER_ROWS else "")
+                   + "; the JSON output lists all.")
+            self.caps.append(cap)
+            out.append(f"<p class=\"cap\">{esc(cap)}</p>")
+        codes = _codes_by_label(self.c)
+        intervals = self.c.analysis.user_timings.intervals
+        for g in drawn:
+            out.append(self._user_group(g, intervals[intervals["label"] == g["label"]],
+                                        codes.get(g["label"], [])))
+        out.append("</section>")
+        return "".join(out)
+
+    def _user_group(self, g: dict[str, Any], ivs: pd.DataFrame,
+                    codes: list[tuple[str, int]]) -> str:
+        """One timed place: its numbers, every instance against its kernels, and the
+        timelines of a typical and of the worst instance."""
+        run, label = int(g["run"]), g["label"]
+        ivs = ivs.sort_values("iteration")
+        calls = ivs["calls"].clip(lower=1).astype("float64")
+        per_call = pd.DataFrame({"iteration": ivs["iteration"].astype(int),
+                                 "value": ivs["event_ns"] / calls,
+                                 "kernels": ivs["gpu_busy_ns"] / calls})
+        note = ""
+        if len(per_call) > MAX_INSTANCE_POINTS:
+            keep = np.unique(np.linspace(0, len(per_call) - 1, MAX_INSTANCE_POINTS)
+                             .round().astype(int))
+            note = (f"{len(per_call):,} instances: {len(keep):,} drawn, evenly spaced in "
+                    "time.")
+            per_call = per_call.iloc[keep]
+        points = [{"iteration": int(p.iteration), "cache": "unknown",
+                   "event_us": _round_us(p.value), "kernels_us": _round_us(p.kernels)}
+                  for p in per_call.itertuples(index=False)]
+        medians = {USER_MEASURE: _round_us(g["value_median_ns"]),
+                   charts.KERNELS_MEASURE: _round_us(g["kernels_median_ns"])}
+        code_links = " ".join(f"<a href=\"#f{i}\"><code>{esc(code)}</code></a>"
+                              for code, i in codes)
+        out = [f"<div class=\"ugroup\" id=\"u{run}\"><h3>{esc(label)} "
+               f"<span class=\"verdict {_verdict_class(g)}\">{esc(g['verdict'])}</span></h3>",
+               f"<p class=\"stats\">{esc(_user_stats(g))}</p>"]
+        went = _user_parts(g)
+        if went:
+            out.append(f"<p class=\"stats\">{esc(went)}</p>")
+        if codes:
+            out.append(f"<p class=\"codes\">Findings: {code_links}</p>")
+        out.append(self.chart(f"user-{run}", charts.iterations(
+            points, medians, measured=USER_MEASURE, x_title="instance", cache=False),
+            "user", f"instances of {label}"))
+        if note:
+            out.append(f"<p class=\"cap\">{esc(note)}</p>")
+        typical = self._representative(ivs, "event_ns", label)
+        excess = (ivs["event_ns"] - ivs["gpu_busy_ns"].fillna(0)).to_numpy("float64")
+        worst = ivs.iloc[int(np.nanargmax(excess))] if np.isfinite(excess).any() else typical
+        same = int(worst["iteration"]) == int(typical["iteration"])
+        for which, iv in (("typical", typical), ("worst", worst)):
+            if which == "worst" and same:
+                continue
+            what = ("typical and worst" if same else which)
+            title = (f"{label} · {what}: instance {int(iv['iteration'])} of {len(ivs):,}, "
+                     f"{fmt_ns(iv['event_ns'])} against {fmt_ns(iv['gpu_busy_ns'])} of kernels")
+            anchor = f"tl-u{run}" + ("-worst" if which == "worst" else "")
+            win = self.windows.build_interval(iv, anchor, title)
+            out.append(self._timeline_block(win, [], f"#u{run}"))
+        out.append("</div>")
+        return "".join(out)
+
+    # -- 3. harness benchmarks ------------------------------------------------------------
 
     def _benchmarks(self) -> str:
         b = self.c.benchmarks
@@ -275,7 +407,7 @@ class _Page(HtmlPage):
         out.append("</div></section>")
         return "".join(out)
 
-    # -- 3. timelines ---------------------------------------------------------------------
+    # -- 4. timelines ---------------------------------------------------------------------
 
     def _timelines(self) -> str:
         out = ["<section id=\"timelines\"><h2>Timelines</h2>",
@@ -335,7 +467,7 @@ class _Page(HtmlPage):
                 + (f"<ul class=\"notes\">{notes}</ul>" if notes else "")
                 + f"<p class=\"back\"><a href=\"{esc(back)}\">numbers ↑</a></p></div>")
 
-    # -- 4. range families ----------------------------------------------------------------
+    # -- 5. range families ----------------------------------------------------------------
 
     def _range_families(self) -> str:
         if not self.families:
@@ -386,7 +518,7 @@ class _Page(HtmlPage):
         out.append("</section>")
         return "".join(out)
 
-    # -- 5. kernels -----------------------------------------------------------------------
+    # -- 6. kernels -----------------------------------------------------------------------
 
     def _kernels(self) -> str:
         rows = section_rows(self.c, "kernels")
@@ -436,8 +568,56 @@ def _round_us(ns: Any) -> float | None:
 
 def _verdict_class(r: dict[str, Any]) -> str:
     v = str(r.get("verdict") or "")
+    if r.get("kind") == "do_bench estimate":  # listed, not judged
+        return "note"
     return "agree" if v.startswith("agree") and not r.get("codes") else (
         "note" if v.startswith("agree") else "off")
+
+
+USER_MEASURE = "your timer"
+
+
+def _signed_ns(ns: Any) -> str:
+    f = finite(ns)
+    return "–" if f is None else ("+" if f >= 0 else "−") + fmt_ns(abs(f))
+
+
+def _user_difference(r: dict[str, Any]) -> str:
+    share = finite(r.get("difference_share"))
+    return _signed_ns(r.get("difference_ns")) + (
+        f" ({'+' if share >= 0 else ''}{fmt_share(share)})" if share is not None else "")
+
+
+def _user_stats(g: dict[str, Any]) -> str:
+    parts = [f"{g['instances']:,} instances",
+             f"your timer {fmt_ns(g['value_median_ns'])} (IQR {fmt_ns(g['value_iqr_ns'])})",
+             f"kernels {fmt_ns(g['kernels_median_ns'])} (IQR {fmt_ns(g['kernels_iqr_ns'])})",
+             f"difference {_user_difference(g)}"]
+    if finite(g.get("tool_value_ns")) is not None:
+        statistic = str(g.get("tool_statistic") or "?")
+        parts.append(f"do_bench returned {fmt_ns(g['tool_value_ns'])} ({statistic}), the "
+                     f"kernels' {statistic} {fmt_ns(g['tool_kernels_ns'])}")
+    if g["kind"] != "timer" and finite(g.get("floor_ns")) is not None:
+        parts.append(f"the events' own cost {fmt_ns(g['floor_ns'])} "
+                     f"({g.get('floor_source') or '?'})")
+    if finite(g.get("host_median_ns")) is not None:
+        parts.append(f"host {fmt_ns(g['host_median_ns'])} "
+                     + ("a measurement" if g["kind"] == "timer" else "between the records"))
+    return " · ".join(parts)
+
+
+def _user_parts(g: dict[str, Any]) -> str:
+    """Where the difference went, as medians per instance (the non-zero ones)."""
+    parts = [(key, text) for key, text in (
+        ("lead_idle_median_ns", "the timed stream idle before its first operation"),
+        ("tail_idle_median_ns", "GPU idle after the last operation"),
+        ("prior_busy_median_ns", "the start event waited for earlier work"),
+        ("uncovered_median_ns", "work on streams the end event does not wait for"),
+        ("sync_median_ns", "host blocked in syncs"),
+        ("copy_median_ns", "host↔device copies")) if (finite(g.get(key)) or 0) > 0]
+    if not parts:
+        return ""
+    return "Medians: " + " · ".join(f"{text} {fmt_ns(g[key])}" for key, text in parts)
 
 
 def _bench_stats(r: dict[str, Any]) -> str:
