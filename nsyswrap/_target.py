@@ -171,11 +171,27 @@ def _no_module(error: ImportError, status: str | None) -> int:
     return 1
 
 
+def _record_user_events() -> None:
+    """Record the program's own CUDA-event timings (_user_events.py, loaded by path like
+    this file), unless `nsyswrap run --no-user-events` set NSYSWRAP_USER_EVENTS=0."""
+    if os.environ.get("NSYSWRAP_USER_EVENTS", "1") == "0":
+        return
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_user_events.py")
+    spec = importlib.util.spec_from_file_location("_nsyswrap_user_events", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    module.install()
+
+
 def main(argv: list[str]) -> int:
     status = _take_channels()
     if not argv or argv == ["-m"]:
         print(USAGE, file=sys.stderr)
         return 2
+    _record_user_events()
     if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _on_sigterm)
     if signal.getsignal(signal.SIGHUP) == signal.SIG_DFL:

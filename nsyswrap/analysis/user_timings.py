@@ -52,7 +52,8 @@ BACKPRESSURE_MIN_NS = 5_000
 COPIES_BEFORE_NS = 10_000_000
 # Groups of at most this many instances are listed with all their instances' values.
 USER_INTERVAL_COLUMNS = [
-    *ITERATION_COLUMNS, "label", "kind", "scope", "start_site", "end_site", "stream_id",
+    *ITERATION_COLUMNS, "label", "kind", "scope", "thread", "tid", "start_site", "end_site",
+    "stream_id",
     "start_stream_handle", "end_stream_handle", "value_ns", "predicted_ns", "residual_ns",
     "lead_idle_ns", "tail_idle_ns", "prior_busy_ns", "uncovered_busy_ns", "uncovered_ops",
     "joined_ops", "host_between_records_ns", "first_launch_ns", "work",
@@ -392,14 +393,16 @@ def _reconcile(rows: pd.DataFrame, events: UserEvents, ops: GpuOps, blocking: pd
     tv = by_thread.values
     for i in np.flatnonzero((thi - tlo) > count):
         s = slice(tlo[i], thi[i])
-        other = (tv["stream"][s] != stream[i]) & (tv["stream"][s] != end_stream[i])
+        other = tv["stream"][s] != stream[i]
         if not other.any():
             continue
         launches = by_thread.time[s][other]
         mine = (wait_thread == thread[i]) & (wait_time < t1[i]) & (wait_time > t0[i]) & (
             (wait_stream == stream[i]) | (wait_stream == end_stream[i]) | (wait_stream < 0))
         last_wait = wait_time[mine].max() if mine.any() else -1
-        joined = launches < last_wait
+        # Work on the end record's own stream (start and end on two streams) is what the
+        # end event waits for; other streams' only where the stream was made to wait.
+        joined = (launches < last_wait) | (tv["stream"][s][other] == end_stream[i])
         starts, ends, durs = tv["start"][s][other], tv["end"][s][other], tv["dur"][s][other]
         joined_ops[i] = int(joined.sum())
         joined_busy[i] = float(durs[joined].sum())
@@ -656,6 +659,12 @@ def _grouped(rows: pd.DataFrame, timers: pd.DataFrame, events: UserEvents,
     rows["overhead_ns"] = rows["event_ns"] - rows["gpu_busy_ns"]
     rows["edge_ns"] = rows["event_ns"] - rows["gpu_span_ns"]
     rows["stream_id"] = rows["start_stream_id"]
+    # The recording thread: the start record's (a Timer measurement's own thread).
+    for column, start in (("thread", "start_thread"), ("tid", "start_tid")):
+        value = rows[start] if start in rows else pd.Series(np.nan, index=rows.index)
+        if column in rows:
+            value = value.fillna(rows[column])
+        rows[column] = value.fillna(-1).astype("int64")
     intervals = rows[USER_INTERVAL_COLUMNS].copy()
 
     floors, sources = _floors(events, floor_windows, intervals)

@@ -50,6 +50,12 @@ def verdict(codes: set[str], event_ns: float, busy_ns: float, span_ns: float,
               and (span_ns - busy_ns) / busy_ns > 0.05):
             head += (f" (with the GPU span; kernels idle {fmt_share((span_ns - busy_ns) / span_ns)}"
                      " of it between dependent launches)")
+        elif (not causes and floor_ns and floor_ns == floor_ns and busy_ns
+              and excess > max(FLOOR_SHARE * busy_ns, FLOOR_SLACK * floor_ns)):
+            # Too little beyond the floor for a finding, too much to call agreement.
+            head = (f"events read +{fmt_share(excess / busy_ns)} above the kernels "
+                    f"(+{fmt_ns(excess)} per call, {fmt_ns(floor_ns)} of it the events' own "
+                    "cost): quote the kernels")
     caveats = [words for code, words in _CAVEATS if code in codes]
     return "; ".join([head, *caveats])
 
