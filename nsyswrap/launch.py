@@ -328,8 +328,13 @@ class Interrupts:
     def _tell_writing(self) -> None:
         if not self._told_writing:
             self._told_writing = True
+            # nsys 2022.4 now and then never returns (docs/nsys-quirks.md): its pid is the
+            # way out that this message must not take away.
+            proc = self._proc
+            way_out = (f"; to give the report up, end nsys itself: kill {proc.pid}"
+                       if proc is not None and proc.poll() is None else "")
             self._say(f"{self._writing or 'nsys is writing the report'}; it will be kept — "
-                      "waiting (further signals are ignored until it is written)")
+                      f"waiting (further signals are ignored until it is written{way_out})")
 
     def _cancel_timer(self) -> None:
         if self._timer is not None:
