@@ -421,14 +421,12 @@ def _site_text(site: int) -> str:
 
 
 def _mark_function():
-    """NVTX marks through torch (its CUDA builds carry NVTX), else the nvtx package."""
+    """NVTX marks through torch (its CUDA builds carry NVTX; a CPU build's is a stub that
+    raises), else the nvtx package; None without either."""
     cuda_nvtx = sys.modules.get("torch.cuda.nvtx")
-    if cuda_nvtx is not None:
-        try:
-            cuda_nvtx.mark("nsyswrap")  # CPU builds raise here
-            return cuda_nvtx.mark
-        except Exception:
-            pass
+    if cuda_nvtx is not None and type(getattr(cuda_nvtx, "_nvtx", None)).__name__ != \
+            "_NVTXStub":
+        return cuda_nvtx.mark
     try:
         import nvtx
     except Exception:

@@ -29,7 +29,7 @@ from .errors import BadInputError, NsysWrapError
 from .files import open_new, replacing
 from .launch import WRAPPER, Interrupts, Workspace, run_nsys
 from .nsys import export_to, nsys_version, real_nsys_path, require_nsys
-from .schema import CAPTURE_ENV, CAPTURE_RANGE
+from .schema import CAPTURE_ENV, CAPTURE_RANGE, USER_EVENTS_ENV
 
 DEFAULT_TRACE = "cuda,nvtx,osrt"
 LOG_NAME = "nsys.log"
@@ -70,6 +70,8 @@ class ProfileOptions:
     extra_args: list[str] = field(default_factory=list)
     force: bool = False  # replace an earlier run's files (once the new run is complete)
     verbose: bool = False
+    # The runner records the program's own CUDA-event timings (_user_events.py).
+    user_events: bool = True
 
 
 @dataclass
@@ -266,6 +268,8 @@ def _launch(cap: Capture, target, opts: ProfileOptions, progress, quiet, stdout_
     env = dict(os.environ, PYTHONUNBUFFERED="1", **(extra_env or {}))
     if opts.harness_only:
         env[CAPTURE_ENV] = "1"
+    if not opts.user_events:
+        env[USER_EVENTS_ENV] = "0"
     if progress:
         progress(f"profiling with nsys {cap.nsys_version or '?'}: {shlex.join(target)}")
     with contextlib.ExitStack() as stack:

@@ -472,6 +472,9 @@ def _target(module: str | None, args: tuple[str, ...]) -> list[str]:
               "--gpu-metrics.")
 @click.option("--harness-only", is_flag=True, help="Collect from the first nsyswrap "
               "benchmark on (nsys --capture-range=nvtx).")
+@click.option("--no-user-events", "no_user_events", is_flag=True,
+              help="Do not record the program's own CUDA-event timings "
+              "(torch.cuda.Event, triton's do_bench, torch's Timer).")
 @click.option("--ranks", type=click.IntRange(min=1), metavar="N",
               help="Start SCRIPT on N processes with torchrun, each rank under its own nsys: "
               "one report and one analysis per rank.")
@@ -489,8 +492,8 @@ def _target(module: str | None, args: tuple[str, ...]) -> list[str]:
 @click.option("-v", "--verbose", is_flag=True, help="Show nsys's own output.")
 @click.option("--color/--no-color", default=None)
 def run_command(args, module, output, force, nsys, trace, sample, gpu_metrics,
-                gpu_metrics_frequency, harness_only, ranks, nsys_args, fmt, thresholds, fail_on,
-                attribution, all_domains, verbose, color):
+                gpu_metrics_frequency, harness_only, no_user_events, ranks, nsys_args, fmt,
+                thresholds, fail_on, attribution, all_domains, verbose, color):
     """Profile a script (or -m module, or -- any command) under nsys, export the report and
     show the verdict. The workload's output streams through; its exit code is nsyswrap's."""
     from .capture import ProfileOptions
@@ -502,7 +505,7 @@ def run_command(args, module, output, force, nsys, trace, sample, gpu_metrics,
     opts = ProfileOptions(trace=trace, sample=sample, gpu_metrics=gpu_metrics,
                           gpu_metrics_frequency=gpu_metrics_frequency,
                           harness_only=harness_only, extra_args=list(nsys_args), force=force,
-                          verbose=verbose)
+                          verbose=verbose, user_events=not no_user_events)
     # Machine-readable output owns standard output; the workload's goes to stderr then.
     quiet_stdout = fmt in ("json", "csv")
     analysis = {"attribution": attribution, "all_domains": all_domains}

@@ -636,6 +636,13 @@ SYNC_TABLE = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
 COUNT_SCAN_ROWS = 2_000_000
 
 
+def has_runner_records(marks: pd.DataFrame) -> bool:
+    """Whether the report's marks hold `nsyswrap run`'s records of the program's own CUDA
+    event timings (analysis/user_events.py)."""
+    return bool(len(marks)) and bool(
+        marks["text"].astype(str).str.startswith('{"nsyswrap":"' + USER_EVENTS_SCHEMA).any())
+
+
 def _event_calls(db: Database, marks: pd.DataFrame) -> tuple[pd.DataFrame, int | None]:
     """The program's CUDA event records and stream waits (EVENT_CALL_COLUMNS), for reports
     whose marks hold `nsyswrap run`'s records of them; for any other report only how many
@@ -652,7 +659,7 @@ def _event_calls(db: Database, marks: pd.DataFrame) -> tuple[pd.DataFrame, int |
     record_ids = [i for i, kind in names.items() if kind == "record"]
     if not record_ids:
         return empty(EVENT_CALL_COLUMNS), 0
-    has_records = marks["text"].str.startswith('{"nsyswrap":"' + USER_EVENTS_SCHEMA).any()
+    has_records = has_runner_records(marks)
     if not has_records:
         if CUDA_EVENT_TABLE in db.tables:
             return empty(EVENT_CALL_COLUMNS), int(

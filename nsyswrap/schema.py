@@ -15,6 +15,8 @@ FLOOR_RANGE_SUFFIX = " [event floor]"
 # the profiled process imports nothing of nsyswrap) writes into the report as NVTX marks:
 # the program's own CUDA-event records, and the marks that tie its clock to the report's.
 USER_EVENTS_SCHEMA = "nsyswrap.user-events/1"
+# "0" turns the runner's hooks off (`nsyswrap run --no-user-events`).
+USER_EVENTS_ENV = "NSYSWRAP_USER_EVENTS"
 USER_EVENTS_PART_SCHEMA = USER_EVENTS_SCHEMA + "/part"
 CLOCK_SCHEMA = "nsyswrap.clock/1"
 # The runner's event-floor windows, Timer measurements and do_bench calls (NVTX ranges of the

@@ -235,11 +235,18 @@ def test_clock_offset_from_marks_that_disagree_is_their_median():
     assert offset == pytest.approx(1022.5) and spread == pytest.approx(45)
 
 
+def schema_env() -> str:
+    from nsyswrap.schema import USER_EVENTS_ENV
+
+    return USER_EVENTS_ENV
+
+
 def test_the_schema_names_match_the_runners_copy():
     module = _runner()
     assert module.USER_EVENTS_SCHEMA == USER_EVENTS_SCHEMA
     assert module.USER_EVENTS_PART_SCHEMA == USER_EVENTS_PART_SCHEMA
     assert module.CLOCK_SCHEMA == CLOCK_SCHEMA
+    assert module.ENABLE_ENV == schema_env()
     from nsyswrap import schema
 
     assert module.FLOOR_RANGE == schema.USER_FLOOR_RANGE

@@ -14,7 +14,7 @@ from .._memory import release_freed_memory
 from ..report import Report, ReportInfo
 from ..schema import USER_FLOOR_RANGE
 from .completeness import lost_tail
-from .domains import library_mask
+from .domains import library_mask, runner_ranges
 from .families import family_names, family_numbers, family_positions, user_rows
 from .instance_table import InstanceTable
 from .kernels import durations_summary, kernel_durations
@@ -237,7 +237,9 @@ def finished(report: Report, instances: InstanceTable, runs: list[dict], *,
     its = iterations(instances, runs)
     ranges = range_summary(instances, latency, by_process=by_process)
     harness = harness_range_names(runs)
-    ranges["harness"] = pairs_in(ranges, harness)
+    # nsyswrap's own ranges: the harness's and the runner's.
+    ranges["harness"] = pairs_in(ranges, harness) | runner_ranges(ranges["domain"],
+                                                                   ranges["name"])
     ranges["library"] = library_mask(ranges["domain"], ranges["name"])
     # The streamed analysis keeps no operation: it leaves reports with the runner's
     # records to the whole one (streamed.analyze_streamed).

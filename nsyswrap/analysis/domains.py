@@ -27,10 +27,12 @@ LIBRARY_DOMAINS = frozenset(d.lower() for d in (
 ))
 # Operator ranges PyTorch opens in the default domain (emit_nvtx, record_function under
 # nsys): "aten::addmm", "aten::add_, seq = 12", "c10d::allreduce_".
+# `nsyswrap run`'s runner opens ranges of its own in the default domain: its event-floor
+# windows, each Timer measurement and do_bench call (schema.py). Listed nowhere as the
+# user's (as the harness's own ranges), and no findings.
+RUNNER_RANGE_NAME = re.compile(r"^nsyswrap\.(user-events |timer |do_bench )")
 LIBRARY_RANGE_NAME = re.compile(r"^(aten|c10d|prim|cudnn|autograd|torch|_c10d_functional)::"
-                                # `nsyswrap run`'s runner: its event-floor windows, each
-                                # Timer measurement and do_bench call (schema.py).
-                                r"|^nsyswrap\.(user-events |timer |do_bench )")
+                                "|" + RUNNER_RANGE_NAME.pattern)
 # emit_nvtx names every range "{op}[, seq = N][, op_id = N][, sizes = ...][, input_op_ids
 # = ...]" (torch/csrc/profiler/stubs/cuda.cpp, getNvtxStr), autograd's backward nodes
 # included, which carry no namespace ("AddmmBackward0, seq = 15, op_id = 53") nor do some
@@ -59,3 +61,9 @@ def library_mask(domains: pd.Series, names: pd.Series) -> np.ndarray:
         name.str.match(LIBRARY_RANGE_NAME).to_numpy(dtype=bool)
         | np.fromiter((EMIT_NVTX_SUFFIX.search(n) is not None for n in name), bool, len(name)))
     return (in_domain | operator)[codes] if len(codes) else np.zeros(0, dtype=bool)
+
+
+def runner_ranges(domains: pd.Series, names: pd.Series) -> np.ndarray:
+    """True for the ranges `nsyswrap run`'s runner opened (RUNNER_RANGE_NAME)."""
+    return ((domains.astype(str) == "").to_numpy()
+            & names.astype(str).str.match(RUNNER_RANGE_NAME).to_numpy(dtype=bool))

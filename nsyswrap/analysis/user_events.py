@@ -68,15 +68,12 @@ class UserEvents:
         return bool(self.processes)
 
 
-def has_runner_records(marks: pd.DataFrame) -> bool:
-    """Whether the report's marks hold the runner's records."""
-    return bool(marks["text"].str.startswith('{"nsyswrap":"' + USER_EVENTS_SCHEMA).any())
-
-
 def runner_documents(marks: pd.DataFrame, notes: list[str]) -> list[dict]:
     """The runner's JSON documents in the report's marks, parts joined; what cannot be read
     is said in `notes` and left out."""
-    texts = marks["text"]
+    if not len(marks):
+        return []
+    texts = marks["text"].astype(str)
     mine = texts.str.startswith('{"nsyswrap":"' + USER_EVENTS_SCHEMA)
     docs, parts = [], {}
     for text in texts[mine]:
@@ -141,7 +138,7 @@ def clock_offset(runner: RunnerRecords, marks: pd.DataFrame) -> tuple[float, flo
     Where the bounds do not meet (the clocks drifted apart, or a mark was delayed), the
     median of the marks' own middles, and the spread is how far they disagree."""
     mine = marks[(marks["pid"] == runner.pid)
-                 & marks["text"].str.startswith('{"nsyswrap":"' + CLOCK_SCHEMA)]
+                 & marks["text"].astype(str).str.startswith('{"nsyswrap":"' + CLOCK_SCHEMA)]
     times = {}
     for time_ns, text in zip(mine["time_ns"], mine["text"], strict=True):
         try:

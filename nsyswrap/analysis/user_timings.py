@@ -322,8 +322,8 @@ def _reconcile(rows: pd.DataFrame, events: UserEvents, ops: GpuOps, blocking: pd
     t1 = rows["end_time_ns"].to_numpy("int64")
     start_call_end = rows["start_call_end_ns"].to_numpy("int64")
     end_call_end = rows["end_call_end_ns"].to_numpy("int64")
-    stream = rows["start_stream_id"].to_numpy("int64")
-    end_stream = rows["end_stream_id"].to_numpy("int64")
+    stream = rows["start_stream_id"].to_numpy("int64").copy()
+    end_stream = rows["end_stream_id"].to_numpy("int64").copy()
     thread = rows["start_thread"].to_numpy("int64")
     pid = rows["pid"].to_numpy("int64")
     _unknown_streams(rows, stream, end_stream, thread, t0, t1, ops)
@@ -473,20 +473,32 @@ def _reconcile(rows: pd.DataFrame, events: UserEvents, ops: GpuOps, blocking: pd
 
 
 def _unknown_streams(rows, stream, end_stream, thread, t0, t1, ops: GpuOps) -> None:
-    """Without CUDA event trace the records' streams are unknown (-1): take the stream most
-    of the recording thread's operations in the window ran on (in place)."""
-    unknown = np.flatnonzero(stream < 0)
-    if not len(unknown):
+    """Without CUDA event trace (nsys 2022.4, or --cuda-event-trace off) the records' streams
+    in the trace are unknown (-1). torch gives each record its stream's handle: each handle
+    is the trace's stream that most of its windows' first operations (launched by the
+    recording thread after the start record) ran on (in place)."""
+    unknown = (stream < 0) | (end_stream < 0)
+    if not unknown.any():
         return
     col = ops.columns
-    for i in unknown:
-        mine = (col["thread"] == thread[i]) & (col["launch_ns"] > t0[i]) & \
-            (col["launch_ns"] < t1[i])
-        if mine.any():
-            values, counts = np.unique(col["stream"][mine], return_counts=True)
-            stream[i] = values[np.argmax(counts)]
-        if end_stream[i] < 0:
-            end_stream[i] = stream[i]
+    launched = col["launch_ns"] >= 0
+    by_thread = _ByKey(col["thread"][launched], col["launch_ns"][launched],
+                       {"stream": col["stream"][launched]})
+    lo, hi = by_thread.bounds(thread, t0, t1)
+    first = np.where(hi > lo, by_thread.values["stream"][np.minimum(
+        lo, max(len(by_thread.key) - 1, 0))] if len(by_thread.key) else -1, -1)
+    pid = rows["pid"].to_numpy("int64")
+    handles = rows["start_stream_handle"].to_numpy("int64")
+    votes = pd.DataFrame({"pid": pid, "handle": handles, "stream": first})
+    votes = votes[votes["stream"] >= 0]
+    best = (votes.groupby(["pid", "handle"])["stream"].agg(lambda v: v.value_counts().index[0])
+            if len(votes) else pd.Series(dtype="int64"))
+    lookup = best.to_dict()
+    end_handles = rows["end_stream_handle"].to_numpy("int64")
+    for i in np.flatnonzero(stream < 0):
+        stream[i] = lookup.get((pid[i], handles[i]), first[i])
+    for i in np.flatnonzero(end_stream < 0):
+        end_stream[i] = lookup.get((pid[i], end_handles[i]), stream[i])
     rows["start_stream_id"] = stream
     rows["end_stream_id"] = end_stream
 
@@ -832,8 +844,14 @@ def _tool_figure(scope: dict) -> tuple[str, float]:
     returned = scope.get("returned")
     # The runner writes option values that are not numbers as their repr ("'median'").
     mode = str(options.get("return_mode") or "mean").strip("'\"")
+    quantiles = options.get("quantiles") or options.get("percentiles")
     if isinstance(returned, list):
-        return "median", float(returned[0]) * 1e6 if returned else np.nan
+        # quantiles=[...] returns their values in that order (return_mode="all": every
+        # time, not compared): the first quantile.
+        if isinstance(quantiles, list) and quantiles and returned and \
+                len(returned) == len(quantiles):
+            return f"q{float(quantiles[0]):g}", float(returned[0]) * 1e6
+        return mode, np.nan
     if isinstance(returned, (int, float)):
         return mode, float(returned) * 1e6
     return mode, np.nan
@@ -843,5 +861,7 @@ def _statistic(values: np.ndarray, statistic: str) -> float:
     v = values[~np.isnan(values)]
     if not len(v):
         return np.nan
+    if statistic.startswith("q"):
+        return float(np.quantile(v, float(statistic[1:])))
     return float({"mean": np.mean, "median": np.median, "min": np.min,
                   "max": np.max}.get(statistic, np.median)(v))

@@ -15,7 +15,6 @@ Profiled unmodified through `nsyswrap run` by scripts/make_fixtures_gpu.sh.
 """
 
 import torch
-import torch.nn.functional as F
 
 N = 20
 dev = "cuda"

@@ -21,7 +21,14 @@ from ..._memory import trim_heap
 from ...chunks import cores
 from ...compressed import decompressed
 from ...intervals import no_pairs
-from ...loader import COPY_KINDS, MEMORY_KINDS, WithoutOperations, blocking_calls, kind_names
+from ...loader import (
+    COPY_KINDS,
+    MEMORY_KINDS,
+    WithoutOperations,
+    blocking_calls,
+    has_runner_records,
+    kind_names,
+)
 from ...operations import LAUNCH_LAG_NS, OperationStream, StreamFallback
 from ...report import Report
 from .. import Analysis, finished, with_families
@@ -44,7 +51,6 @@ from ..ranges import (
     process_summary,
     summary_groups,
 )
-from ..user_events import has_runner_records
 from .totals import RangeTotals
 
 __all__ = ["analyze_streamed"]
