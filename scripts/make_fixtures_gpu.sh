@@ -42,6 +42,27 @@ want torch_emit_nvtx && profile torch_emit_nvtx cuda,nvtx -- "$here/workloads/to
 want diff_base && profile diff_base cuda,nvtx -- "$here/workloads/torch_diff.py"
 want diff_base_again && profile diff_base_again cuda,nvtx -- "$here/workloads/torch_diff.py"
 want diff_slow && profile diff_slow cuda,nvtx -- "$here/workloads/torch_diff.py" --slow
+# The program's own timings, recorded by `nsyswrap run`'s runner: the workloads are run
+# unmodified through nsyswrap (its runner hooks torch.cuda.Event, do_bench and Timer).
+user_run() {  # user_run NAME [timeout -s SIG SECONDS] -- script [args...]
+  local name=$1; shift
+  local stop=()
+  while [ "$1" != "--" ]; do stop+=("$1"); shift; done; shift
+  local dir
+  dir=$(mktemp -d)
+  "${stop[@]}" python3 -m nsyswrap run -o "$dir/run" --format json "$@" >"$dir/out.json" \
+    || echo "user_run $name: nsyswrap exited $?"
+  cp "$dir"/run/*.sqlite "$out/${tag}_user_$name.sqlite"
+  rm -rf "$dir"
+}
+want user_seed && user_run seed -- "$here/workloads/torch_seed_timings.py"
+want user_do_bench && user_run do_bench -- "$here/workloads/torch_do_bench.py"
+want user_timer && user_run timer -- "$here/workloads/torch_timer.py"
+want user_loops && user_run loops -- "$here/workloads/torch_event_loops.py"
+want user_edges && user_run edges -- "$here/workloads/torch_event_edges.py"
+# Interrupted (Ctrl-C) after a few seconds: what was recorded up to then is kept.
+want user_interrupt && user_run interrupt timeout -s INT 12 -- \
+  "$here/workloads/torch_event_interrupt.py"
 # NVIDIA's own summaries of some fixtures, an independent reference for the tests.
 for name in torch_mix torch_graph torch_train; do
   want $name || continue

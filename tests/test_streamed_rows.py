@@ -25,6 +25,7 @@ from nsyswrap.render.document import (
     document,
     plain,
     records,
+    section_frame,
 )
 from nsyswrap.render.json import JsonRenderer, _json_array
 
@@ -107,6 +108,7 @@ def test_report_json_with_instances_streams_the_whole_document(small_chunks):
     whole = document(c)
     whole["instances"] = reference_records(a.instances.frame(), INSTANCE_FIELDS)
     whole["iterations"] = reference_records(a.iterations, ITERATION_FIELDS)
+    whole["user_timing_instances"] = reference_records(*section_frame(c, "timing_instances"))
     pieces = list(JsonRenderer().pieces(c, instances=True))
     assert len(pieces) > len(a.instances) / doc_module.CHUNK_ROWS  # written as it goes
     assert "".join(pieces) == json.dumps(whole, indent=2, ensure_ascii=False) + "\n"

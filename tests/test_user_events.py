@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import needs_nsys
 
 from nsyswrap.analysis.user_events import clock_offset, decode, match_records, runner_documents
 from nsyswrap.report import EVENT_CALL_COLUMNS, MARK_COLUMNS, Report, ReportInfo, empty
@@ -265,3 +266,57 @@ def test_the_runner_imports_no_torch_and_nothing_of_nsyswrap():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "[]"
+
+
+PROGRAM = """
+import threading
+import torch
+
+def time_it(n):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for _ in range(n):
+        start.record()
+        sum(range(10_000))
+        end.record()
+        start.elapsed_time(end)
+
+time_it(3)
+worker = threading.Thread(target=time_it, args=(2,))
+worker.start()
+worker.join()
+lonely = torch.cuda.Event()
+lonely.record()
+"""
+
+
+@needs_nsys
+def test_nsyswrap_run_records_an_unmodified_programs_timings_into_the_report(tmp_path):
+    """End to end under Debian's nsys 2022.4 on the CPU: the runner's records reach the
+    report through NVTX (a stand-in torch whose NVTX is the nvtx package); with no CUDA
+    there is no cudaEventRecord call to tie them to, which the analysis says."""
+    import os
+    import subprocess
+
+    script = tmp_path / "program.py"
+    script.write_text(PROGRAM)
+    root = Path(__file__).parents[1]
+    env = dict(os.environ, PYTHONPATH=f"{root / 'tests' / 'fake_torch'}{os.pathsep}{root}")
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "nsyswrap", "run", "-o", str(out),
+                           "--format", "json", str(script)], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    u = json.loads(proc.stdout)["user_timings"]
+    assert u["records"] == 11 and u["measured"] == 5
+    assert u["groups"] == []
+    unreconciled = {row["label"].rsplit(":", 1)[1]: row for row in u["unreconciled"]}
+    assert sum(row["count"] for row in u["unreconciled"]) == 5
+    assert all("capture range" in row["reason"] for row in unreconciled.values())
+    assert [row["records"] for row in u["unmeasured"]] == [1]
+    assert u["hook_cost_ns"] > 0
+    # --no-user-events: nothing recorded.
+    proc = subprocess.run([sys.executable, "-m", "nsyswrap", "run", "-o", str(tmp_path / "off"),
+                           "--no-user-events", "--format", "json", str(script)],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout)["user_timings"]["records"] == 0

@@ -18,3 +18,6 @@ for done in range(0, pairs, len(batch)):
     torch.cuda.synchronize()
     total += sum(s.elapsed_time(e) for s, e in batch)
 print(f"{pairs} pairs timed, {total / pairs * 1e3:.2f} us per pair on average")
+import resource  # noqa: E402
+
+print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")

@@ -1,0 +1,66 @@
+"""The program's own timings on a real GPU, under a real nsys (run on the GPU host:
+pytest -m gpu): an unmodified script run through `nsyswrap run` has its CUDA-event records
+matched and reconciled. CPU-only CI skips these."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+    pytest.mark.skipif(shutil.which("nsys") is None, reason="needs nsys"),
+]
+
+WORKLOADS = Path(__file__).parents[1] / "scripts" / "workloads"
+
+
+def _run(tmp_path, script: str, *args: str) -> dict:
+    out = tmp_path / "run"
+    proc = subprocess.run(
+        [sys.executable, "-m", "nsyswrap", "run", "-o", str(out), "--format", "json",
+         str(WORKLOADS / script), *args],
+        capture_output=True, text=True, timeout=600,
+        env=dict(os.environ, PYTHONPATH=str(Path(__file__).parents[1])))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout)
+
+
+def test_the_seed_articles_timings_are_reconciled(tmp_path):
+    doc = _run(tmp_path, "torch_seed_timings.py")
+    u = doc["user_timings"]
+    assert u["records"] >= 180 and u["measured"] == 90
+    groups = {g["label"]: g for g in u["groups"]}
+    assert len(groups) == 9
+    copied_t1 = next(g for label, g in groups.items() if label.endswith("(copied)")
+                     and ":37→" in label)
+    on_gpu = [g for label, g in groups.items() if label.endswith("(on_gpu)")]
+    # t1 after the copies reads several times its kernels, for host time before the
+    # launch; on_gpu's windows follow queued work and read the kernels plus the floor.
+    assert copied_t1["value_median_ns"] > 3 * copied_t1["kernels_median_ns"]
+    assert "host work" in copied_t1["verdict"] or "launch overhead" in copied_t1["verdict"]
+    for g in on_gpu:
+        assert g["value_median_ns"] - g["kernels_median_ns"] < 3 * g["floor_ns"] + 2_000
+        assert "inflated" not in g["verdict"]
+    assert all(g["floor_source"] == "measured" for g in u["groups"])
+
+
+def test_without_user_events_nothing_is_recorded(tmp_path):
+    out = tmp_path / "run"
+    proc = subprocess.run(
+        [sys.executable, "-m", "nsyswrap", "run", "-o", str(out), "--format", "json",
+         "--no-user-events", str(WORKLOADS / "torch_event_edges.py")],
+        capture_output=True, text=True, timeout=600,
+        env=dict(os.environ, PYTHONPATH=str(Path(__file__).parents[1])))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    doc = json.loads(proc.stdout)
+    assert doc["user_timings"]["records"] == 0
+    assert doc["user_timings"]["event_records_in_report"] != 0
