@@ -144,7 +144,8 @@ def _user_verdicts(analysis: Analysis, findings: list[Finding]) -> pd.DataFrame:
     g["verdict"] = [
         "do_bench's own estimate of the calls to make (not its result)"
         if kind == "do_bench estimate" else
-        verdict(set(c), v, k, spans.get(run, float("nan")), f if by != "timer" else None)
+        verdict(set(c), v, k, spans.get(run, float("nan")), f if by != "timer" else None,
+                "Timer" if by == "timer" else "events")
         for c, v, k, f, run, kind, by in zip(
             g["codes"], g["value_median_ns"], g["kernels_median_ns"], g["floor_ns"],
             g["run"], g["kind"], g["kind"], strict=True)]

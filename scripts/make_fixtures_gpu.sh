@@ -61,7 +61,7 @@ want user_timer && user_run timer -- "$here/workloads/torch_timer.py"
 want user_loops && user_run loops -- "$here/workloads/torch_event_loops.py"
 want user_edges && user_run edges -- "$here/workloads/torch_event_edges.py"
 # Interrupted (Ctrl-C) after a few seconds: what was recorded up to then is kept.
-want user_interrupt && user_run interrupt timeout -s INT 12 -- \
+want user_interrupt && user_run interrupt timeout -s INT 6 -- \
   "$here/workloads/torch_event_interrupt.py"
 # NVIDIA's own summaries of some fixtures, an independent reference for the tests.
 for name in torch_mix torch_graph torch_train; do

@@ -29,9 +29,15 @@ def _run(tmp_path, script: str, *args: str) -> dict:
         [sys.executable, "-m", "nsyswrap", "run", "-o", str(out), "--format", "json",
          str(WORKLOADS / script), *args],
         capture_output=True, text=True, timeout=600,
-        env=dict(os.environ, PYTHONPATH=str(Path(__file__).parents[1])))
+        env=_env())
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout)
+
+
+def _env() -> dict:
+    """This checkout first on the path, what the environment had after it."""
+    path = [str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")]
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in path if p))
 
 
 def test_the_seed_articles_timings_are_reconciled(tmp_path):
@@ -58,8 +64,7 @@ def test_without_user_events_nothing_is_recorded(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "nsyswrap", "run", "-o", str(out), "--format", "json",
          "--no-user-events", str(WORKLOADS / "torch_event_edges.py")],
-        capture_output=True, text=True, timeout=600,
-        env=dict(os.environ, PYTHONPATH=str(Path(__file__).parents[1])))
+        capture_output=True, text=True, timeout=600, env=_env())
     assert proc.returncode == 0, proc.stderr[-2000:]
     doc = json.loads(proc.stdout)
     assert doc["user_timings"]["records"] == 0

@@ -30,12 +30,12 @@ FLOOR_SLACK, FLOOR_SLACK_NS = 1.25, 100.0
 
 
 def verdict(codes: set[str], event_ns: float, busy_ns: float, span_ns: float,
-            floor_ns: float | None = None) -> str:
+            floor_ns: float | None = None, timer: str = "events") -> str:
     """'agree', 'events inflated: launch overhead', 'events miss other streams'; caveats
     follow after a semicolon. Events that match the GPU span while the kernels leave part
     of it idle (short gaps between dependent kernels) also 'agree', with that said; so do
     events whose whole excess is their own floor (`floor_ns`, per call), when it is large
-    against the kernels."""
+    against the kernels. `timer`: what measured, where not CUDA events ("Timer")."""
     if window.UNCOVERED in codes:
         head = "events miss work on other streams: trust the kernels"
     else:
@@ -57,6 +57,8 @@ def verdict(codes: set[str], event_ns: float, busy_ns: float, span_ns: float,
                     f"(+{fmt_ns(excess)} per call, {fmt_ns(floor_ns)} of it the events' own "
                     "cost): quote the kernels")
     caveats = [words for code, words in _CAVEATS if code in codes]
+    if timer != "events":
+        head = head.replace("events", timer)
     return "; ".join([head, *caveats])
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..analysis import Analysis, TimedWindows
+from ..analysis.user_timings import BACKPRESSURE_MIN_NS
 from ..units import fmt_bytes, fmt_ns, fmt_share
 from .finding import INFO, WARNING, Finding, Thresholds
 
@@ -57,6 +58,26 @@ def _after_copies(g: pd.DataFrame) -> str:
             "and are not in the window")
 
 
+def _queued_ahead(g: pd.DataFrame, evidence: dict) -> str:
+    """For the program's own windows: whether the GPU still had earlier work queued when the
+    start was recorded (the start event then waits for it, and launching the window's
+    work is not timed). A place where that holds in some windows only reads two numbers."""
+    if "prior_busy_ns" not in g or g["prior_busy_ns"].isna().all():
+        return ""
+    queued = (g["prior_busy_ns"] >= BACKPRESSURE_MIN_NS).to_numpy()
+    evidence["windows_with_work_queued_ahead"] = int(queued.sum())
+    if not queued.any():
+        return ("; the GPU had no work queued when the start was recorded, so launching the "
+                "work is timed")
+    if queued.all():
+        return ""
+    ahead, idle = g[queued], g[~queued]
+    return (f"; in {int(queued.sum())} of {len(g)} windows the GPU still had earlier work "
+            f"queued when the start was recorded: those read "
+            f"{fmt_ns(float(ahead['event_ns'].median()))}, the others "
+            f"{fmt_ns(float(idle['event_ns'].median()))}")
+
+
 def _operations(m: dict[str, float], calls: float) -> str:
     """Where the window's time went between operations: per call where one window times
     many calls (a Timer measurement, a harness iteration of N calls), whose edge and gap
@@ -70,7 +91,7 @@ def _operations(m: dict[str, float], calls: float) -> str:
 
 
 def _count(x: float, word: str) -> str:
-    text = f"{x:.3g}"
+    text = f"{x:.1f}".removesuffix(".0")
     return f"{text} {word if text == '1' else word + 's'}"
 
 
@@ -185,7 +206,7 @@ def _check_windows(tw: TimedWindows, t: Thresholds) -> list[Finding]:
                 f"{fmt_ns(busy)} (+{fmt_share(overhead / busy if busy else 1.0)}): "
                 + (f"{fmt_ns(host_overhead)} of launch overhead beyond the events' own "
                    f"{fmt_ns(floor)}, " if floor else f"{fmt_ns(overhead)} of launch overhead, ")
-                + _operations(m, float(g["calls"].iloc[0])),
+                + _operations(m, float(g["calls"].iloc[0])) + _queued_ahead(g, evidence),
                 evidence,
                 _USER_ADVICE["LAUNCH"] if tw.source == "user" else
                 "Trust the kernel time, or make the events agree: back-pressure "

@@ -2,6 +2,8 @@
 (Ctrl-C or SIGTERM): what it recorded up to the interrupt must be kept and reconciled.
 Profiled through `nsyswrap run`, stopped after a few seconds, by scripts/make_fixtures_gpu.sh."""
 
+import time
+
 import torch
 
 a = torch.randn(2048, 2048, device="cuda")
@@ -14,3 +16,4 @@ while True:
     end.synchronize()
     print(f"step {step}: {start.elapsed_time(end):.3f} ms", flush=True)
     step += 1
+    time.sleep(0.005)  # a few hundred steps a second: a small report
