@@ -14,6 +14,7 @@ from .diagnose.verdict import codes_by_range, verdict
 from .loader import load
 from .progress import NO_PROGRESS, Progress
 from .report import Report
+from .units import fmt_ns
 
 SCHEMA = "nsyswrap.compare/1"
 
@@ -141,12 +142,25 @@ def _user_verdicts(analysis: Analysis, findings: list[Finding]) -> pd.DataFrame:
     codes = codes_by_range(findings)
     spans = dict(zip(u.summary["run"], u.summary["span_median_ns"], strict=True))
     g["codes"] = [sorted(codes.get(label, set())) for label in g["label"]]
-    g["verdict"] = [
-        "do_bench's own estimate of the calls to make (not its result)"
-        if kind == "do_bench estimate" else
-        verdict(set(c), v, k, spans.get(run, float("nan")), f if by != "timer" else None,
-                "Timer" if by == "timer" else "events")
-        for c, v, k, f, run, kind, by in zip(
-            g["codes"], g["value_median_ns"], g["kernels_median_ns"], g["floor_ns"],
-            g["run"], g["kind"], g["kind"], strict=True)]
+    g["verdict"] = [_user_verdict(row, spans.get(row.run, float("nan")))
+                    for row in g.itertuples()]
     return g
+
+
+def _user_verdict(row, span_ns: float) -> str:
+    """A timing group's verdict: do_bench's judged on the figure it returned (its mean by
+    default, which outliers pull up) against the same statistic of the kernels."""
+    if row.kind == "do_bench estimate":
+        return "do_bench's own estimate of the calls to make (not its result)"
+    value, kernels = row.value_median_ns, row.kernels_median_ns
+    if row.kind == "do_bench" and row.tool_value_ns == row.tool_value_ns \
+            and row.tool_kernels_ns == row.tool_kernels_ns:
+        value, kernels = row.tool_value_ns, row.tool_kernels_ns
+    timer = row.kind == "timer"
+    said = verdict(set(row.codes), value, kernels, span_ns,
+                   None if timer else row.floor_ns, "Timer" if timer else "events")
+    # The kernels of a program's window are those on the timed stream: the missed work is
+    # beside them, not in them.
+    return said.replace("events miss work on other streams: trust the kernels",
+                        f"events miss {fmt_ns(row.uncovered_median_ns)} of work on another "
+                        "stream (not in the kernels either)")

@@ -815,7 +815,9 @@ def _group_rows(intervals: pd.DataFrame, summary: pd.DataFrame, floors: dict[int
             "difference_ns": s.event_median_ns - s.busy_median_ns,
             "difference_share": ((s.event_median_ns - s.busy_median_ns) / s.busy_median_ns
                                  if s.busy_median_ns else np.nan),
-            "floor_ns": floors[pid], "floor_source": sources[pid],
+            # A host timer (Timer) has no events, so no events' floor.
+            "floor_ns": floors[pid] if first["kind"] != "timer" else np.nan,
+            "floor_source": sources[pid] if first["kind"] != "timer" else "none",
             "host_median_ns": float(np.nanmedian(g["host_between_records_ns"])),
             "lead_idle_median_ns": _nanmedian(g["lead_idle_ns"]),
             "tail_idle_median_ns": _nanmedian(g["tail_idle_ns"]),
