@@ -57,6 +57,7 @@ _FAILED_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)\s*\(local_rank.*\n\s*exitcode\s
 _NSYS_ERROR = re.compile(r"(?i)error|fail|unrecogni[sz]ed|invalid|cannot|unable|no such|"
                          r"denied|no space|not found")
 _NO_MODULE = "no-module"  # what _target.py writes into the status file, see there
+_RANGE_ENDED = "Capture range ended"  # nsys 2022.4 and 2025.3 alike
 
 
 @dataclass
@@ -96,6 +97,9 @@ class Capture:
     rescued: list[Path] = field(default_factory=list)
     kept_elsewhere: list[Path] = field(default_factory=list)
     failed_ranks: dict[int, int] = field(default_factory=dict)  # rank -> its nsys's exit code
+    # nsys shut the workload down when its capture range ended (the range-end mode named
+    # here): a nonzero workload_exit is then nsys's doing, not the program's.
+    shut_down_by_nsys: str | None = None
 
     def files(self) -> list[Path]:
         return [p for p in (self.qdstrm, self.rep, self.sqlite, self.log) if p and p.exists()]
@@ -143,7 +147,39 @@ def profile_command(nsys: str, target: Sequence[str], out_base: Path,
         cmd += ["--capture-range=nvtx", f"--nvtx-capture={CAPTURE_RANGE}@nsyswrap",
                 "--capture-range-end=none"]
     cmd += list(opts.extra_args)
+    # nsys's default end of a range (stop-shutdown) kills the program mid-run, whose exit
+    # code would then read as its own failure: collection stops, the program runs on.
+    if capture_range_end(cmd) is None and nsys_option(cmd, "--capture-range", "-c") not in (
+            None, "none"):
+        cmd += ["--capture-range-end=stop"]
     return cmd + runnable_target(target)
+
+
+def nsys_option(args: Sequence[str], long: str, short: str | None = None) -> str | None:
+    """The value the last `long=V`, `long V` or `short V` among nsys's `args` gives."""
+    value = None
+    for i, arg in enumerate(args):
+        if arg.startswith(long + "="):
+            value = arg[len(long) + 1:]
+        elif arg in (long, short) and i + 1 < len(args):
+            value = args[i + 1]
+    return value
+
+
+def capture_range_end(args: Sequence[str]) -> str | None:
+    """The --capture-range-end given among `args` (None: nsys's default, stop-shutdown)."""
+    return nsys_option(args, "--capture-range-end")
+
+
+def shuts_down(args: Sequence[str]) -> str | None:
+    """The range-end mode of nsys's command `args` when nsys ends the program as the capture
+    range ends (stop-shutdown, repeat-shutdown:N, unless --kill=none), else None."""
+    if nsys_option(args, "--capture-range", "-c") in (None, "none"):
+        return None
+    end = capture_range_end(args) or "stop-shutdown"
+    if "shutdown" not in end:
+        return None
+    return None if nsys_option(args, "--kill") == "none" else end
 
 
 def _file(base: Path, ext: str) -> Path:
@@ -222,7 +258,8 @@ def profile_ranks(target: Sequence[str], output_dir: Path, opts: ProfileOptions,
                       first.workload_exit, first.interrupted, first.log,
                       nsys_lines=first.nsys_lines, stdout_closed=first.stdout_closed,
                       rescued=first.rescued, kept_elsewhere=first.kept_elsewhere,
-                      failed_ranks=first.failed_ranks)
+                      failed_ranks=first.failed_ranks,
+                      shut_down_by_nsys=first.shut_down_by_nsys)
         _collect(cap, base)
         if cap.rep or cap.qdstrm:
             captures.append(cap)
@@ -285,6 +322,9 @@ def _launch(cap: Capture, target, opts: ProfileOptions, progress, quiet, stdout_
         cap.workload_exit, cap.nsys_lines = outcome.returncode, outcome.nsys_lines
         cap.stdout_closed, cap.interrupted = outcome.stdout_closed, interrupts.interrupted
         status = work.runner_status().splitlines()
+    end = shuts_down(cap.command)
+    if end and any(line.startswith(_RANGE_ENDED) for line in cap.nsys_lines):
+        cap.shut_down_by_nsys = end
     if status and status[0] == _NO_MODULE:
         raise ProgramNotStarted(f"{status[1] if len(status) > 1 else 'no module'} "
                                 f"(python {shlex.join(target[1:])}); nothing was profiled")

@@ -418,9 +418,14 @@ def _check_destination(fmt: str, output: Path | None) -> None:
                             "(or redirect standard output)")
 
 
-def _exit_for(results, fail_codes: set[str] | None, workload_exit: int | None = None) -> None:
+def _exit_for(results, fail_codes: set[str] | None, workload_exit: int | None = None,
+              shut_down_by_nsys: str | None = None) -> None:
     """The workload's exit code if it failed; else EXIT_FINDINGS when a finding of any of
     the comparisons (one per rank with --ranks) matches --fail-on."""
+    if shut_down_by_nsys:
+        _say("nsys ended the workload when its capture range ended (--capture-range-end="
+             f"{shut_down_by_nsys}; =stop lets it run on)" + (
+                 f": exit code {workload_exit} is nsys's doing" if workload_exit else ""))
     if workload_exit:
         _say(f"the workload exited with code {workload_exit}; nsyswrap does too")
         sys.exit(workload_exit)
@@ -551,7 +556,7 @@ def run_command(args, module, output, force, nsys, trace, sample, gpu_metrics,
     if not printing:
         sys.exit(EXIT_BROKEN_PIPE)
     failed = next((r.capture.workload_exit for r in results if r.capture.workload_exit), None)
-    _exit_for([r.comparison for r in results], fail_codes, failed)
+    _exit_for([r.comparison for r in results], fail_codes, failed, first.shut_down_by_nsys)
 
 
 def _exit_status(code: int) -> str:
