@@ -454,7 +454,7 @@ GPU_INSTANCE_COLUMNS = [
 
 
 def range_instances(report: Report, att: Attribution, consume: bool = False) -> InstanceTable:
-    """One row per NVTX range instance with its CPU time and its GPU projection.
+    """One row per NVTX range instance with its wall time and its GPU projection.
 
     GPU columns are NaN when the report has no CUDA trace (unknown), 0 when the range
     launched nothing. syncs/copies count what happened anywhere inside the range, nested
@@ -934,7 +934,7 @@ def _distinct_streams(order: _RangeOrder, att: Attribution) -> pd.Series:
 def _device_busy_within(inst: InstanceTable, row_of_range: np.ndarray, att: Attribution,
                         firsts: tuple[np.ndarray, np.ndarray],
                         windows: list[tuple[str, str]]) -> list[np.ndarray]:
-    """Per window [lo, hi) of columns of `inst` (its GPU span, or its CPU time): GPU time
+    """Per window [lo, hi) of columns of `inst` (its GPU span, or its wall time): GPU time
     busy with *any* work (any thread, stream or process) inside each range's window, on the
     device of its first operation; NaN for ranges without GPU work. A range's own gaps are
     not idle GPU time when other threads fill them. Each device's busy intervals are merged

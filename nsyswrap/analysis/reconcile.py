@@ -11,8 +11,8 @@ Per iteration (all ns):
   overhead    event - busy: what the events add to the kernels
   edge        event - span: window time before the first and after the last GPU op
               (launch latency, or host work before the first launch)
-  host_lead   CPU time from the range's start (start.record()) to the first launch call
-  host        CPU time to issue the iteration (the range's length) less the time the host
+  host_lead   wall time from the range's start (start.record()) to the first launch call
+  host        wall time to issue the iteration (the range's length) less the time the host
               spent blocked on the GPU inside it
 
 The harness also times windows around one tiny kernel ("<name> [event floor]" ranges, their

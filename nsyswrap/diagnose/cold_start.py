@@ -13,7 +13,7 @@ from .finding import WARNING, Finding, Thresholds, range_label
 
 CODE = "COLD_START"
 METRICS = (("gpu_busy_ns", "GPU busy time"), ("gpu_span_ns", "GPU span"),
-           ("cpu_ns", "CPU time"))
+           ("cpu_ns", "wall time"))
 HARNESS_METRICS = (("gpu_busy_ns", "kernel time"), ("event_ns", "event time"))
 
 

@@ -8,8 +8,8 @@ host_bound_factor times the GPU busy time and host_bound_min_ns more, and the ev
 show it already (they sit nearer the GPU time than the host time; otherwise LAUNCH_OVERHEAD
 or HOST_WORK_IN_WINDOW says it).
 
-Plain ranges: the range's host time (CPU time less syncs) against the GPU work it owns, with
-the GPU idle (no work from anyone) for most of the range's CPU time: host work starves the
+Plain ranges: the range's host time (its wall time less syncs) against the GPU work it owns,
+with the GPU idle (no work from anyone) for most of the range's wall time: host work starves the
 GPU. Ranges whose idle time lies inside their GPU span are GPU_IDLE_IN_RANGE's. The first
 instance is left out (set-up work: COLD_START's), so a range needs two more.
 

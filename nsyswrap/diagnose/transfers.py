@@ -30,7 +30,7 @@ def check(a: Analysis, t: Thresholds) -> list[Finding]:
     def at(column: str) -> np.ndarray:
         return np.asarray(inst.values(column, row))
 
-    # The range's wall time: its CPU time, or until its last GPU work ended if later.
+    # The range's wall time: its start to end on the host, or to its last GPU work if later.
     wall = np.fmax(at("end_ns"), at("gpu_last_end_ns")) - at("start_ns")
     copies = copies.drop(columns="name").assign(
         domain=at("domain"), family=at("family"), family_id=at("family_id"), wall_ns=wall,

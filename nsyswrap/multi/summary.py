@@ -160,7 +160,7 @@ def _union_length(ops: pd.DataFrame) -> int:
 
 
 def _with_comm_split(inst: pd.DataFrame, att, nccl_op: np.ndarray) -> pd.DataFrame:
-    """Per instance: host work (CPU time not blocked on the GPU: a rank that waits for a
+    """Per instance: host work (wall time not blocked on the GPU: a rank that waits for a
     straggler blocks in syncs, so its ranges lengthen by waiting, not by working), and its
     GPU work split into compute (every operation that is not an NCCL kernel) and
     communication, with the communication that ran while no compute of the range did."""

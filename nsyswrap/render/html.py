@@ -96,7 +96,7 @@ class _Page(HtmlPage):
     # -- data choices ---------------------------------------------------------------------
 
     def _families(self) -> list[dict[str, Any]]:
-        """User range families, the busiest on the GPU first (CPU time without CUDA)."""
+        """User range families, the busiest on the GPU first (wall time without CUDA)."""
         inst = self.c.analysis.user_instances()
         if inst.empty:
             return []
@@ -413,7 +413,7 @@ class _Page(HtmlPage):
         out = ["<section id=\"timelines\"><h2>Timelines</h2>",
                "<p class=\"explain\">One representative iteration of each benchmark (its event "
                "time closest to the median) and one instance of the busiest range families "
-               "(CPU time closest to the median, cold instances left out). Rows: the NVTX "
+               "(wall time closest to the median, cold instances left out). Rows: the NVTX "
                "ranges and the CUDA-event window, each launching thread's calls (ticks, with "
                "a line to the GPU operation they launched) and syncs, the GPU operations per "
                "stream, and the idle gaps between the range's own GPU operations. Scroll to "

@@ -376,7 +376,7 @@ class WindowBuilder:
                 "row": depth_rows[depth], "kind": KIND_NVTX, "name": name,
                 "start_us": _us(max(r.start_ns, origin), origin),
                 "end_us": _us(min(r.end_ns, end), origin),
-                "label": name, "detail": f"CPU {fmt_ns(r.cpu_ns)}",
+                "label": name, "detail": f"wall {fmt_ns(r.cpu_ns)}",
                 "selected": bool(r.range_id == focus.range_id)})
 
     def _launch_rows(self, focus: Focus, drawn: np.ndarray, own: np.ndarray, origin: int,

@@ -27,7 +27,7 @@ class Column:
 
 
 def legend(columns: list[Column]) -> str:
-    """'CPU: median CPU time · Busy: ...' for the columns whose header is short for more."""
+    """'Wall: median wall time · Busy: ...' for the columns whose header is short for more."""
     return " · ".join(f"{c.header}: {c.title}" for c in columns if c.title)
 
 
@@ -68,7 +68,7 @@ RANGE_COLUMNS = [
     Column("Range", lambda r: (f"[{r['pid']}] " if "pid" in r else "")
            + range_label(r["domain"] or "", r["name"]), numeric=False),
     Column("N", lambda r: str(r["count"]), title="instances"),
-    Column("CPU", _ns("cpu_median_ns"), title="median CPU time"),
+    Column("Wall", _ns("cpu_median_ns"), title="median wall time"),
     Column("Busy", _ns("gpu_busy_median_ns"), title="median GPU busy time"),
     Column("Span", _ns("gpu_span_median_ns"), title="median GPU span"),
     Column("Idle", lambda r: fmt_share(r["gpu_idle_share_median"]),

@@ -2,7 +2,7 @@
 step-to-step jitter, and the other ranks wait for it in the collectives that follow.
 
 Per repeated range family, instances are paired across ranks by index (the Nth `forward`
-of every rank is the same step). Two measures of a phase: host work (CPU time less the
+of every rank is the same step). Two measures of a phase: host work (wall time less the
 time blocked on the GPU: a rank waiting for a straggler blocks in syncs, so its ranges
 lengthen by waiting, not by working) and GPU compute (busy time of everything but NCCL
 kernels, which include the wait). The rank with the highest median is the candidate; its

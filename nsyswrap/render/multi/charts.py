@@ -16,7 +16,7 @@ STEP_PARTS = {
     "exposed communication: waiting for the last rank": "#d1495b",
     "GPU idle": "#e3e6ea",
 }
-HOST_STEP = "host step time (CPU)"
+HOST_STEP = "host step time (wall)"
 VERDICT_COLORS = {"slower": "#c0392b", "faster": "#2f7d4a",
                   "no significant change": "#8a939c", "inconclusive": "#d4a017"}
 BAR_PX = 30

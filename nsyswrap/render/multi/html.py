@@ -32,7 +32,7 @@ from ..page import (
 from ..views import Column, _ns
 from . import charts
 from .document import diff_section, ranks_section, verdict_counts
-from .views import RANK_COLUMNS, _ci, _pct, diff_columns, family_rows
+from .views import RANK_COLUMNS, _ci, _pct, diff_columns, family_rows, metric_suffix
 
 # How much one page draws: hundreds of ranks or thousands of kernels stay a page that
 # opens quickly; the JSON output lists everything.
@@ -41,7 +41,6 @@ MAX_GROUPED_RANKS = 16  # ranks drawn in the family groups (the flagged ones fir
 MAX_FAMILIES = 12
 MAX_INTERVALS = 40  # rows per kind drawn as interval bars (significant ones first)
 MAX_DIFF_ROWS = 2000
-DEFAULT_METRICS = ("duration", "gpu_busy", "busy_per_call")
 
 _CSS = """
 .banner{border:1px solid var(--line);border-left:8px solid var(--muted);border-radius:4px;
@@ -287,7 +286,7 @@ class _RanksPage(HtmlPage):
         pick = [f for f in families if f["family"] in names and f["rank"] in shown]
         pick.sort(key=lambda f: (names.index(f["family"]), f["rank"]))
         out = ["<section id=\"families\"><h2>Range families per rank</h2><p class=\"explain\">"
-               "Median per instance. Host work is CPU time less the time blocked in syncs (a "
+               "Median per instance. Host work is wall time less the time blocked in syncs (a "
                "rank that waits for a straggler blocks, it does not work); GPU compute is the "
                "GPU time of the family's work other than NCCL kernels. A straggler's family "
                "stands out on the left; its cost shows on the others as waits.</p>"
@@ -341,7 +340,7 @@ def _label(r: dict[str, Any]) -> str:
     name = r["name"]
     name = (shorten(name, 70) if r["kind"] == "kernel"
             else name if len(name) <= 90 else name[:89] + "…")
-    return name + ("" if r["metric"] in DEFAULT_METRICS else f" ({r['metric']})")
+    return name + metric_suffix(r)
 
 
 def _pct_of(v: Any) -> float | None:
@@ -367,7 +366,7 @@ def _interval_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _full_name(r: dict[str, Any]) -> str:
-    return r["name"] + ("" if r["metric"] in DEFAULT_METRICS else f" ({r['metric']})")
+    return r["name"] + metric_suffix(r)
 
 
 # The terminal's diff columns, the name first (it carries the hover and the filter) and

@@ -48,7 +48,7 @@ IDENTITY_COLUMNS = [
 
 def family_rows(families: list[dict[str, Any]], ranks: list[int]) -> tuple[list[Column],
                                                                           list[dict]]:
-    """One row per family, one column per rank: median host work (CPU less syncs) / GPU
+    """One row per family, one column per rank: median host work (wall time less syncs) / GPU
     compute."""
     by: dict[str, dict[str, Any]] = {}
     for f in families:
@@ -57,10 +57,21 @@ def family_rows(families: list[dict[str, Any]], ranks: list[int]) -> tuple[list[
     cols = [Column("Range family", lambda r: r["family"], numeric=False)]
     for rank in ranks:
         cols.append(Column(f"r{rank} host", lambda r, k=rank: fmt_ns((r.get(k) or {}).get(
-            "work_median_ns")), title=f"rank {rank}: median host work (CPU less syncs)"))
+            "work_median_ns")), title=f"rank {rank}: median host work (wall less syncs)"))
         cols.append(Column(f"r{rank} GPU", lambda r, k=rank: fmt_ns((r.get(k) or {}).get(
             "compute_median_ns")), title=f"rank {rank}: median GPU compute (no NCCL)"))
     return cols, list(by.values())
+
+
+DEFAULT_METRICS = ("duration", "gpu_busy", "busy_per_call")
+# A metric named by what it measures: diff's `cpu` is a range's wall time (docs/json.md).
+METRIC_WORDS = {"cpu": "wall"}
+
+
+def metric_suffix(r: dict[str, Any]) -> str:
+    """' (wall)' after a row's name, for a metric other than its kind's default."""
+    metric = r["metric"]
+    return "" if metric in DEFAULT_METRICS else f" ({METRIC_WORDS.get(metric, metric)})"
 
 
 def _diff_name(r: dict[str, Any], width: int) -> str:
@@ -72,9 +83,8 @@ def _diff_name(r: dict[str, Any], width: int) -> str:
 def diff_columns(name_width: int) -> list[Column]:
     return [
         Column("Kind", lambda r: r["kind"], numeric=False),
-        Column("Name", lambda r: _diff_name(r, name_width) + (
-            "" if r["metric"] in ("duration", "gpu_busy", "busy_per_call")
-            else f" ({r['metric']})"), numeric=False),
+        Column("Name", lambda r: _diff_name(r, name_width) + metric_suffix(r),
+               numeric=False),
         Column("N", lambda r: f"{r['base_count']}/{r['new_count']}",
                title="instances base/new"),
         Column("Base", _ns("base_median_ns"), title="base median"),
