@@ -554,8 +554,12 @@ class _Page(HtmlPage):
     def _footer(self) -> str:
         caps = "".join(f"<li>{esc(x)}</li>" for x in self.caps)
         return ("<footer><p>Made by nsyswrap " + esc(__version__) + ". Times are per call for "
-                "benchmarks; ranges count the GPU work launched from inside them (nested ranges "
-                "included). Definitions: docs/analyses.md.</p>"
+                "benchmarks; a range counts the GPU work launched from inside it (nested ranges "
+                "included) and, under the process rule, what other threads of its process "
+                "launched while it was open (Attribution, at the top, names the rule). A "
+                "finding names what distorts a timing, with its evidence and what to do; "
+                "<code>nsyswrap compare --help</code> lists the thresholds that decide each "
+                "finding and how to change them.</p>"
                 + (f"<ul>{caps}</ul>" if caps else "") + "</footer>")
 
 

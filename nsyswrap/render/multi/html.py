@@ -93,10 +93,13 @@ def _articles(findings: list[dict[str, Any]], prefix: str, evidence=None,
     return "".join(out)
 
 
-def _footer(caps: list[str], what: str) -> str:
+def _footer(caps: list[str], what: str, command: str) -> str:
+    """`command`: the nsyswrap command whose --help lists the thresholds behind the page."""
     items = "".join(f"<li>{esc(x)}</li>" for x in caps)
-    return (f"<footer><p>Made by nsyswrap {esc(__version__)}. {esc(what)} Definitions: "
-            "docs/analyses.md.</p>" + (f"<ul>{items}</ul>" if items else "") + "</footer>")
+    return (f"<footer><p>Made by nsyswrap {esc(__version__)}. {esc(what)} "
+            f"<code>nsyswrap {esc(command)} --help</code> lists the thresholds that decide "
+            "each finding and verdict, and how to change them.</p>"
+            + (f"<ul>{items}</ul>" if items else "") + "</footer>")
 
 
 # -- ranks side by side -------------------------------------------------------------------
@@ -160,7 +163,8 @@ class _RanksPage(HtmlPage):
         body = [self._header(), self._findings(), self._identity(), self._steps(),
                 self._families(), self._collectives(),
                 _footer(self.caps, "Per-rank numbers are medians over the steps kept (the first "
-                        "left out as start-up); waits come from collective durations.")]
+                        "left out as start-up); waits come from collective durations.",
+                        "compare")]
         return self.document(f"nsyswrap · {len(self.ranks)} ranks side by side", body, _CSS)
 
     def _findings(self) -> str:
@@ -403,7 +407,7 @@ class _DiffPage(HtmlPage):
                 self._findings(),
                 _footer(self.caps, f"Intervals: {self.comp['method']}; a change counts when "
                         "its whole interval lies on one side of 0 and it clears the noise "
-                        f"floor ({self.comp['noise_floor']:.0%}).")]
+                        f"floor ({self.comp['noise_floor']:.0%}).", "diff")]
         return self.document(f"nsyswrap diff · {_name(d.base.source)} → "
                              f"{_name(d.new.source)}", body, _CSS)
 
