@@ -44,9 +44,8 @@ def trim_heap() -> None:
     """Give the heap's free pages back to the system: malloc_trim alone, without a
     garbage collection (a few ms), for the loader between its big joins. The reader
     threads' slices are arrays of a few MB, which glibc places on the heap; freed as the
-    loader joins them, they stayed resident beside the joined columns (10 M kernels,
-    16 cores: the load's peak 1685-1762 MiB without, 1388-1413 MiB with:
-    docs/performance.md, stop 26)."""
+    loader joins them, they would stay resident beside the joined columns (10 M kernels,
+    16 cores: the load's peak 1388-1413 MiB with, 1685-1762 MiB without)."""
     libc = _libc()
     if libc is not None:
         libc.malloc_trim(0)

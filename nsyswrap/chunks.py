@@ -1,6 +1,6 @@
 """Array work split into chunks on threads. numpy's sorts, binary searches and ufunc loops
-release the GIL while they run, so the chunks of one big array job share every core: what
-issue 11 asks of a 16-core host (docs/performance.md)."""
+release the GIL while they run, so the chunks of one big array job share every core
+(docs/performance.md, "The analysis")."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ T = TypeVar("T")
 # Rows per chunk, at least: below this a chunk's Python overhead, and sixteen threads
 # taking turns at the GIL between numpy calls, outweigh its share of the cores. Measured on
 # the 16-core host at 1 M kernels: 64 k rows made `compare` 4-8% slower than one thread,
-# 256 k rows 6% faster (docs/performance.md, stop 15).
+# 256 k rows 6% faster (docs/performance.md).
 MIN_ROWS = 1 << 18
 # Threads at most: a 128-core host gains nothing from 128 of them on one array.
 MAX_THREADS = 32
@@ -68,7 +68,7 @@ def sort_in_place(values: np.ndarray) -> None:
     each range's GPU work after the last's), where timsort (kind="stable") finds the runs
     already in order, but the default sort is vectorized where numpy finds AVX2 or AVX-512
     and then several times quicker than timsort on keys in no order. Which wins depends on
-    the CPU (20 M int64, scripts/bench_sort.py; docs/performance.md, "Since (stop 24)"):
+    the CPU (20 M int64, scripts/bench_sort.py):
     where numpy used no vectorized sort, the default sort took 1.3-1.5 s on any keys and
     timsort 0.15 s on packed latencies; on an AVX2 Zen 3 and the 16-core Intel host the
     default sort takes 0.23-0.39 s on any keys, timsort 0.01-0.03 s on sorted keys, about

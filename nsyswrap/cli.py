@@ -113,10 +113,9 @@ def main() -> None:
 def entry() -> None:
     """The `nsyswrap` console script (and `python -m nsyswrap`): `main`, then an exit that
     skips the interpreter's teardown when nothing is left to finish. Unloading pandas and
-    its modules takes 0.16-0.25 s at every exit: without it the demo report's `compare`
-    went from 1.54 to 1.39 s (2 cores, docs/performance.md, stop 16). Only when no thread
-    but this one and no child process is still running; exit handlers still run, and the
-    output is flushed first. Otherwise, the usual exit."""
+    its modules takes 0.16-0.25 s at every exit (docs/performance.md, "Start-up"). Only when
+    no thread but this one and no child process is still running; exit handlers still run,
+    and the output is flushed first. Otherwise, the usual exit."""
     try:
         main()
         code = 0
@@ -359,7 +358,7 @@ def compare_command(reports, fmt, output, section, instances, top, thresholds, f
 
     # The report's bulk reads start now and run on their threads (SQLite in C, without the
     # GIL) while pandas and the analysis are imported: ~0.5 s of start-up overlapped with
-    # the reads (docs/performance.md, stop 17).
+    # the reads (docs/performance.md, "Start-up").
     # Formats that draw every GPU operation (a page's timeline, a trace) need them all;
     # the others get the same numbers from the streamed analysis, in memory bounded by
     # the report's ranges, not its operations (docs/performance.md).

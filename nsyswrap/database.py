@@ -59,9 +59,8 @@ SLICES_PER_READER = 2
 # Rows per slice, at most: each reader holds its slice's Arrow table and what its reducer
 # makes of it until the slice is done, so a big table read in a few slices held several
 # 100 MB per reader (the 43 M runtime calls of 10 M kernels in four slices on two cores:
-# 5.8 M launches in one). Slices of a million rows bound that (the reads' part of the load
-# then stayed near 0.95 GiB, where it had reached 1.4 GiB in one traced run; the load's
-# peak as a whole did not move measurably: docs/performance.md, stop 25).
+# 5.8 M launches in one). Slices of a million rows bound that: the reads' part of the load
+# stays near 0.95 GiB at 10 M kernels, where a few big slices reached 1.4 GiB.
 MAX_SLICE_ROWS = 1_000_000
 # GPU operations from which a report is streamed (open_report): below, the whole analysis
 # is as lean and, spread over every core, quicker (1 M kernels, 2 cores: 307-316 MiB whole,
@@ -69,8 +68,8 @@ MAX_SLICE_ROWS = 1_000_000
 STREAM_MIN_OPERATIONS = 2_000_000
 # Rows per slice of a streamed read, at most (Database.stream): each of the few slices in
 # flight or held is its rows' columns, ~70 B a row once the stream has made them its own
-# (operations.py): 128 k rows keep that near 10 MB a slice (10 M kernels, 2 cores, stop 31:
-# 651 MiB with 128 k, 669 MiB with 256 k, in about the same time).
+# (operations.py): 128 k rows keep that near 10 MB a slice (10 M kernels, 2 cores: 256 k
+# rows held ~20 MB more, in about the same time).
 STREAM_SLICE_ROWS = 1 << 17
 # Rows per record batch from the ADBC SQLite driver (its default is 1024). Each batch is a
 # few small allocations per column, freed only when every column of that batch is: with
@@ -151,7 +150,7 @@ def open_report(path: str | os.PathLike, *, cache_dir: str | os.PathLike | None 
         # The streamed analysis holds per-range numbers in place of every operation: it
         # pays where operations are many and outnumber ranges (a long training run's
         # report), not in a range-heavy one, whose ranges the whole analysis holds more
-        # compactly, nor in a small one (docs/performance.md, "Since (stop 29)").
+        # compactly, nor in a small one (docs/performance.md, "The streamed analysis").
         operations = sum(db.row_estimate(t) for t in queries.operation_tables())
         stream_operations = stream_operations and (
             operations >= STREAM_MIN_OPERATIONS and operations >= db.row_estimate(NVTX_TABLE))

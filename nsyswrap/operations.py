@@ -46,13 +46,9 @@ SOURCE_KINDS = {"memcpy": MEMCPY, "memset": MEMSET, "graph": GRAPH}
 
 # Operations per chunk, about: a chunk's attribution holds some ten arrays of its pairs
 # (about two per operation), and a few chunks are in flight at once (read, prepared,
-# applied). 10 M kernels, 2 cores: 15.6 s and 859 MiB with 128 k, 13.8 s and 945 MiB with
-# 256 k; 1 M kernels 322 against 433 MiB (analysis/streamed, in-process). Once the ranges'
-# numbers were kept for the open ranges only (stop 31), the chunks in flight were a large
-# part of the peak: on 2 cores 64 k took 398-406 MiB where 128 k took 447-449 MiB, in about
-# the same time (16.3-19.4 s); on a 16-core host 64 k chunks with two slices ahead and one
-# worker preparing took 412-418 MiB and 15.0-16.4 s where 128 k, four and four took
-# 601-615 MiB and 14.9-16.3 s (docs/performance.md, "Since (stop 31)").
+# applied), which makes the chunks in flight much of the stream's peak: 10 M kernels,
+# 2 cores, 64 k held ~45 MB less than 128 k in about the same time (docs/performance.md,
+# "The streamed analysis").
 CHUNK_OPERATIONS = 1 << 16
 
 # The latest an operation may start after the call that launched it, in the stream's
@@ -69,11 +65,9 @@ LAUNCH_LAG_NS = 10_000_000_000
 MAX_LAUNCH_LOOKUPS = 2
 
 # Slices read ahead of the one in use, per table (the runtime calls: twice as many): the
-# reader threads must never wait for the analysis to take a slice, or a core idles. 10 M
-# kernels, 2 cores: 18.5 s with two (and two), 15.7 s with eight (and eight), 877 MiB at the
-# peak either way (docs/performance.md). With slices of 128 k rows and chunks of 64 k
-# operations (stop 31), two (and four) took 16.0 s and 525 MiB on 2 cores where four (and
-# eight) took 16.4 s and 550 MiB; on 16 cores see CHUNK_OPERATIONS.
+# reader threads must never wait for the analysis to take a slice, or a core idles. With
+# 128 k-row slices and 64 k-operation chunks two are enough: four (and eight) held ~25 MB
+# more and were no quicker (10 M kernels, 2 cores; docs/performance.md).
 READ_AHEAD = 2
 
 # The last moment: no operation starts there, so every row before it is final.

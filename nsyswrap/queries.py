@@ -121,9 +121,9 @@ class BulkQueries:
     def in_order(self) -> list[str | None]:
         """The queries in the order the loader uses them. The NVTX table's small reads
         (domains, unended ranges, marks) are full scans too. Kernels before the runtime
-        calls: the other way round (the launches merged while the kernels are read) raised
+        calls: the other way round (the launches merged while the kernels are read) raises
         the 10 M-kernel peak on 16 cores by 300 MB, for at most a second of load on 2
-        (docs/performance.md, "Since (stops 19 and 20)")."""
+        (docs/performance.md, "Reads")."""
         return [self.kernels, *self.transfers.values(), self.runtime.calls_sql,
                 *self.not_operations()]
 
@@ -326,7 +326,7 @@ class RangeSlice:
     thread: numbers as numpy columns, the push/pop-or-start/end type as one byte, and the
     names dictionary-encoded (a code per range and the slice's distinct names), so that
     the loader never holds ten million names as text beside their Arrow and pandas copies
-    (the 10 M-range load peaked there: docs/performance.md, stop 26)."""
+    (at 10 M ranges those copies would set the load's peak)."""
 
     columns: dict[str, np.ndarray]  # start_ns, end_ns, thread, domain_id (int64); startend
     name_codes: np.ndarray  # int32: each range's name, a row of `names`

@@ -1,5 +1,5 @@
 """The range order (`ranges._RangeOrder.of`: the pairs by range and GPU start) against the
-np.lexsort it replaced, on one report, in turn: wall time and the peak of numpy's
+np.lexsort that gives the same order, on one report, in turn: wall time and the peak of numpy's
 allocations (tracemalloc) of each.
 
     python scripts/bench_range_order.py REPORT.sqlite [--runs 3]
@@ -24,7 +24,7 @@ from nsyswrap.loader import load
 
 
 def by_lexsort(att):
-    """Stop 24's way: the lexsort's order, and the pairs' ranges and rows in it."""
+    """The same order by np.lexsort, and the pairs' ranges and rows in it."""
     rid = att.op_pairs["range_id"].to_numpy()
     order = compact_ids(np.lexsort((att.pair_values("start_ns"), rid)))
     return order, rid[order], att.op_pairs["event"].to_numpy()[order]

@@ -11,7 +11,7 @@ trial of both on a slice, then the quicker, in parts on every core for timsort).
   values inside each (range id and launch latency, as the packed medians sort them);
 - random: keys in no order.
 Why it exists: which sort wins depends on the CPU (see sort_in_place's docstring and
-docs/performance.md, "Since (stop 24)"); run it on a new machine before trusting either.
+docs/performance.md, "The analysis"); run it on a new machine before trusting either.
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ launched alternately from two threads of one process.
     python scripts/make_range_report.py OUT.sqlite --kernels 2000000 [--source S.sqlite]
 
 With the defaults (2 M kernels, five levels) the report holds 10 M NVTX ranges, the shape
-that breaks range-to-kernel maps built in memory (issue 11). The schema and the small
+that breaks range-to-kernel maps built in memory. The schema and the small
 tables (strings, enums, metadata, GPU, processes) come from SOURCE, a real export, so the
 loader sees a genuine nsys layout; every activity row is made here. Kernel i runs on the GPU
 inside its own innermost range's launch window, so each range owns exactly one kernel:

@@ -74,7 +74,7 @@ def main() -> None:
     timed("launches and blocking calls, 5 columns (the loader's)",
           lambda: fetch(uri, runtime.calls_sql.replace(queries.BulkQueries.ROWS, "1")))
     blocking = ",".join(map(str, sorted(runtime.blocking))) or "NULL"
-    timed("blocking calls alone (a second scan, as before stop 19)", lambda: fetch(
+    timed("blocking calls alone (a second scan of the table)", lambda: fetch(
         uri, f'SELECT correlationId, start, "end", globalTid, nameId FROM '
              f"{queries.RUNTIME_TABLE} WHERE nameId IN ({blocking})"))
     for n in a.slices:

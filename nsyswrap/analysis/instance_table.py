@@ -1,9 +1,9 @@
 """The range instances' columns, each kept in the fewest bytes that give its values back
-exactly (docs/performance.md, "Since (stop 30)").
+exactly (docs/architecture.md, "The instance table").
 
 An instance's GPU numbers are float64 (NaN marks what the report lost) and its counts and
-host waits int64: ~200 bytes per instance, 1.6 GB resident at 10 M ranges, which the
-analysis held to its end. Almost all of them are whole numbers of nanoseconds or small
+host waits int64: ~200 bytes per instance, 1.6 GB resident at 10 M ranges, held to the
+analysis's end. Almost all of them are whole numbers of nanoseconds or small
 counts, often the same value throughout (no gaps, one stream), and the GPU's first and
 last times sit close to the range's own start. So each column is kept as the narrowest
 integers that hold it (halves too: the median of an even count), a constant as one value,

@@ -289,8 +289,8 @@ class Attributor:
 
     def user_by_process(self) -> RangeSearch:
         """The user's ranges prepared for the process rule's search (by process), once:
-        the streamed analysis's chunks ask for it on several worker threads at once (on
-        16 cores, four builds at the stream's start were its peak: ~300 MB)."""
+        the streamed analysis's chunks ask for it on several worker threads at once (four
+        builds at the stream's start would be a ~300 MB spike on 16 cores)."""
         with self._building:
             return self._user_by_process_once()
 

@@ -1,7 +1,7 @@
 """The analysis of a report whose GPU operations arrive as a stream of time-ordered chunks
 (operations.OperationStream), holding per-range numbers, never every operation or
 (range, operation) pair: the same Analysis as `analyze`, in memory bounded by the ranges
-and the chunks instead of by the operations (docs/performance.md, "Streamed analysis").
+and the chunks instead of by the operations (docs/performance.md, "The streamed analysis").
 
 What it keeps of the operations is what the outputs need: the host copies (few), the
 blocking calls, per-thread totals, and the kernels' durations for the kernel table. Its
@@ -56,10 +56,9 @@ from .totals import RangeTotals
 __all__ = ["analyze_streamed"]
 
 # Chunks prepared at once at most, beside the one applied (each holds its pairs' arrays,
-# ~10 MB at 64 k operations, and waits for its turn once prepared). 10 M kernels on a
-# 16-core host (stop 31, 64 k-operation chunks, three runs each): one worker 12.9 s and
-# 412 MiB, two 11.2-12.3 s and 441-448 MiB, three 11.2-11.5 s and 450-455 MiB (stop 30's
-# code 11.0 s); with 128 k chunks four had taken 601-615 MiB. On 2 cores: one.
+# ~10 MB at 64 k operations, and waits for its turn once prepared). 10 M kernels on 16
+# cores: one worker ~1.5 s slower than two or three, each ~10 MB more (docs/performance.md,
+# "The streamed analysis"). On 2 cores: one.
 MAX_PREPARING = 3
 
 # Operations applied between two trims of the heap (malloc_trim walks the whole heap:
@@ -145,8 +144,8 @@ def _add_chunks(totals: RangeTotals, stream: OperationStream) -> None:
     """Every chunk of the stream into the totals: each chunk prepared on a worker thread
     (its attribution, sorts and per-range numbers: numpy and SQLite work, mostly without
     the GIL) while this thread reads the next ones and applies the prepared ones in order.
-    On 16 cores the chunks' work had been one thread's (10 M kernels: 21.8 s, where the
-    whole analysis, on every core, took 12.9 s); the reads run on the reader threads."""
+    On one thread the chunks' work took 21.8 s at 10 M kernels on 16 cores, where the whole
+    analysis, on every core, took 12.9 s; the reads run on the reader threads."""
     workers = max(1, min(cores() - 1, MAX_PREPARING))
     with ThreadPoolExecutor(max_workers=workers) as pool:
         prepared: deque = deque()

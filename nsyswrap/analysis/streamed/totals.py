@@ -14,8 +14,8 @@ moment the stream passes its start until it closes), GPU numbers as float64 from
 (the instance columns' type: integers below 2**53 add exactly), filled as range_instances
 fills a range without work. Closed ranges' instance columns are packed a batch at a time
 (instance_table.pack) and put together, a column at a time, at the end
-(`instance_columns`): at 10 M kernels every range's running numbers as float64 had been
-~180 MB of the stream's peak (docs/performance.md, "Since (stop 31)").
+(`instance_columns`): at 10 M kernels every range's running numbers as float64 would be
+~180 MB of the stream's peak (docs/performance.md, "The streamed analysis").
 """
 
 from __future__ import annotations
