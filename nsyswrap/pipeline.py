@@ -28,6 +28,7 @@ from .diagnose import Thresholds
 from .errors import BadInputError, Interrupted, NsysWrapError
 from .files import atomic_write
 from .launch import Interrupts
+from .multi.samples import diff_samples, sample_rows
 from .nsys import find_nsys, nsys_version
 from .progress import NO_PROGRESS, Progress
 from .render.html import HtmlRenderer
@@ -189,6 +190,13 @@ def _committed(result: RunResult, folder: RunFolder) -> RunResult:
     return result
 
 
+def analysis_json(c: Comparison) -> Iterator[str]:
+    """The text of a run's analysis.json, in pieces: the nsyswrap.compare/1 document with
+    the samples `nsyswrap diff` compares (multi/samples.py), so that two runs' documents
+    diff as their reports do (the rows of --instances would run to millions)."""
+    return JsonRenderer().pieces(c, extra={"samples": sample_rows(diff_samples(c))})
+
+
 def _analyse(cap: Capture, thresholds: Thresholds | None,
              progress: Callable[[str], None] | None,
              json_name: str = ANALYSIS_JSON, html_name: str = REPORT_HTML,
@@ -206,7 +214,7 @@ def _analyse(cap: Capture, thresholds: Thresholds | None,
         result.info.path = result.info.source = final_dir / cap.sqlite.name
     read = (cap.sqlite, cap.rep, cap.qdstrm)
     out = cap.output_dir / json_name
-    atomic_write(out, JsonRenderer().pieces(result), inputs=read)
+    atomic_write(out, analysis_json(result), inputs=read)
     page = cap.output_dir / html_name
     with steps.step(f"writing {html_name}"):
         atomic_write(page, HtmlRenderer().render(result), inputs=read)

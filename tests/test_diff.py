@@ -4,12 +4,13 @@ workload twice, and once with mlp2 in fp32. Expected values come from SQL."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from statistics import median
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import DATA, sql
+from conftest import DATA, needs_nsys, sql
 
 from nsyswrap.cli import main
 from nsyswrap.multi import diff_reports
@@ -202,9 +203,166 @@ def test_timings_from_analysis_json(tmp_path):
     d = diff_reports(paths["summary"], paths["summary"], jobs=1)
     t = d.rows[d.rows["kind"] == "timing"]
     assert len(t) == 2 * len(groups) and set(t["verdict"]) == {"inconclusive"}
-    assert set(t["reason"]) == {"no per-instance samples (write analysis.json with "
-                                "--instances)"}
+    assert set(t["reason"]) == {"no per-instance samples (a run's analysis.json has them; "
+                                "compare --format json needs --instances)"}
     for fmt in ("table", "markdown", "csv", "html", "json"):
         out = runner.invoke(main, ["diff", str(paths["full"]), str(SEED), "--format", fmt])
         assert out.exit_code == 0, out.output
         assert "torch_seed_timings.py:37→39" in out.output.replace("\\_", "_"), fmt
+
+
+# -- runs of different lengths: 30 steps against 40, and each run's analysis.json ----------
+
+def _fewer_steps(dst, keep: int, drop_every_other: str | None = None):
+    """A copy of BASE as if the loop had stopped after `keep` steps: the later steps' NVTX
+    ranges, their runtime calls and the GPU work those launched deleted (SQL). With
+    `drop_every_other`, that kernel's launches in every other remaining step go too: a
+    kernel called a different number of times per step."""
+    import shutil
+    import sqlite3
+
+    shutil.copy(BASE, dst)
+    dst.chmod(0o644)
+    con = sqlite3.connect(dst)
+    steps = con.execute("SELECT e.start, e.end, e.globalTid FROM NVTX_EVENTS e JOIN StringIds "
+                        "s ON s.id = e.textId WHERE s.value = 'step' AND e.eventType = 59 "
+                        "ORDER BY e.start").fetchall()
+    tid = steps[0][2]
+    windows = [(steps[keep][0], steps[-1][1])]
+    if drop_every_other:
+        windows += [(s, e) for s, e, _ in steps[:keep:2]]
+    for lo, hi in windows:
+        calls = ("SELECT correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE globalTid = ? "
+                 "AND start BETWEEN ? AND ?")
+        if (lo, hi) != windows[0]:  # a step kept, but without that kernel
+            con.execute(f"DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE correlationId IN "
+                        f"({calls}) AND demangledName IN (SELECT id FROM StringIds WHERE "
+                        "value = ?)", (tid, lo, hi, drop_every_other))
+            continue
+        for table in ("KERNEL", "MEMCPY", "MEMSET", "SYNCHRONIZATION", "CUDA_EVENT"):
+            con.execute(f"DELETE FROM CUPTI_ACTIVITY_KIND_{table} WHERE correlationId IN "
+                        f"({calls})", (tid, lo, hi))
+        con.execute("DELETE FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE globalTid = ? AND start "
+                    "BETWEEN ? AND ?", (tid, lo, hi))
+        con.execute("DELETE FROM NVTX_EVENTS WHERE globalTid = ? AND eventType IN (59, 60) "
+                    "AND start BETWEEN ? AND ?", (tid, lo, hi))
+    con.commit()
+    con.close()
+    return dst
+
+
+def test_more_steps_of_the_same_work_get_verdicts(tmp_path):
+    """30 steps against the same run's 40: every range and kernel is compared instance by
+    instance (the old rule called a count change of more than 10% different work)."""
+    short = _fewer_steps(tmp_path / "short.sqlite", 30)
+    d = diff_reports(short, BASE, jobs=1)
+    steps = sql(short, "SELECT count(*) FROM NVTX_EVENTS e JOIN StringIds s ON s.id = "
+                       "e.textId WHERE s.value = 'step'")[0][0]
+    assert steps == 30
+    r = d.rows.set_index(["kind", "name"])
+    assert r.loc[("range", "nsyswrap:step"), ["base_count", "new_count"]].tolist() == [30, 40]
+    # The kernels' counts changed by up to the steps' 30 → 40, some by less (launched
+    # outside the steps too): each gets a verdict.
+    kernels = d.rows[d.rows["kind"] == "kernel"]
+    base, new = _kernels(short), _kernels(BASE)
+    assert any(len(new[n]) / len(base[n]) > 1.25 for n in base)
+    assert not kernels["reason"].str.startswith("count changed").any()
+    assert set(d.rows["verdict"]) <= {"no significant change", "inconclusive"}
+    assert set(d.rows.loc[d.rows["verdict"] == "inconclusive", "reason"]) == {"too few samples"}
+    assert d.comparability["repetitions"]["high"] == pytest.approx(40 / 30)
+
+
+def test_a_kernel_called_a_different_number_of_times_per_step_is_inconclusive(tmp_path):
+    softmax = next(n for n in _kernels(BASE) if "softmax_warp_forward" in n)
+    fewer = _fewer_steps(tmp_path / "fewer.sqlite", 30, drop_every_other=softmax)
+    base_count = len(_kernels(fewer)[softmax])
+    assert base_count == 15  # in half of the 30 steps
+    d = diff_reports(fewer, BASE, jobs=1)
+    r = d.rows.set_index(["kind", "name"])
+    assert r.loc[("kernel", softmax), "verdict"] == "inconclusive"
+    assert r.loc[("kernel", softmax), "reason"] == (
+        f"count changed {base_count} → 40, unlike the ranges' (nsyswrap:step 30 → 40, "
+        "nsyswrap:embed 30 → 40): called a different number of times per repetition")
+    # The step itself is compared, and says that its steps ran other work.
+    assert r.loc[("range", "nsyswrap:step"), "verdict"] != "inconclusive"
+
+
+def test_two_analysis_json_diff_as_their_reports(tmp_path):
+    """What run writes (pipeline.analysis_json) carries the samples: its diff has the
+    reports' verdicts, kernels apart (summary numbers there)."""
+    from nsyswrap.compare import compare
+    from nsyswrap.files import atomic_write
+    from nsyswrap.pipeline import analysis_json
+
+    short = _fewer_steps(tmp_path / "short.sqlite", 30)
+    docs = []
+    for path in (short, SLOW):
+        doc = tmp_path / f"{path.stem}.json"
+        atomic_write(doc, analysis_json(compare(path)))
+        docs.append(doc)
+    samples = json.loads(docs[0].read_text())["samples"]
+    step = next(s for s in samples if s["name"] == "nsyswrap:step")
+    busy = sorted(v for v in step["values_ns"])
+    assert step["count"] == len(busy) == 30 and step["median_ns"] == median(busy)
+    from_json = diff_reports(*docs, jobs=1).rows
+    from_reports = diff_reports(short, SLOW, jobs=1).rows
+    not_kernels = from_reports[from_reports["kind"] != "kernel"].reset_index(drop=True)
+    assert len(not_kernels) and not_kernels.equals(
+        from_json[from_json["kind"] != "kernel"].reset_index(drop=True))
+    r = from_json.set_index(["kind", "name", "metric"])
+    assert r.loc[("range", "nsyswrap:step", "gpu_busy"), "verdict"] == "slower"
+    assert r.loc[("benchmark", "mlp2", "busy_per_call"), "verdict"] == "slower"
+
+
+@pytest.mark.nsys
+@needs_nsys
+def test_two_runs_of_different_lengths_diff_from_their_analysis_json(tmp_path):
+    """`nsyswrap run` twice under nsys 2022.4 (CPU): 4 steps, then 5 with `compute` twice as
+    long. Their analysis.json files diff with verdicts, as the reports do."""
+    import subprocess
+    import sys
+
+    workload = Path(__file__).parent / "workloads" / "steps.py"
+    runs = {}
+    for name, args in (("a", ["4"]), ("b", ["5", "--slow"])):
+        proc = subprocess.run([sys.executable, "-m", "nsyswrap", "run", "-o", tmp_path / name,
+                               "--format", "json", workload, *args],
+                              capture_output=True, text=True, timeout=180)
+        assert proc.returncode == 0, proc.stderr
+        runs[name] = tmp_path / name
+    d = diff_reports(runs["a"] / "analysis.json", runs["b"] / "analysis.json", jobs=1)
+    r = d.rows.set_index("name")
+    assert r["base_count"].tolist() == [4] * 3 and r["new_count"].tolist() == [5] * 3
+    assert "inconclusive" not in set(r["verdict"])
+    for name in ("compute", "load"):
+        lengths = {k: [e - s for s, e in sql(runs[k] / "steps.sqlite",
+                                             "SELECT e.start, e.end FROM NVTX_EVENTS e JOIN "
+                                             "StringIds s ON s.id = e.textId WHERE s.value = ?",
+                                             (name,))] for k in runs}
+        assert r.loc[f"e2e:{name}", "base_median_ns"] == median(lengths["a"])
+        assert r.loc[f"e2e:{name}", "new_median_ns"] == median(lengths["b"])
+    assert r.loc["e2e:compute", "verdict"] == "slower" and r.loc["e2e:compute", "change"] > 0.8
+    assert r.loc["e2e:step", "verdict"] == "slower"
+    reports = diff_reports(runs["a"] / "steps.sqlite", runs["b"] / "steps.sqlite", jobs=1)
+    assert reports.rows.equals(d.rows)
+
+
+def test_a_step_that_runs_other_work_says_so(slow):
+    """mlp2 in fp32 adds casts to every step: the step is slower, and its row says how many
+    GPU operations a step ran before and after (SQL: operations launched inside each)."""
+    def ops_per_step(path):
+        return median(n for (n,) in sql(path, """
+            SELECT (SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME r
+                    WHERE r.globalTid = e.globalTid AND r.start BETWEEN e.start AND e.end
+                    AND r.correlationId IN (SELECT correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL
+                                            UNION ALL SELECT correlationId
+                                            FROM CUPTI_ACTIVITY_KIND_MEMCPY
+                                            UNION ALL SELECT correlationId
+                                            FROM CUPTI_ACTIVITY_KIND_MEMSET))
+            FROM NVTX_EVENTS e JOIN StringIds s ON s.id = e.textId
+            WHERE s.value = 'step' AND e.eventType = 59"""))
+    before, after = ops_per_step(BASE), ops_per_step(SLOW)
+    assert before < after
+    row = slow.rows.set_index(["kind", "name"]).loc[("range", "nsyswrap:step")]
+    assert row["verdict"] == "slower"
+    assert row["reason"] == f"GPU operations per instance {before:.3g} → {after:.3g}"

@@ -5,9 +5,15 @@ with a verdict that survives noise.
 Comparability comes first. Different GPUs make every verdict inconclusive; clocks apart by
 more than `clock_tolerance` too; runs whose matched kernels hold too little of either run's
 kernel time are different workloads. A different driver or nsys version is a caution.
-A kernel or range whose count changed ran different work under one name (a layer moved to
-another kernel, a step added): its row is inconclusive, and the rows that did the moving
-show as added or removed.
+Counts may change where the work of one instance does not (docs/analyses.md, "What makes
+two runs comparable"). A range family is the user's unit of work (a step): it is compared
+instance by instance whatever its count (4 steps against 5); where its instances ran a
+different number of GPU operations, the row says so beside its verdict. A kernel's count
+may change as far as the counts of the user's range families did (the run's repetitions:
+steps, epochs), and no further: a kernel called a different number of times per step ran
+different work under one name (one GEMM kernel for two layers' shapes, mixed anew), and
+its row is inconclusive. Without range families a kernel's count may change by
+count_tolerance.
 
 A row is slower (faster) only when the whole bootstrap interval of its median change lies
 above (below) zero *and* the change is at least the noise floor (2%): the samples' own
@@ -53,6 +59,7 @@ class Diff:
 def diff(base: DiffSide, new: DiffSide, thresholds: DiffThresholds | None = None) -> Diff:
     t = thresholds or DiffThresholds()
     comparability = _comparability(base, new, t)
+    comparability["repetitions"] = _repetitions(base, new)
     rows = []
     for key in list(base.items) + [k for k in new.items if k not in base.items]:
         if key[2] == "event_per_call" and (key not in base.items or key not in new.items):
@@ -116,6 +123,47 @@ def _comparability(base: DiffSide, new: DiffSide, t: DiffThresholds) -> dict[str
             "method": METHOD, "noise_floor": t.noise_floor, "confidence": t.confidence}
 
 
+def _other_work(b: Item, n: Item, t: DiffThresholds) -> str | None:
+    """A range family whose instances ran a different number of GPU operations (median,
+    beyond count_tolerance): what to say beside its verdict."""
+    before, after = b.ops_per_instance, n.ops_per_instance
+    if before is None or after is None or before == after or (
+            before and abs(after / before - 1) <= t.count_tolerance):
+        return None
+    return f"GPU operations per instance {before:.3g} → {after:.3g}"
+
+
+def _repetitions(base: DiffSide, new: DiffSide) -> dict[str, Any]:
+    """How far the run's repetitions changed: the least and greatest count ratio (new /
+    base) of the user's range families in both runs, and 1 (work done once). The families
+    whose count changed are named."""
+    low = high = 1.0
+    changed = []
+    for key, b in base.items.items():
+        n = new.items.get(key)
+        if key[0] != "range" or n is None or not b.count:
+            continue
+        ratio = n.count / b.count
+        low, high = min(low, ratio), max(high, ratio)
+        if n.count != b.count:
+            changed.append({"name": b.name, "base_count": b.count, "new_count": n.count})
+    return {"low": low, "high": high, "ranges": changed}
+
+
+def _count_change(b: Item, n: Item, comp: dict[str, Any], t: DiffThresholds) -> str | None:
+    """Why a kernel's count change makes its row inconclusive, if it does."""
+    rep = comp.get("repetitions") or {"low": 1.0, "high": 1.0, "ranges": []}
+    ratio = n.count / b.count if b.count else float("inf")
+    if rep["low"] * (1 - t.count_tolerance) <= ratio <= rep["high"] * (1 + t.count_tolerance):
+        return None
+    if not rep["ranges"]:
+        return f"count changed {b.count} → {n.count}: different work under one name"
+    steps = ", ".join(f"{r['name']} {r['base_count']} → {r['new_count']}"
+                      for r in rep["ranges"][:2])
+    return (f"count changed {b.count} → {n.count}, unlike the ranges' ({steps}): called a "
+            "different number of times per repetition")
+
+
 def _row(b: Item | None, n: Item | None, comp: dict[str, Any], t: DiffThresholds) -> dict:
     one = b or n
     row = {"kind": one.kind, "name": one.name, "metric": one.metric,
@@ -143,13 +191,12 @@ def _row(b: Item | None, n: Item | None, comp: dict[str, Any], t: DiffThresholds
         row.update(ci_low=low, ci_high=high, method="welch (means; summary numbers only)")
     else:
         return {**row, "verdict": INCONCLUSIVE,
-                "reason": "no per-instance samples (write analysis.json with --instances)"}
+                "reason": "no per-instance samples (a run's analysis.json has them; "
+                          "compare --format json needs --instances)"}
     if comp["level"] == NOT_COMPARABLE:
         return {**row, "verdict": INCONCLUSIVE, "reason": "; ".join(comp["reasons"])}
-    if one.kind in ("kernel", "range") and b.count and abs(n.count / b.count - 1) > \
-            t.count_tolerance:
-        return {**row, "verdict": INCONCLUSIVE,
-                "reason": f"count changed {b.count} → {n.count}: different work under one name"}
+    if one.kind == "kernel" and (why := _count_change(b, n, comp, t)):
+        return {**row, "verdict": INCONCLUSIVE, "reason": why}
     change = row["change"]
     if row["ci_low"] > 0 and change >= t.noise_floor:
         row["verdict"] = SLOWER
@@ -159,6 +206,8 @@ def _row(b: Item | None, n: Item | None, comp: dict[str, Any], t: DiffThresholds
         row["verdict"] = SAME
         if row["ci_low"] > 0 or row["ci_high"] < 0:
             row["reason"] = f"below the noise floor ({t.noise_floor:.0%})"
+    if one.kind == "range" and (other := _other_work(b, n, t)):
+        row["reason"] = f"{row['reason']}; {other}" if row["reason"] else other
     return row
 
 

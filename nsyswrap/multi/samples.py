@@ -2,7 +2,9 @@
 name), each range family of the user's, each harness benchmark and each group of the
 program's own timings (by call sites), with the facts that decide whether two runs are
 comparable. From a report, or from an `analysis.json` (nsyswrap.compare/1) where the
-samples are what the document holds."""
+samples are what the document holds: the `samples` section `nsyswrap run` writes
+(sample_rows: each item's samples as a diff of the report would use them), else the rows of
+--instances, else summary numbers only."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import pandas as pd
 from ..compare import SCHEMA, Comparison
 from ..diagnose.finding import range_label
 from ..errors import BadInputError
+from .stats import cap_samples
 
 # torch.cuda._sleep, the harness's back-pressure: its length is chosen by the harness from
 # the host's enqueue time, so it says nothing about the workload's speed.
@@ -36,6 +39,9 @@ class Item:
     count: int
     mean_ns: float | None = None
     std_ns: float | None = None
+    # A range family's GPU operations per instance (median; None: not traced): what one
+    # instance does, which decides whether two runs' instances can be compared (diff.py).
+    ops_per_instance: float | None = None
 
 
 @dataclass
@@ -50,12 +56,16 @@ class DiffSide:
     kernel_time_ns: float = 0.0
 
 
-def _add(side: DiffSide, kind: str, name: str, metric: str, values) -> None:
+def _add(side: DiffSide, kind: str, name: str, metric: str, values,
+         ops_per_instance: float | None = None) -> None:
+    """An item of the finite `values`: their median and count, and at most
+    stats.MAX_SAMPLES of them as its samples (cap_samples)."""
     v = np.asarray(values, dtype="float64")
     v = v[np.isfinite(v)]
     if len(v):
-        side.items[(kind, name, metric)] = Item(kind, name, metric, v, float(np.median(v)),
-                                                len(v))
+        side.items[(kind, name, metric)] = Item(kind, name, metric, cap_samples(v),
+                                                float(np.median(v)), len(v),
+                                                ops_per_instance=ops_per_instance)
 
 
 def diff_samples(c: Comparison, kernels: pd.DataFrame | None = None) -> DiffSide:
@@ -89,10 +99,12 @@ def _add_range(side: DiffSide, label: str, g: pd.DataFrame) -> None:
     moved by 18-25% between two identical runs of the diff fixture (h100_diff_base and
     _again) while their GPU busy times agreed within 1%."""
     busy = pd.to_numeric(g["gpu_busy_ns"], errors="coerce")
+    ops = pd.to_numeric(g["gpu_ops"], errors="coerce") if "gpu_ops" in g else None
+    per_instance = float(ops.median()) if ops is not None and ops.notna().any() else None
     if busy.notna().any():
-        _add(side, "range", label, "gpu_busy", busy)
+        _add(side, "range", label, "gpu_busy", busy, per_instance)
     else:
-        _add(side, "range", label, "cpu", g["cpu_ns"])
+        _add(side, "range", label, "cpu", g["cpu_ns"], per_instance)
 
 
 def _add_benchmarks(side: DiffSide, its: pd.DataFrame) -> None:
@@ -153,10 +165,48 @@ def _clock(c: Comparison) -> float | None:
     return float(np.median(clocks)) if clocks else None
 
 
+# An analysis.json's `samples` section: one row per item (docs/json.md).
+SAMPLE_FIELDS = ["kind", "name", "metric", "count", "median_ns", "ops_per_instance",
+                 "values_ns"]
+
+
+def sample_rows(side: DiffSide) -> list[dict[str, Any]]:
+    """The items that have samples as plain rows (SAMPLE_FIELDS), for an analysis.json:
+    a diff of two such documents has what a diff of the two reports has (the samples are
+    capped alike), kernels apart where the side was made without them."""
+    rows = []
+    for item in side.items.values():
+        if item.samples is None:
+            continue
+        rows.append({"kind": item.kind, "name": item.name, "metric": item.metric,
+                     "count": item.count, "median_ns": _number(item.median_ns),
+                     "ops_per_instance": None if item.ops_per_instance is None
+                     else _number(item.ops_per_instance),
+                     "values_ns": [_number(v) for v in item.samples.tolist()]})
+    return rows
+
+
+def _number(v: float) -> int | float:
+    return int(v) if float(v).is_integer() else float(v)
+
+
+def _from_sample_rows(side: DiffSide, rows: list[dict[str, Any]], path: Path) -> None:
+    try:
+        for r in rows:
+            ops = r.get("ops_per_instance")
+            side.items[(r["kind"], r["name"], r["metric"])] = Item(
+                r["kind"], r["name"], r["metric"],
+                np.asarray(r["values_ns"], dtype="float64"), float(r["median_ns"]),
+                int(r["count"]), ops_per_instance=None if ops is None else float(ops))
+    except (KeyError, TypeError, ValueError) as e:
+        raise BadInputError(f"{path}: its samples section is not nsyswrap's ({e!r})") from None
+
+
 def from_analysis_json(path: Path) -> DiffSide:
     """A side from a nsyswrap.compare/1 document. Kernels have summary numbers only (count,
-    median, mean, std); ranges, benchmarks and the program's timings have samples when the
-    document was written with --instances (instances, iterations, user_timing_instances)."""
+    median, mean, std); ranges, benchmarks and the program's timings have samples in the
+    `samples` section of a run's analysis.json, or in the rows of a document written with
+    --instances (instances, iterations, user_timing_instances)."""
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -174,6 +224,18 @@ def from_analysis_json(path: Path) -> DiffSide:
         side.items[("kernel", k["name"], "duration")] = Item(
             "kernel", k["name"], "duration", None, float(k["median_ns"]), int(k["count"]),
             k.get("mean_ns"), k.get("std_ns"))
+    if isinstance(doc.get("samples"), list):
+        _from_sample_rows(side, doc["samples"], path)
+    else:
+        _from_document_rows(side, doc)
+    side.findings = [{k: f.get(k) for k in ("code", "severity", "range", "message")}
+                     for f in doc.get("findings", [])]
+    return side
+
+
+def _from_document_rows(side: DiffSide, doc: dict[str, Any]) -> None:
+    """Ranges, benchmarks and timings of a document without a samples section: from its
+    --instances rows where it has them, else summary numbers."""
     user = {(r.get("domain") or "", r["name"]) for r in doc.get("ranges", [])
             if not r.get("library")}
     inst = pd.DataFrame(doc.get("instances", []))
@@ -192,9 +254,13 @@ def from_analysis_json(path: Path) -> DiffSide:
             label = range_label(r.get("domain") or "", r["name"])
             metric, col = (("gpu_busy", "gpu_busy_median_ns") if r.get("gpu_busy_median_ns")
                            is not None else ("cpu", "cpu_median_ns"))
+            ops = r.get("gpu_ops")
             if r.get(col) is not None:
+                # Operations per instance: the mean, where a document has no instances.
                 side.items[("range", label, metric)] = Item(
-                    "range", label, metric, None, float(r[col]), int(r["count"]))
+                    "range", label, metric, None, float(r[col]), int(r["count"]),
+                    ops_per_instance=ops / r["count"] if ops is not None and r["count"]
+                    else None)
     its = pd.DataFrame(doc.get("iterations", []))
     if len(its):
         _add_benchmarks(side, its)
@@ -209,6 +275,3 @@ def from_analysis_json(path: Path) -> DiffSide:
         _add_timings(side, timings)
     else:
         _timing_summaries(side, (doc.get("user_timings") or {}).get("groups") or [])
-    side.findings = [{k: f.get(k) for k in ("code", "severity", "range", "message")}
-                     for f in doc.get("findings", [])]
-    return side

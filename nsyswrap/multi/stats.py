@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-# Beyond this many samples a side is subsampled (without replacement) before resampling:
-# the interval gets a little wider, never narrower, and a million-kernel report stays fast.
+# Beyond this many samples a side keeps this many of its order statistics, evenly spaced
+# (cap_samples): the interval gets a little wider, never narrower, and a million-kernel
+# report stays fast.
 MAX_SAMPLES = 2000
 METHOD = "bootstrap (percentile, ratio of medians)"
 
@@ -17,8 +18,8 @@ def median_change_ci(base: np.ndarray, new: np.ndarray, *, confidence: float = 0
                      resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
     """(change, low, high) of median(new) / median(base) - 1."""
     rng = np.random.default_rng(seed)
-    base = _cap(np.asarray(base, dtype="float64"), rng)
-    new = _cap(np.asarray(new, dtype="float64"), rng)
+    base = cap_samples(np.asarray(base, dtype="float64"))
+    new = cap_samples(np.asarray(new, dtype="float64"))
     change = float(np.median(new) / np.median(base) - 1)
     b = np.median(base[rng.integers(0, len(base), (resamples, len(base)))], axis=1)
     n = np.median(new[rng.integers(0, len(new), (resamples, len(new)))], axis=1)
@@ -28,5 +29,10 @@ def median_change_ci(base: np.ndarray, new: np.ndarray, *, confidence: float = 0
     return change, float(low), float(high)
 
 
-def _cap(x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    return rng.choice(x, MAX_SAMPLES, replace=False) if len(x) > MAX_SAMPLES else x
+def cap_samples(x: np.ndarray) -> np.ndarray:
+    """`x`, or beyond MAX_SAMPLES that many of its order statistics, evenly spaced: the same
+    distribution, and the same values whether a report's samples are capped here or an
+    analysis.json written from it kept them (samples.sample_rows)."""
+    if len(x) <= MAX_SAMPLES:
+        return x
+    return np.sort(x)[np.linspace(0, len(x) - 1, MAX_SAMPLES).round().astype("int64")]

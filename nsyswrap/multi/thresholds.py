@@ -53,9 +53,10 @@ class DiffThresholds:
     resamples: int = _t(2000, "Bootstrap resamples per row", RESAMPLES)
     min_samples: int = _t(3, "Rows with fewer samples on a side get no verdict",
                             SAMPLES)
-    count_tolerance: float = _t(0.1, "A kernel or range whose count changes by more than this "
-                                     "share ran different work under one name: inconclusive",
-                                RATIO)
+    count_tolerance: float = _t(0.1, "A kernel whose count changes by more than this share "
+                                     "beyond the range families' counts ran different work "
+                                     "under one name: inconclusive (a range family's GPU "
+                                     "operations per instance, likewise: noted)", RATIO)
     clock_tolerance: float = _t(0.05, "GPU clocks (median) differing by more than this share "
                                       "make the runs not comparable", RATIO)
     matched_share: float = _t(0.5, "Runs where less than this share of either run's kernel "

@@ -1,0 +1,16 @@
+"""A CPU-only training-loop stand-in for `nsyswrap diff` of two runs: `steps.py N [--slow]`
+runs N steps, each a `load` (2 ms) and a `compute` (4 ms; 8 ms with --slow) in a `step`."""
+
+import sys
+import time
+
+import nsyswrap
+
+steps = int(sys.argv[1])
+compute_s = 0.008 if "--slow" in sys.argv[2:] else 0.004
+for _ in range(steps):
+    with nsyswrap.annotate("step", domain="e2e"):
+        with nsyswrap.annotate("load", domain="e2e"):
+            time.sleep(0.002)
+        with nsyswrap.annotate("compute", domain="e2e"):
+            time.sleep(compute_s)
