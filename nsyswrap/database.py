@@ -27,6 +27,7 @@ from .chunks import cores
 from .errors import BadInputError
 from .progress import NO_PROGRESS, Progress
 from .queries import NVTX_TABLE, TEXT_COLUMNS, BulkQueries
+from .summaries import SummaryQueries
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -91,6 +92,8 @@ class OpenReport:
     # Opened for the streamed analysis: the operations' and runtime calls' reads are not
     # under way (see open_report).
     stream_operations: bool = False
+    # The call summaries' reads, under way on a thread of their own (summaries.py).
+    summaries: SummaryQueries | None = None
 
     def read_whole(self) -> None:
         """Start the reads a stream left out (the whole analysis after all: a report the
@@ -156,10 +159,12 @@ def open_report(path: str | os.PathLike, *, cache_dir: str | os.PathLike | None 
             operations >= STREAM_MIN_OPERATIONS and operations >= db.row_estimate(NVTX_TABLE))
         db.prefetch(*(queries.not_operations() if stream_operations else queries.in_order()),
                     reducers=queries.reducers())
+        summaries = SummaryQueries.of(db)
+        summaries.prefetch(db)
     except BaseException:
         db.close()
         raise
-    return OpenReport(source, db, queries, notes, stream_operations)
+    return OpenReport(source, db, queries, notes, stream_operations, summaries)
 
 
 def check_sqlite_file(path: Path) -> None:
@@ -266,6 +271,7 @@ class Database:
         self._columns: dict[str, set[str]] = {}
         self._not_null: dict[str, set[str]] = {}
         self._pool = None
+        self._background = None  # prefetch(..., background=True)
         self._prefetched: dict[str, list] = {}
         self._reducers: dict[str, Callable] = {}
 
@@ -277,9 +283,10 @@ class Database:
 
     def close(self) -> None:
         self.con.close()
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+        for pool in (self._pool, self._background):
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
+        self._pool = self._background = None
         self._remove_private()
 
     def _read_only_uri(self, cache_dir: str | os.PathLike | None, progress: Progress) -> str:
@@ -360,23 +367,32 @@ class Database:
             self._private = None
 
     def prefetch(self, *queries: str | None,
-                 reducers: Mapping[str, Callable] | None = None) -> None:
+                 reducers: Mapping[str, Callable] | None = None,
+                 background: bool = False) -> None:
         """Start the big reads at once, each rowid slice on its own connection and thread:
         SQLite's scan and the driver's conversion run in C without the GIL, so the slices
         of all the reads share every core (see _slices). `reducers`: query -> what its
         reader thread makes of each slice's Arrow table (read back with `slices`), so that
         work on a slice's rows runs on every core too, and columns needed only for a few
-        rows are not held for all of them."""
+        rows are not held for all of them. `background`: on one thread of their own, for
+        reads wanted only at the end (the call summaries, summaries.py): on the readers'
+        pool their slices would queue ahead of the streamed analysis's."""
         from concurrent.futures import ThreadPoolExecutor
 
         self._reducers.update(reducers or {})
         queries = [q for q in queries if q and q not in self._prefetched]
         if not queries:
             return
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=min(cores(), MAX_READERS))
+        if background:
+            if self._background is None:
+                self._background = ThreadPoolExecutor(max_workers=1)
+            pool = self._background
+        else:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=min(cores(), MAX_READERS))
+            pool = self._pool
         for q in queries:
-            self._prefetched[q] = [self._pool.submit(self._read, part, self._reducers.get(q))
+            self._prefetched[q] = [pool.submit(self._read, part, self._reducers.get(q))
                                    for part in self._slices(q)]
 
     def row_estimate(self, table: str) -> int:
@@ -535,19 +551,24 @@ class Database:
         SLICE_ROWS."""
         if ROWS not in sql:
             return [sql]
+        return [sql.replace(ROWS, c) for c in self.slice_conditions(sql, max_rows)]
+
+    def slice_conditions(self, sql: str, max_rows: int | None = None) -> list[str]:
+        """The rowid conditions that _slices puts in place of ROWS in a bulk query, in
+        order: a later query of the same slice of its table (a few rows found in one
+        slice's reduced result) takes the same condition."""
         table, alias = re.search(r"\bFROM\s+(\w+)(?:\s+AS\s+(\w+))?", sql).groups()
         rowid = f"{alias}.rowid" if alias else "rowid"
         span = self._rowids(table)
         if span is None:
-            return [sql.replace(ROWS, "1")]
+            return ["1"]
         lo, hi = span
         rows = hi - lo + 1
         max_rows = max_rows or MAX_SLICE_ROWS
         parts = max(1, min(max(SLICES_PER_READER * cores(), -(-rows // max_rows)),
                            rows // SLICE_ROWS))
         cuts = [lo - 1 + (hi - lo + 1) * i // parts for i in range(parts + 1)]
-        return [sql.replace(ROWS, f"{rowid} > {a} AND {rowid} <= {b}")
-                for a, b in zip(cuts, cuts[1:], strict=False)]
+        return [f"{rowid} > {a} AND {rowid} <= {b}" for a, b in zip(cuts, cuts[1:], strict=False)]
 
     def _fetch(self, sql: str, attempt: int = 0):
         """The query's result as an Arrow table, on a connection of its own (each reader

@@ -54,6 +54,8 @@ from .report import (
     empty,
 )
 from .schema import USER_EVENTS_SCHEMA
+from .summaries import SummaryQueries
+from .summaries import collect as collect_summaries
 
 # CUPTI enums (stable across CUPTI versions): ENUM_CUDA_MEMCPY_OPER, ENUM_CUDA_MEM_KIND.
 COPY_KINDS = {
@@ -110,6 +112,11 @@ def _read_report(opened: OpenReport) -> Report:
     return report
 
 
+# A report without CUDA tables. Where CUDA was traced (nsyswrap run), the program made no
+# CUDA call: pipeline.py says that instead.
+NO_CUDA_TRACE_NOTE = "no CUDA trace in this report (profile with -t cuda): GPU columns are empty"
+
+
 @dataclass
 class WithoutOperations:
     """What read_without_operations leaves to say once the operations are read (complete):
@@ -119,6 +126,7 @@ class WithoutOperations:
     notes_before: list[str]  # the file's, and the unended ranges'
     notes_after: list[str]  # the ranges' with broken timestamps
     range_pids: set[int]
+    summaries: SummaryQueries | None = None  # the call summaries' reads, under way
 
     def complete(self, report: Report, operation_notes: list[str], last_call_ns: int | None,
                  operations: int, operation_pids: set[int]) -> None:
@@ -130,8 +138,7 @@ class WithoutOperations:
         info = report.info
         notes = [*self.notes_before, *operation_notes, *self.notes_after]
         if not info.has_cuda:
-            notes.append("no CUDA trace in this report (profile with -t cuda): "
-                         "GPU columns are empty")
+            notes.append(NO_CUDA_TRACE_NOTE)
         if not info.has_nvtx:
             notes.append("no NVTX events in this report (profile with -t nvtx and annotate "
                          "code with nsyswrap.annotate): no per-range analysis")
@@ -141,6 +148,9 @@ class WithoutOperations:
         active = self.range_pids | operation_pids
         info.processes = {pid: name for pid, name in _process_names(self.db).items()
                           if pid in active}
+        # Last: their reads ran on a thread of their own while everything else was read.
+        report.call_summaries = collect_summaries(
+            self.db, self.summaries or SummaryQueries.of(self.db), info.threads, info.notes)
 
 
 def read_without_operations(opened: OpenReport) -> tuple[Report, WithoutOperations]:
@@ -173,7 +183,7 @@ def read_without_operations(opened: OpenReport) -> tuple[Report, WithoutOperatio
     report = Report(info, empty(KERNEL_COLUMNS), empty(TRANSFER_COLUMNS), empty(API_COLUMNS),
                     ranges, marks, gpu_metrics, event_calls, event_call_count)
     pids = set(pd.unique(ranges["pid"].to_numpy(dtype="int64")).tolist())
-    return report, WithoutOperations(db, notes, range_notes, pids)
+    return report, WithoutOperations(db, notes, range_notes, pids, opened.summaries)
 
 
 def _frame(db: Database, sql: str) -> pd.DataFrame:
@@ -359,10 +369,12 @@ def _transfers(db: Database, queries: dict[str, str]) -> pd.DataFrame:
 @dataclass
 class _Launches:
     """Runtime calls that launched GPU work, sorted by (process, correlation id) key: each
-    one's start and launching thread (a code into `threads`, the few distinct ids)."""
+    one's start, duration and launching thread (a code into `threads`, the few distinct
+    ids)."""
 
     key: np.ndarray
     start_ns: np.ndarray
+    duration_ns: np.ndarray
     thread_code: np.ndarray
     threads: np.ndarray  # sorted thread ids
 
@@ -370,16 +382,19 @@ class _Launches:
         return self.threads[self.thread_code]
 
     def frame(self) -> pd.DataFrame:
-        """The calls as rows again (launch_key, start_ns, thread), to extend them."""
+        """The calls as rows again (launch_key, start_ns, duration_ns, thread), to extend
+        them."""
         return pd.DataFrame({"launch_key": self.key, "start_ns": self.start_ns,
-                             "thread": self.thread_ids()})
+                             "duration_ns": self.duration_ns, "thread": self.thread_ids()})
 
-    def lookup(self, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(launch start, thread) for each key, -1 where no call matches."""
+    def lookup(self, key: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(launch start, thread, launch duration) for each key, -1 where no call
+        matches."""
         start = np.full(len(key), -1, "int64")
         thread = np.full(len(key), -1, "int64")
+        duration = np.full(len(key), -1, self.duration_ns.dtype)
         if len(self.key) == 0:
-            return start, thread
+            return start, thread, duration
 
         def part(lo: int, hi: int) -> None:
             # Searching sorted keys walks the table in order (nearly sorted already: stable
@@ -394,12 +409,13 @@ class _Launches:
             i = i[found]
             start[rows] = self.start_ns[i]
             thread[rows] = self.threads[self.thread_code[i]]
+            duration[rows] = self.duration_ns[i]
 
         # Chunks of STEP_ROWS at most: each holds five chunk-sized arrays (order, probes,
         # places, matches, rows), ~200 MB at once on two cores with 10 M kernels in four
         # chunks.
         map_chunks(part, even_bounds(len(key), max_rows=STEP_ROWS))
-        return start, thread
+        return start, thread, duration
 
 
 def _runtime_calls(db: Database, query: RuntimeQuery) -> tuple[_Launches, pd.DataFrame]:
@@ -408,7 +424,7 @@ def _runtime_calls(db: Database, query: RuntimeQuery) -> tuple[_Launches, pd.Dat
     read of the calls that can launch GPU work or block (a filter on their name ids, in
     SQLite), split slice by slice on the reader threads (queries.RuntimeSlice)."""
     if query.calls_sql is None:
-        return _Launches(*(np.array([], dtype="int64") for _ in range(4))), empty(API_COLUMNS)
+        return _Launches(*(np.array([], dtype="int64") for _ in range(5))), empty(API_COLUMNS)
     parts = db.slices(query.calls_sql)
     calls = blocking_calls([p.blocking for p in parts], query)
     return _merged_launches(parts), calls
@@ -443,15 +459,16 @@ def _merged_launches(parts: list) -> _Launches:
     key = _joined(launches, "launch_key")
     trim_heap()  # the slices' keys, before the sort's arrays
     if len(parts) == 1:
-        return _Launches(key, _joined(launches, "start_ns"), _joined(launches, "thread_code"),
-                         threads)
+        return _Launches(key, _joined(launches, "start_ns"), _joined(launches, "duration_ns"),
+                         _joined(launches, "thread_code"), threads)
     # Sorted runs, one per slice: a stable sort merges them (timsort finds the runs). The
-    # order 32-bit, held through three gathers (40 MB fewer at 10 M launches, on the load's
+    # order 32-bit, held through four gathers (40 MB fewer at 10 M launches, on the load's
     # peak on a many-core host, where every slice of every table is read at once).
     order = compact_ids(np.argsort(key, kind="stable"))
     key = key[order]
     start = _joined(launches, "start_ns")[order]
-    return _Launches(key, start, _joined(launches, "thread_code")[order], threads)
+    duration = _joined(launches, "duration_ns")[order]
+    return _Launches(key, start, duration, _joined(launches, "thread_code")[order], threads)
 
 
 def _joined(slices: list[dict[str, np.ndarray]], column: str) -> np.ndarray:
@@ -467,30 +484,34 @@ def _sorted_launches(df: pd.DataFrame) -> _Launches:
     order = np.argsort(key, kind="stable")
     key = key[order]
     start = df.pop("start_ns").to_numpy(dtype="int64")[order]
-    return _Launches(key, start, *coded(df.pop("thread").to_numpy(dtype="int64")[order]))
+    duration = df.pop("duration_ns").to_numpy(dtype="int64")[order]
+    return _Launches(key, start, duration,
+                     *coded(df.pop("thread").to_numpy(dtype="int64")[order]))
 
 
 def launch_rows(db: Database, keys: np.ndarray) -> pd.DataFrame:
     """Every runtime call whose correlation id is one of the launch keys' (launch_key,
-    start_ns, thread), in export order: a scan of the runtime table by correlation id, for
-    operations whose launching call a name filter left out."""
+    start_ns, duration_ns, thread), in export order: a scan of the runtime table by
+    correlation id, for operations whose launching call a name filter left out."""
     ids = sorted({int(k & LOW32) for k in keys})
     parts = [_frame(db, f"""SELECT {launch_key_sql("globalTid", "correlationId")}
-                                   AS launch_key, start AS start_ns, globalTid AS thread
+                                   AS launch_key, start AS start_ns,
+                                   "end" - start AS duration_ns, globalTid AS thread
                             FROM {RUNTIME_TABLE}
                             WHERE correlationId IN ({sql_list(ids[i:i + 5000])})
                               AND {times_present(db, RUNTIME_TABLE)}
                             ORDER BY rowid""")
              for i in range(0, len(ids), 5000)]
     return pd.concat(parts, ignore_index=True) if parts else empty(
-        ["launch_key", "start_ns", "thread"])
+        ["launch_key", "start_ns", "duration_ns", "thread"])
 
 
 def _attach_launches(db: Database, launches: _Launches,
                      *ops: pd.DataFrame) -> list[pd.DataFrame]:
-    """Each operation with the start and thread of the runtime call that launched it (-1
-    when the report has none). Operations whose call the name filter of _runtime_calls left
-    out are looked up again by correlation id, so no name list can drop work."""
+    """Each operation with the start, thread and duration of the runtime call that
+    launched it (launch_start_ns, thread, launch_ns; -1 when the report has none).
+    Operations whose call the name filter of _runtime_calls left out are looked up again
+    by correlation id, so no name list can drop work."""
     keys = [op["launch_key"].to_numpy(dtype="int64") for op in ops]
     found = [launches.lookup(k) for k in keys]
     missing = np.unique(np.concatenate([k[f[0] < 0] for k, f in zip(keys, found, strict=True)]
@@ -502,9 +523,10 @@ def _attach_launches(db: Database, launches: _Launches,
     # New frames over the same columns plus the two found (assign copies each array it
     # sets: 160 MB and 0.3 s at 10 M kernels).
     return [pd.DataFrame({**{c: op[c] for c in op.columns
-                             if c not in ("launch_start_ns", "thread")},
-                          "launch_start_ns": start, "thread": thread}, copy=False)
-            for op, (start, thread) in zip(ops, found, strict=True)]
+                             if c not in ("launch_start_ns", "thread", "launch_ns")},
+                          "launch_start_ns": start, "thread": thread, "launch_ns": duration},
+                         copy=False)
+            for op, (start, thread, duration) in zip(ops, found, strict=True)]
 
 
 def _nvtx_domains(db: Database, queries: BulkQueries) -> dict[tuple[int, int], str]:

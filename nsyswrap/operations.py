@@ -426,7 +426,8 @@ class OperationStream:
         key."""
         from .loader import _sorted_launches, launch_rows
 
-        return _sorted_launches(launch_rows(self.db, keys)).lookup(keys)
+        start, thread, _ = _sorted_launches(launch_rows(self.db, keys)).lookup(keys)
+        return start, thread
 
     def close(self) -> None:
         """Stop the reads under way (a stream given up on)."""

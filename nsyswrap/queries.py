@@ -274,9 +274,11 @@ class RuntimeSlice:
     reader thread: the launches sorted by launch key (stable: rowid order among equal keys),
     and the few blocking calls as read. Sorted slice by slice on every core, the loader
     only merges the sorted runs; `end` and `nameId`, read for the blocking calls, are not
-    held for the millions of launches (90 MB each at 10 M)."""
+    held for the millions of launches (90 MB each at 10 M): a launch keeps its duration,
+    in 32 bits where the slice's fit (the trace draws each launch's own cost)."""
 
-    launches: dict[str, np.ndarray]  # launch_key (sorted), start_ns, thread_code, threads
+    # launch_key (sorted), start_ns, duration_ns, thread_code, threads
+    launches: dict[str, np.ndarray]
     blocking: Any  # pyarrow.Table: the calls_sql columns of the blocking calls
     # (first start, last start, whether the starts ascend) in rowid order; None when empty
     span: tuple[int, int, bool] | None = None
@@ -288,11 +290,15 @@ class RuntimeSlice:
         import pyarrow.compute as pc
 
         blocking = table.filter(pc.is_in(table["name_id"], pa.array(blocking_ids, pa.int64())))
-        names = ["launch_key", "start_ns", "thread"]
+        names = ["launch_key", "start_ns", "thread", "end_ns"]
         box = [table.select(names)]
-        del table  # end and name id go; the box holds the rest: see _numpy_columns
+        del table  # the name id goes; the box holds the rest: see _numpy_columns
         launches = _numpy_columns(box, names)
         start = launches["start_ns"]
+        duration = launches.pop("end_ns") - start
+        fits = not len(duration) or (duration.min() >= -2**31 and duration.max() < 2**31)
+        launches["duration_ns"] = duration.astype("int32") if fits else duration
+        del duration
         # The calls are exported in start order (docs/nsys-quirks.md): the streamed
         # analysis keeps a window of slices by their first and last start.
         span = (int(start[0]), int(start[-1]), bool(np.all(start[1:] >= start[:-1]))) if len(

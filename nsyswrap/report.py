@@ -80,12 +80,13 @@ class ReportInfo:
 # Column layouts, for empty frames and documentation. Every frame below has exactly these.
 KERNEL_COLUMNS = [
     "start_ns", "end_ns", "device_id", "stream_id", "pid", "correlation_id",
-    "short_name", "name", "launch_start_ns", "thread",
+    "short_name", "name", "launch_start_ns", "thread", "launch_ns",
 ]
 # memcpy / memset / whole CUDA graphs (graph-level trace): GPU work that is not a kernel row.
 TRANSFER_COLUMNS = [
     "start_ns", "end_ns", "device_id", "stream_id", "pid", "correlation_id",
     "op", "copy_kind", "bytes", "src_kind", "dst_kind", "launch_start_ns", "thread",
+    "launch_ns",
 ]
 API_COLUMNS = ["start_ns", "end_ns", "pid", "thread", "correlation_id", "api"]
 RANGE_COLUMNS = [
@@ -98,6 +99,20 @@ MARK_COLUMNS = ["time_ns", "pid", "thread", "domain", "text"]
 EVENT_CALL_COLUMNS = ["start_ns", "end_ns", "pid", "thread", "correlation_id", "stream_id",
                       "api"]
 METRIC_COLUMNS = ["time_ns", "device_id", "metric", "value"]
+# The call summaries (summaries.py), the numbers of nsys stats' cuda_api_sum and osrt_sum:
+# one row per API name (CUDA: its version suffix off), heaviest first; `share` of the
+# table's total time. std_ns is the sample standard deviation, 0 for a single call.
+CALL_SUMMARY_COLUMNS = ["name", "calls", "total_ns", "mean_ns", "median_ns", "min_ns",
+                        "max_ns", "std_ns", "share"]
+# The slowest single CUDA API calls, slowest first.
+SLOWEST_CALL_COLUMNS = ["name", "start_ns", "end_ns", "duration_ns", "pid", "tid", "thread_name"]
+# GPU copies by kind ("memcpy HtoD", ...) and memsets ("memset"), the numbers of
+# cuda_gpu_mem_time_sum and cuda_gpu_mem_size_sum in one row: heaviest first, `share` of the
+# copies' and memsets' total time; throughput is total bytes over total time.
+MEMORY_OP_COLUMNS = ["operation", "count", "total_ns", "mean_ns", "median_ns", "min_ns",
+                     "max_ns", "std_ns", "share", "total_bytes", "mean_bytes",
+                     "median_bytes", "min_bytes", "max_bytes", "std_bytes",
+                     "throughput_bytes_per_s"]
 
 
 # nsys's globalTid: marker | pid << 24 | tid; `thread` columns hold it as is.
@@ -116,11 +131,25 @@ def empty(columns: list[str]) -> pd.DataFrame:
 
 
 @dataclass
+class CallSummaries:
+    """What a report's calls add up to (summaries.py): CUDA API calls (cuda_api and the
+    slowest of them), GPU copies and memsets (memory_ops), OS runtime calls (os_runtime;
+    empty unless osrt was traced). Empty frames where the report has no such calls."""
+
+    cuda_api: pd.DataFrame = field(default_factory=lambda: empty(CALL_SUMMARY_COLUMNS))
+    slowest_api_calls: pd.DataFrame = field(
+        default_factory=lambda: empty(SLOWEST_CALL_COLUMNS))
+    memory_ops: pd.DataFrame = field(default_factory=lambda: empty(MEMORY_OP_COLUMNS))
+    os_runtime: pd.DataFrame = field(default_factory=lambda: empty(CALL_SUMMARY_COLUMNS))
+
+
+@dataclass
 class Report:
     """Everything an analysis needs from one Nsight Systems export.
 
-    kernels:   one row per kernel (KERNEL_COLUMNS). ``thread``/``launch_start_ns`` come from
-               the runtime call that launched it (joined on correlation id); -1 when unknown.
+    kernels:   one row per kernel (KERNEL_COLUMNS). ``thread``/``launch_start_ns``/
+               ``launch_ns`` (its duration) come from the runtime call that launched it
+               (joined on correlation id); -1 when unknown.
     transfers: memcpy, memset and whole-graph rows (TRANSFER_COLUMNS); ``op`` is
                "memcpy" | "memset" | "graph"; copy_kind "HtoD", "DtoH", "DtoD", ...
     api_calls: CUDA API calls that block the host or copy synchronously (API_COLUMNS).
@@ -132,6 +161,7 @@ class Report:
     event_calls: the CUDA event records and stream waits (EVENT_CALL_COLUMNS), read only
                for reports whose marks hold the runner's records; event_call_count says how
                many event records any report holds (None: not counted).
+    call_summaries: the CUDA API, copy and memset, and OS runtime summaries (CallSummaries).
     """
 
     info: ReportInfo
@@ -143,6 +173,7 @@ class Report:
     gpu_metrics: pd.DataFrame
     event_calls: pd.DataFrame = field(default_factory=lambda: empty(EVENT_CALL_COLUMNS))
     event_call_count: int | None = None
+    call_summaries: CallSummaries = field(default_factory=CallSummaries)
 
     def __repr__(self) -> str:
         i = self.info

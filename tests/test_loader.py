@@ -148,16 +148,30 @@ def test_reads_in_rowid_slices_give_the_same_rows_in_the_same_order(monkeypatch)
     assert max(len(s) for s in slices) == 5 * database.SLICES_PER_READER
     for name in ("kernels", "transfers", "api_calls", "ranges", "marks"):
         pd.testing.assert_frame_equal(getattr(sliced, name), getattr(whole, name))
+    assert_same_summaries(sliced, whole)
     # One core, but slices of at most 50 rowids: more slices than two.
     slices.clear()
     monkeypatch.setattr(database, "cores", lambda: 1)
     monkeypatch.setattr(database, "MAX_SLICE_ROWS", 50)
     bounded = nsyswrap.load(GPU_MIX)
+    # The biggest table read in slices: the OS runtime calls (the call summaries').
     rows = max(sql(GPU_MIX, f"SELECT max(rowid) - min(rowid) + 1 FROM {t}")[0][0]
-               for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME"))
+               for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME",
+                         "OSRT_API"))
     assert max(len(s) for s in slices) == -(-rows // 50) > database.SLICES_PER_READER
     for name in ("kernels", "transfers", "api_calls", "ranges", "marks"):
         pd.testing.assert_frame_equal(getattr(bounded, name), getattr(whole, name))
+    assert_same_summaries(bounded, whole)
+
+
+def assert_same_summaries(report, whole):
+    """The call summaries of two loads of one report (report.CallSummaries), frame by
+    frame."""
+    import pandas as pd
+
+    for name in ("cuda_api", "slowest_api_calls", "memory_ops", "os_runtime"):
+        pd.testing.assert_frame_equal(getattr(report.call_summaries, name),
+                                      getattr(whole.call_summaries, name), obj=name)
 
 
 def test_record_batches_of_any_size_give_the_same_report(monkeypatch):
@@ -400,16 +414,17 @@ def test_launch_lookup_in_chunks_matches_a_dictionary(monkeypatch):
     rng = np.random.default_rng(3)
     calls = pd.DataFrame({"launch_key": rng.permutation(1000)[:600] * 3,
                           "start_ns": rng.integers(0, 10**9, 600),
+                          "duration_ns": rng.integers(0, 10**5, 600),
                           "thread": rng.integers(1, 9, 600)})
-    table = {k: (s, t) for k, s, t in calls.itertuples(index=False)}
+    table = {k: (s, t, d) for k, s, d, t in calls.itertuples(index=False)}
     launches = _sorted_launches(calls.copy())
     keys = rng.integers(0, 3000, 500)
     monkeypatch.setattr(chunks, "cores", lambda: 3)
     monkeypatch.setattr(chunks.even_bounds, "__defaults__", (7,))
     assert len(chunks.even_bounds(len(keys))) == 6
-    start, thread = launches.lookup(keys)
-    want = [table.get(k, (-1, -1)) for k in keys.tolist()]
-    assert list(zip(start.tolist(), thread.tolist(), strict=True)) == want
+    start, thread, duration = launches.lookup(keys)
+    want = [table.get(k, (-1, -1, -1)) for k in keys.tolist()]
+    assert list(zip(start.tolist(), thread.tolist(), duration.tolist(), strict=True)) == want
 
 
 def test_runtime_slices_split_and_merge_as_one_stable_sort():

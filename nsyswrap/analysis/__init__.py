@@ -11,13 +11,14 @@ import numpy as np
 import pandas as pd
 
 from .._memory import release_freed_memory
-from ..report import Report, ReportInfo
+from ..report import CallSummaries, Report, ReportInfo
 from ..schema import USER_FLOOR_RANGE
 from .completeness import lost_tail
 from .domains import library_mask, runner_ranges
 from .families import family_names, family_numbers, family_positions, user_rows
 from .instance_table import InstanceTable
 from .kernels import durations_summary, kernel_durations
+from .marks import MARK_COLUMNS, user_marks
 from .ranges import (
     GPU_INSTANCE_COLUMNS,
     GPU_OPS_KERNEL_INPUT,
@@ -113,6 +114,11 @@ class Analysis:
     all_domains: bool = False  # findings cover libraries' ranges (NCCL, cuDNN, ...) too
     # The program's own CUDA-event timings that `nsyswrap run` recorded, reconciled.
     user_timings: UserTimings = field(default_factory=UserTimings)
+    # What the report's calls add up to: CUDA API, copies and memsets, OS runtime.
+    call_summaries: CallSummaries = field(default_factory=CallSummaries)
+    # The program's NVTX marks, nsyswrap's own left out (marks.MARK_COLUMNS).
+    marks: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(
+        {c: pd.Series(dtype="int64") for c in MARK_COLUMNS}))
 
     def timed_windows(self) -> list[TimedWindows]:
         """The harness's runs and the program's own timings, for the window checks."""
@@ -262,4 +268,6 @@ def finished(report: Report, instances: InstanceTable, runs: list[dict], *,
         processes=processes,
         all_domains=all_domains,
         user_timings=mine,
+        call_summaries=report.call_summaries,
+        marks=user_marks(report.marks),
     )

@@ -104,8 +104,9 @@ ATTRIBUTION_RULES = ("process", "thread")
 
 OP_KINDS = ["kernel", "memcpy", "memset", "graph"]
 _TIME_COLUMNS = ("start_ns", "end_ns", "thread", "launch_start_ns")
-# Small ids: in the narrowest integer type that holds them (_narrowest_int).
-_ID_COLUMNS = ("device_id", "stream_id")
+# Small ids, and the launching calls' durations (the trace draws them): in the narrowest
+# integer type that holds them (_narrowest_int).
+_ID_COLUMNS = ("device_id", "stream_id", "launch_ns")
 _INT_COLUMNS = _TIME_COLUMNS + _ID_COLUMNS
 # What gpu_ops reads of the report's kernels.
 GPU_OPS_KERNEL_INPUT = [*_INT_COLUMNS, "short_name"]
@@ -113,7 +114,7 @@ GPU_OPS_KERNEL_INPUT = [*_INT_COLUMNS, "short_name"]
 
 def gpu_ops(report: Report, consume: bool = False) -> pd.DataFrame:
     """Kernels and transfers in one frame (RangeIndex: kernels first, in the report's order):
-    kind, start_ns, end_ns, thread, launch_start_ns, device_id, stream_id, name,
+    kind, start_ns, end_ns, thread, launch_start_ns, device_id, stream_id, launch_ns, name,
     copy_kind, bytes, src_kind, dst_kind. Text columns and the launching thread are
     categorical: a million kernels share a few hundred names and a few dozen threads.
     `consume`: drop each kernel column from the report once it (and transfer column) is
@@ -225,7 +226,9 @@ def attribute(report: Report, library: np.ndarray, rule: str = "process",
     call_pairs = attributor.call_pairs(calls)
     calls["range_id"] = _innermost_of(call_pairs, np.arange(len(calls)))
     is_copy = host_copy_mask(ops)
-    copies = ops[is_copy].copy()
+    # The launching calls' durations are the trace's: the copies keep what the streamed
+    # analysis keeps of them.
+    copies = ops.loc[is_copy, [c for c in ops.columns if c != "launch_ns"]].copy()
     copies["range_id"] = _innermost_of(op_pairs, copies.index.to_numpy())
     att = Attribution(ops, op_pairs, call_pairs, calls, copies, rule)
     if other_threads is not None:

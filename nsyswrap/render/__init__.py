@@ -23,7 +23,10 @@ RENDERERS = {
 
 # The single-report document's sections (render/document.py), in order; csv writes one.
 SECTIONS = ("kernels", "ranges", "benchmarks", "iterations", "instances", "processes",
-            "findings", "timings", "timing_instances")
+            "findings", "timings", "timing_instances", "cuda_api", "cuda_api_slowest",
+            "memory_ops", "os_runtime", "marks")
+# Ranks side by side (render/multi/document.py): csv writes one of these.
+RANKS_SECTIONS = ("ranks", "families", "collectives", "findings")
 
 
 def renderer(fmt: str):

@@ -38,6 +38,17 @@ ITERATION_FIELDS = ["benchmark", "run", "iteration", "cache", "calls", "range_id
                     "gaps", "max_gap_ns", "host_lead_ns", "gpu_ops", "kernels", "streams",
                     "syncs", "copies"]
 PROCESS_FIELDS = ["pid", "name", "devices", "kernels", "kernel_ns", "gpu_ops", "nvtx_ranges"]
+# What the report's calls add up to (summaries.py, report.CallSummaries): CUDA API calls and
+# OS runtime calls per name, the slowest CUDA API calls, copies and memsets by kind; and
+# the program's NVTX marks.
+CALL_SUMMARY_FIELDS = ["name", "calls", "total_ns", "mean_ns", "median_ns", "min_ns",
+                       "max_ns", "std_ns", "share"]
+SLOWEST_CALL_FIELDS = ["name", "start_ns", "end_ns", "duration_ns", "pid", "tid",
+                       "thread_name"]
+MEMORY_OP_FIELDS = ["operation", "count", "total_ns", "mean_ns", "median_ns", "min_ns",
+                    "max_ns", "std_ns", "share", "total_bytes", "mean_bytes", "median_bytes",
+                    "min_bytes", "max_bytes", "std_bytes", "throughput_bytes_per_s"]
+MARK_FIELDS = ["time_ns", "pid", "tid", "domain", "text"]
 # The program's own timings (Comparison.user_timings): one row per call-site pair, per call.
 TIMING_FIELDS = ["label", "kind", "pid", "instances", "calls", "value_median_ns",
                  "value_iqr_ns", "kernels_median_ns", "kernels_iqr_ns", "difference_ns",
@@ -158,6 +169,17 @@ def section_frame(c: Comparison, section: str) -> tuple[pd.DataFrame, list[str]]
         return _timing_groups(c), TIMING_FIELDS
     if section == "timing_instances":
         return _timing_instances(c), TIMING_INSTANCE_FIELDS
+    calls = a.call_summaries
+    if section == "cuda_api":
+        return calls.cuda_api, CALL_SUMMARY_FIELDS
+    if section == "cuda_api_slowest":
+        return calls.slowest_api_calls, SLOWEST_CALL_FIELDS
+    if section == "memory_ops":
+        return calls.memory_ops, MEMORY_OP_FIELDS
+    if section == "os_runtime":
+        return calls.os_runtime, CALL_SUMMARY_FIELDS
+    if section == "marks":
+        return a.marks, MARK_FIELDS
     raise ValueError(f"unknown section {section!r}")
 
 
@@ -270,4 +292,9 @@ def document(c: Comparison) -> dict[str, Any]:
         "processes": section_rows(c, "processes"),
         "findings": section_rows(c, "findings"),
         "user_timings": user_timings_block(c),
+        "cuda_api": {"apis": section_rows(c, "cuda_api"),
+                     "slowest_calls": section_rows(c, "cuda_api_slowest")},
+        "memory_ops": section_rows(c, "memory_ops"),
+        "os_runtime": section_rows(c, "os_runtime"),
+        "marks": section_rows(c, "marks"),
     }

@@ -2,8 +2,8 @@
 
 CPU: one process per traced process, one thread per OS thread, holding the NVTX ranges
 (push/pop ranges as complete slices, start/end ranges as async slices, since they need not
-nest), the CUDA calls that block the host, and the launch calls (the report keeps only when
-a launch started: zero-length slices). GPU: one process per device, one thread per stream
+nest), the CUDA calls that block the host, and the launch calls (each as long as the
+runtime call was: what launching cost the host). GPU: one process per device, one thread per stream
 (operations that overlap on a stream go to an extra lane), holding kernels, copies, memsets
 and whole graphs. A flow arrow runs from each launch to its GPU operation. Findings are
 instant events on the range they concern (for a harness benchmark: its first timed
@@ -186,7 +186,13 @@ def _gpu_ops_and_launches(c: Comparison, origin: int) -> list[dict[str, Any]]:
     launch = ops["launch_start_ns"].to_numpy()
     has_launch = launch >= 0
     lpid, ltid = thread_ids(ops["thread"].to_numpy())
-    launch_ts = _json_numbers(_us(launch, origin))
+    launch_us = _us(launch, origin)
+    launch_ts = _json_numbers(launch_us)
+    # The launching call's own duration (-1: unknown; a slice of 0 then), its end rounded
+    # like its start, as every slice's.
+    launch_ns = ops["launch_ns"].to_numpy().astype("int64")
+    launch_dur = _json_numbers(np.where(launch_ns >= 0, np.round(
+        _us(launch + np.maximum(launch_ns, 0), origin) - launch_us, 3), 0.0))
     out: list[dict[str, Any]] = []
     kinds = ops["kind"].astype(str).tolist()
     names = ops["name"].astype(str).tolist()
@@ -209,10 +215,13 @@ def _gpu_ops_and_launches(c: Comparison, origin: int) -> list[dict[str, Any]]:
             flow = f"op-{i}"
             event["bind_id"] = flow
             event["flow_in"] = True
+            args = {"gpu_start_after_ns": int(start[i] - launch[i])}
+            if launch_ns[i] >= 0:
+                args["launch_ns"] = int(launch_ns[i])
             out.append({"name": f"launch {name}", "cat": "cuda_launch", "ph": "X",
                         "pid": int(lpid[i]), "tid": int(ltid[i]), "ts": launch_ts[i],
-                        "dur": 0, "bind_id": flow, "flow_out": True,
-                        "args": {"gpu_start_after_ns": int(start[i] - launch[i])}})
+                        "dur": launch_dur[i], "bind_id": flow, "flow_out": True,
+                        "args": args})
         out.append(event)
     for lane_tid in sorted({(int(d), int(s), int(t)) for d, s, t in
                             zip(device.tolist(), stream.tolist(), tid.tolist(), strict=True)}):
