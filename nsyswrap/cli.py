@@ -28,7 +28,7 @@ from .diagnose import Thresholds
 from .errors import BadInputError, NsysWrapError
 from .files import atomic_write, refuse_input_as_output
 from .multi.thresholds import DiffThresholds, RankThresholds
-from .render import RENDERERS, SECTIONS, render_pieces
+from .render import RANKS_SECTIONS, RENDERERS, SECTIONS, render_pieces
 
 # Exit codes: 0 fine, 1 failure, 2 bad input or usage, 3 findings matched --fail-on.
 EXIT_FINDINGS = 3
@@ -153,6 +153,13 @@ def _say(message: str) -> None:
     click.echo(f"nsyswrap: {message}", err=True)
 
 
+def _messages(steps):
+    """Where one-line messages go: above the spinners where they are drawn (a message
+    written past them would share the spinner's line), else plain lines on stderr."""
+    say = getattr(steps, "say", None)
+    return say if say is not None else _say
+
+
 def _steps(fmt: str):
     """Spinners for the long steps, only for a person at a terminal: not into pipes or logs,
     and not beside machine-readable output."""
@@ -216,7 +223,8 @@ ALL_DOMAINS_OPTION = click.option(
 
 JOBS_OPTION = click.option(
     "-j", "--jobs", type=click.IntRange(min=1), metavar="N",
-    help="Analyse reports in N worker processes (default: the number of cores).")
+    help="Analyse reports in N worker processes (default: one per core where there are "
+    "more than 2 cores and the reports hold 64 MiB or more, else 1).")
 DASK_OPTION = click.option(
     "--dask", metavar="ADDRESS", help="Analyse the reports on this Dask scheduler "
     "(tcp://host:8786; pip install 'nsyswrap[dask]'); the workers must see the files.")
@@ -290,13 +298,15 @@ def _exit_for_ranks(analysis, fail_codes: set[str] | None) -> None:
               "chrome://tracing (trace: one report).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               help="Write to FILE instead of standard output.")
-@click.option("--section", type=click.Choice(sorted(set(SECTIONS) | {"ranks", "families",
-                                                                      "collectives"})),
-              help="csv: which table to write (default: ranges, or kernels without NVTX; "
-              "with several reports: ranks|families|collectives|findings).")
+@click.option("--section", type=click.Choice(sorted(set(SECTIONS) | set(RANKS_SECTIONS))),
+              help="csv: which table to write (one report: default the first with rows of "
+              "ranges, timings, benchmarks, kernels; several reports: "
+              f"{'|'.join(RANKS_SECTIONS)}, default ranks).")
 @click.option("--instances", is_flag=True, help="json: add one row per NVTX range instance.")
 @click.option("--top", type=int, default=10, show_default=True,
               help="table/markdown: kernels to list (0: all).")
+@click.option("--full-names", is_flag=True, help="table/markdown/html: kernels' whole "
+              "names (default: shortened, distinct kernels told apart).")
 @click.option("-t", "--threshold", "thresholds", multiple=True, metavar="NAME=VALUE",
               help="Change a finding threshold (repeatable; names below).")
 @click.option("--fail-on", metavar="CODE[,CODE]|any",
@@ -313,9 +323,9 @@ def _exit_for_ranks(analysis, fail_codes: set[str] | None) -> None:
 @JOBS_OPTION
 @DASK_OPTION
 @click.option("--color/--no-color", default=None, help="Colour (default: only on a terminal).")
-def compare_command(reports, fmt, output, section, instances, top, thresholds, fail_on, nsys,
-                    cache_dir, by_process, attribution, all_domains, as_ranks, jobs, dask,
-                    color):
+def compare_command(reports, fmt, output, section, instances, top, full_names, thresholds,
+                    fail_on, nsys, cache_dir, by_process, attribution, all_domains, as_ranks,
+                    jobs, dask, color):
     """Analyse an Nsight Systems report (.sqlite or .nsys-rep) and say what distorts its
     timings. Without REPORT, analyses the demo report bundled with nsyswrap.
 
@@ -332,6 +342,7 @@ def compare_command(reports, fmt, output, section, instances, top, thresholds, f
         if len(paths) > 1 or as_ranks:
             from .multi import compare_ranks
 
+            _check_section(section, RANKS_SECTIONS, "with several reports (or --ranks)")
             fail_codes = _parse_fail_on(fail_on)
             if fmt == "trace":
                 raise BadInputError("--format trace shows one report; for ranks side by "
@@ -342,7 +353,7 @@ def compare_command(reports, fmt, output, section, instances, top, thresholds, f
                 compare_options={"attribution": attribution, "all_domains": all_domains},
                 load_options={"cache_dir": cache_dir, "nsys": nsys}, progress=steps)
             _output_multi("ranks", analysis, fmt, output, top, color, steps=steps,
-                          inputs=paths, section=section)
+                          inputs=paths, section=section, full_names=full_names)
             _exit_for_ranks(analysis, fail_codes)
             return
         report = paths[0]
@@ -353,6 +364,7 @@ def compare_command(reports, fmt, output, section, instances, top, thresholds, f
         refuse_input_as_output(output, [report])
         click.echo(f"nsyswrap: no report given; comparing the bundled demo report {report.name} "
                    "(try: nsyswrap compare YOUR_REPORT.sqlite)", err=True)
+    _check_section(section, SECTIONS, "for one report")
     steps = _steps(fmt)
     from .database import open_report
 
@@ -370,9 +382,47 @@ def compare_command(reports, fmt, output, section, instances, top, thresholds, f
         result = compare(opened, limits, by_process=by_process, attribution=attribution,
                          all_domains=all_domains, progress=steps)
         read = [report, opened.db.path]
+    if fmt == "csv":
+        section = _csv_section(result, section)
     _output(result, fmt, output, top, color, steps=steps, inputs=read, section=section,
-            instances=instances)
+            instances=instances, full_names=full_names)
     _exit_for([result], fail_codes)
+
+
+# The text formats' width where COLUMNS and the terminal say nothing (pipes, files).
+DEFAULT_WIDTH = 120
+MIN_WIDTH = 40  # below this no table's numbers fit
+
+
+def _text_width(to_terminal: bool) -> int:
+    """The terminal's width; elsewhere COLUMNS where set (a pipe, a file, a CI log), else
+    DEFAULT_WIDTH."""
+    if to_terminal:
+        width = shutil.get_terminal_size((DEFAULT_WIDTH, 40)).columns
+    else:
+        columns = os.environ.get("COLUMNS", "").strip()
+        width = int(columns) if columns.isdigit() and int(columns) > 0 else DEFAULT_WIDTH
+    return max(width, MIN_WIDTH)
+
+
+def _check_section(section: str | None, valid, where: str) -> None:
+    """A --section the output has no table of is a usage error naming those it has."""
+    if section is not None and section not in valid:
+        raise click.UsageError(f"--section {section}: no such table {where}; choose one of "
+                               f"{', '.join(valid)}")
+
+
+def _csv_section(result, section: str | None) -> str:
+    """The section CSV writes; where it has no rows, one line saying so and naming those
+    that have (its header is still written)."""
+    from .render.csv import default_section, section_size
+
+    section = section or default_section(result)
+    if not section_size(result, section):
+        full = [s for s in SECTIONS if section_size(result, s)]
+        _say(f"the {section} section is empty (header only); sections with rows: "
+             f"{', '.join(full) or 'none'}")
+    return section
 
 
 def _output(result, fmt: str, output: Path | None, top: int, color: bool | None,
@@ -384,7 +434,7 @@ def _output(result, fmt: str, output: Path | None, top: int, color: bool | None,
     to_terminal = output is None and sys.stdout.isatty()
     _check_destination(fmt, output)
     use_color = color if color is not None else (to_terminal and "NO_COLOR" not in os.environ)
-    width = shutil.get_terminal_size((120, 40)).columns if to_terminal else 120
+    width = _text_width(to_terminal)
     if steps is not None and fmt in FILE_FORMATS:
         with steps.step(f"writing the {fmt} output"):
             text = renderer(result, fmt, color=use_color, width=width, top=top, **options)
@@ -513,38 +563,33 @@ def run_command(args, module, output, force, nsys, trace, sample, gpu_metrics,
     # Machine-readable output owns standard output; the workload's goes to stderr then.
     quiet_stdout = fmt in ("json", "csv")
     analysis = {"attribution": attribution, "all_domains": all_domains}
+    steps = _steps(fmt)
+    say = _messages(steps)
     if ranks:
         if target[0] != sys.executable:
             raise BadInputError("--ranks runs a Python SCRIPT or -m MODULE with torchrun; "
                                 "for other commands use nsyswrap run -- torchrun ...")
-        results = run_ranks(target, output, opts, ranks, limits, nsys=nsys, progress=_say,
+        results = run_ranks(target, output, opts, ranks, limits, nsys=nsys, progress=say,
                             stdout_to_stderr=quiet_stdout, compare_options=analysis,
-                            steps=_steps(fmt))
+                            steps=steps)
     else:
-        results = [run(target, output, opts, limits, nsys=nsys, progress=_say,
+        results = [run(target, output, opts, limits, nsys=nsys, progress=say,
                        stdout_to_stderr=quiet_stdout, compare_options=analysis,
-                       steps=_steps(fmt))]
+                       steps=steps)]
     first = results[0].capture
     # The reader of standard output left (`| head`): the files are written; the rest goes
     # to standard error, and nsyswrap ends as a program killed by SIGPIPE would.
     printing = not first.stdout_closed
-    for result in results:
-        cap = result.capture
-        if len(results) > 1:
-            _say(f"--- {cap.name}")
-        _say("files: " + ", ".join(str(p) for p in cap.files()))
-        if result.comparison is not None:
-            if len(results) == 1 and printing:
-                _output(result.comparison, fmt, None, 10, color)
-            _say(f"analysis: {result.analysis_json}")
-            _say(f"report: {result.report_html} (open it in a browser)")
     analysed = [r.comparison for r in results if r.comparison is not None]
-    if len(results) > 1 and analysed and printing:
+    if len(results) == 1 and analysed and printing:
+        _output(analysed[0], fmt, None, 10, color)
+    elif len(results) > 1 and analysed and printing:
         # The per-rank reports shrink to their findings inside the cross-rank summary.
         from .multi import ranks_of, summary_of
 
         ranks = ranks_of([summary_of(c) for c in analysed], rank_limits)
         _output_multi("ranks", ranks, fmt, None, 10, color)
+    _say_files(results)
     if first.interrupted:
         _say("interrupted: the capture up to that point was kept")
         for rank, code in sorted(first.failed_ranks.items()):
@@ -556,6 +601,19 @@ def run_command(args, module, output, force, nsys, trace, sample, gpu_metrics,
         sys.exit(EXIT_BROKEN_PIPE)
     failed = next((r.capture.workload_exit for r in results if r.capture.workload_exit), None)
     _exit_for([r.comparison for r in results], fail_codes, failed, first.shut_down_by_nsys)
+
+
+def _say_files(results) -> None:
+    """Where each run's files are, in one block after the output."""
+    sys.stdout.flush()  # the output first, where both streams reach one terminal
+    for result in results:
+        cap = result.capture
+        if len(results) > 1:
+            _say(f"--- {cap.name}")
+        _say("files: " + ", ".join(str(p) for p in cap.files()))
+        if result.comparison is not None:
+            _say(f"analysis: {result.analysis_json}")
+            _say(f"report: {result.report_html} (open it in a browser)")
 
 
 def _exit_status(code: int) -> str:
@@ -588,6 +646,8 @@ def _exit_status(code: int) -> str:
 @click.option("--section", type=click.Choice(["rows", "findings"]),
               help="csv: which table to write (default: rows).")
 @click.option("--top", type=int, default=0, help="table/markdown: rows to list (0: all).")
+@click.option("--full-names", is_flag=True, help="table/markdown/html: kernels' whole "
+              "names (default: shortened, distinct kernels told apart).")
 @click.option("-t", "--threshold", "thresholds", multiple=True, metavar="NAME=VALUE",
               help="Change a diff threshold (repeatable; names below).")
 @click.option("--fail-on-regression", "fail_pct", type=click.FloatRange(min=0), metavar="PCT",
@@ -600,8 +660,8 @@ def _exit_status(code: int) -> str:
 @JOBS_OPTION
 @DASK_OPTION
 @click.option("--color/--no-color", default=None)
-def diff_command(base, new, fmt, output, section, top, thresholds, fail_pct, nsys, cache_dir,
-                 attribution, jobs, dask, color):
+def diff_command(base, new, fmt, output, section, top, full_names, thresholds, fail_pct, nsys,
+                 cache_dir, attribution, jobs, dask, color):
     """Compare two runs: BASE and NEW reports (.sqlite, .nsys-rep) or analysis.json files.
     Kernels by name, range families and harness benchmarks, each with base and new medians,
     the change, its bootstrap confidence interval and a verdict; comparability first."""
@@ -617,7 +677,7 @@ def diff_command(base, new, fmt, output, section, top, thresholds, fail_pct, nsy
                           jobs=jobs, dask=dask, compare_options={"attribution": attribution},
                           load_options={"cache_dir": cache_dir, "nsys": nsys}, progress=steps)
     _output_multi("diff", result, fmt, output, top, color, steps=steps, inputs=[base, new],
-                  section=section)
+                  section=section, full_names=full_names)
     if fail_pct is not None:
         worse = result.regressions(fail_pct)
         if len(worse):
@@ -644,13 +704,12 @@ def import_command(capture, output, force, nsys, fmt, color):
     without --force."""
     from .pipeline import import_capture
 
-    result = import_capture(capture, nsys=nsys, output_dir=output, force=force, progress=_say,
-                            steps=_steps(fmt))
-    _say("files: " + ", ".join(str(p) for p in result.capture.files()))
+    steps = _steps(fmt)
+    result = import_capture(capture, nsys=nsys, output_dir=output, force=force,
+                            progress=_messages(steps), steps=steps)
     if result.comparison is not None:
         _output(result.comparison, fmt, None, 10, color)
-        _say(f"analysis: {result.analysis_json}")
-        _say(f"report: {result.report_html} (open it in a browser)")
+    _say_files([result])
 
 
 @main.command("doctor")
@@ -658,14 +717,16 @@ def import_command(capture, output, force, nsys, fmt, color):
 def doctor_command(nsys):
     """Check that this machine can profile: nsys, its importer, NVTX from Python, CPU
     sampling, torch and CUDA, the GPU and its clocks, free disk. Exit 1 if a check fails."""
-    from .doctor import FAIL, OK, run_checks
+    from .doctor import FAIL, OK, each_check
 
-    checks = run_checks(nsys)
-    for c in checks:
+    failed = False
+    # Each line as its check ends, a spinner naming the one running (on a terminal).
+    for c in each_check(nsys, progress=_steps("table")):
         mark = {OK: "✓", FAIL: "✗"}.get(c.status, "!")
         line = f"{mark} {c.name}: {c.detail}"
         if c.fix and c.status != OK:
             line += f"  → {c.fix}"
         click.echo(line)
-    if any(c.status == FAIL for c in checks):
+        failed = failed or c.status == FAIL
+    if failed:
         sys.exit(1)

@@ -12,11 +12,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import capture
 from .nsys import find_nsys, nsys_version, real_nsys_path
+from .progress import NO_PROGRESS, Progress
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 MIN_FREE_BYTES = 2 * 2**30  # a few minutes of CUDA+NVTX trace, with room for the export
@@ -31,16 +33,29 @@ class Check:
 
 
 def run_checks(nsys: str | None = None, workdir: Path | None = None) -> list[Check]:
-    exe = find_nsys(nsys)
-    checks = [check_nsys(nsys, exe)]
+    return list(each_check(nsys, workdir))
+
+
+def each_check(nsys: str | None = None, workdir: Path | None = None,
+               progress: Progress = NO_PROGRESS) -> Iterator[Check]:
+    """The checks one at a time, each as it ends (a few seconds in all: a test profile,
+    importing torch), each a step of `progress`."""
+    with progress.step("looking for nsys"):
+        exe = find_nsys(nsys)
+        first = check_nsys(nsys, exe)
+    yield first
+    steps: list[tuple[str, Callable[[], Check]]] = []
     if exe:
-        checks.append(check_importer(exe))
-        checks.append(check_nvtx_injection(exe))
-        checks.append(check_cpu_sampling(exe))
-    checks.append(check_torch())
-    checks.append(check_gpu())
-    checks.append(check_disk(workdir or Path.cwd()))
-    return checks
+        steps += [("checking nsys's importer", lambda: check_importer(exe)),
+                  ("profiling a test range (NVTX from Python)",
+                   lambda: check_nvtx_injection(exe)),
+                  ("checking CPU sampling", lambda: check_cpu_sampling(exe))]
+    steps += [("importing torch", check_torch), ("asking nvidia-smi", check_gpu),
+              ("checking free disk", lambda: check_disk(workdir or Path.cwd()))]
+    for description, check in steps:
+        with progress.step(description):
+            result = check()
+        yield result
 
 
 def check_nsys(explicit: str | None, exe: str | None) -> Check:

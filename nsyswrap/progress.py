@@ -41,6 +41,14 @@ class TerminalProgress(Progress):
         self._bar = None
         self._depth = 0
 
+    def say(self, message: str) -> None:
+        """'nsyswrap: MESSAGE' on a line of its own, above the spinners while they are
+        drawn: text written to the terminal past the live display would land on the
+        spinner's line and stay there."""
+        from rich.text import Text
+
+        self.console.print(Text(f"nsyswrap: {message}"), soft_wrap=True)
+
     @contextmanager
     def step(self, description: str, total: int | None = None) -> Iterator[Advance]:
         from rich.progress import BarColumn, SpinnerColumn, TextColumn, TimeElapsedColumn

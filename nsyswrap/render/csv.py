@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..compare import Comparison
-from .document import column_chunks, section_chunks, section_frame
+from .document import FINDING_FIELDS, column_chunks, section_chunks, section_frame
 from .names import printable
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
@@ -25,11 +25,27 @@ class CsvRenderer:
         return "".join(self.pieces(c, **options))
 
     def pieces(self, c: Comparison, *, section: str | None = None, **_) -> Iterator[str]:
-        """The section's CSV a chunk of rows at a time (millions of instances stream)."""
-        section = section or ("ranges" if not c.analysis.ranges.empty else "kernels")
+        """The section's CSV a chunk of rows at a time (millions of instances stream); its
+        header alone where it has no rows."""
+        section = section or default_section(c)
         if section == "findings":
-            return csv_pieces(section_chunks(c, section))
+            return csv_pieces(section_chunks(c, section), FINDING_FIELDS)
         return _frame_pieces(*section_frame(c, section))
+
+
+# What CSV writes without --section: the first of these with rows.
+DEFAULT_SECTIONS = ("ranges", "timings", "benchmarks", "kernels")
+
+
+def section_size(c: Comparison, section: str) -> int:
+    """How many rows `section` has."""
+    return len(c.findings) if section == "findings" else len(section_frame(c, section)[0])
+
+
+def default_section(c: Comparison) -> str:
+    """The user's NVTX ranges, else the program's timings, the harness's benchmarks, the
+    kernels: the first with rows (kernels where none has)."""
+    return next((s for s in DEFAULT_SECTIONS if section_size(c, s)), "kernels")
 
 
 def write_rows(rows: list[dict]) -> str:
@@ -37,9 +53,10 @@ def write_rows(rows: list[dict]) -> str:
     return "".join(csv_pieces([rows]))
 
 
-def csv_pieces(chunks: Iterable[list[dict]]) -> Iterator[str]:
+def csv_pieces(chunks: Iterable[list[dict]], header: list[str] | None = None
+               ) -> Iterator[str]:
     """write_rows over chunks of rows, the text of each chunk as it is written: the header
-    is the first row's keys (nothing at all without rows)."""
+    is the first row's keys (without rows: `header`, else nothing at all)."""
     fields = None
     for rows in chunks:
         if not rows:
@@ -51,6 +68,8 @@ def csv_pieces(chunks: Iterable[list[dict]]) -> Iterator[str]:
             fields = writer.fieldnames
         writer.writerows({k: _cell(v) for k, v in row.items()} for row in rows)
         yield out.getvalue()
+    if fields is None and header:
+        yield ",".join(header) + "\n"
 
 
 def _frame_pieces(frame, fields: list[str]) -> Iterator[str]:
@@ -67,6 +86,8 @@ def _frame_pieces(frame, fields: list[str]) -> Iterator[str]:
                                else map(_cell, columns[f]) if kinds[f] == "object"
                                else columns[f] for f in fields), strict=True))
         yield out.getvalue()
+    if not header:
+        yield ",".join(fields) + "\n"
 
 
 def safe_text(text: str) -> str:

@@ -24,7 +24,6 @@ from ..diagnose import range_label
 from ..units import fmt_ns, fmt_share
 from . import charts
 from .document import refuse_streamed, report_block, section_rows
-from .names import shorten
 from .page import (
     HtmlPage,
     empty_section,
@@ -46,6 +45,8 @@ from .views import (
     attribution_line,
     cells,
     event_records_hint,
+    kernel_names,
+    no_findings_line,
     timing_notes,
 )
 
@@ -59,6 +60,7 @@ MAX_FAMILY_TIMELINES = 6
 MAX_FAMILY_BARS = 12
 MAX_BAR_INSTANCES = 200
 MAX_KERNEL_ROWS = 2000
+KERNEL_NAME_WIDTH = 90  # kernel names shortened to this, told apart (names.short_names)
 MAX_RANGE_ROWS = 300
 
 
@@ -76,10 +78,11 @@ def _cold_counts(c: Comparison) -> dict[str, int]:
 
 
 class _Page(HtmlPage):
-    def __init__(self, c: Comparison, notebook: bool):
+    def __init__(self, c: Comparison, notebook: bool, full_names: bool = False):
         super().__init__()
         self.c = c
         self.notebook = notebook
+        self.full_names = full_names
         self.cold = _cold_counts(c)
         self.windows = WindowBuilder(c)
         self.bench_anchor: dict[str, str] = {}  # "nsyswrap:NAME" -> timeline id
@@ -198,8 +201,7 @@ class _Page(HtmlPage):
         self._plan_anchors()
         rows = section_rows(self.c, "findings")
         if not rows:
-            return empty_section("findings", "Findings", "No findings: nothing distorts these "
-                                 "timings at the current thresholds.", tone="ok")
+            return empty_section("findings", "Findings", no_findings_line(self.c), tone="ok")
         out = [f"<section id=\"findings\"><h2>Findings ({len(rows)})</h2>"]
         for i, (f, row) in enumerate(zip(self.c.findings, rows, strict=True)):
             severity, code, _, message = cells(FINDING_COLUMNS, row)
@@ -526,11 +528,12 @@ class _Page(HtmlPage):
             return empty_section("kernels", "Kernels", "No kernels in this report.")
         total = len(rows)
         rows = rows[:MAX_KERNEL_ROWS]
+        names = kernel_names(rows, KERNEL_NAME_WIDTH, self.full_names)
         body = []
         for r in rows:
             body.append(
                 "<tr>"
-                f"<td class=\"name\" title=\"{esc(r['name'])}\">{esc(shorten(r['name'], 90))}"
+                f"<td class=\"name\" title=\"{esc(r['name'])}\">{esc(names[r['name']])}"
                 "</td>"
                 f"<td data-v=\"{r['count']}\">{r['count']:,}</td>"
                 + "".join(f"<td data-v=\"{num(r[k])}\">{esc(fmt_ns(r[k]))}</td>"
@@ -680,9 +683,10 @@ def _family_rows(inst: pd.DataFrame, cold: int) -> list[dict[str, Any]]:
 
 
 class HtmlRenderer:
-    def render(self, c: Comparison, *, notebook: bool = False, **_) -> str:
+    def render(self, c: Comparison, *, notebook: bool = False, full_names: bool = False,
+               **_) -> str:
         refuse_streamed(c, "the HTML page")
-        return _Page(c, notebook).render()
+        return _Page(c, notebook, full_names).render()
 
 
 def notebook_html(c: Comparison, height_px: int = 760) -> str:

@@ -19,6 +19,8 @@ from .views import (
     event_records_hint,
     header_lines,
     kernel_columns,
+    kernel_names,
+    no_findings_line,
     rows,
     timing_notes,
 )
@@ -31,6 +33,11 @@ from .views import (
 _HTML = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
 _MARKDOWN = re.compile(r"([\\`*_\[\]|#~])")
 _LINE_BREAKS = re.compile(r"[\r\n\t]+")
+
+
+# Kernel names are shortened to this (told apart: names.short_names); --full-names shows them
+# whole.
+KERNEL_NAME_WIDTH = 100
 
 
 def _escape(text: str) -> str:
@@ -46,7 +53,7 @@ def _table(columns: list[Column], data: list[dict]) -> list[str]:
 
 
 class MarkdownRenderer:
-    def render(self, c: Comparison, *, top: int = 10, **_) -> str:
+    def render(self, c: Comparison, *, top: int = 10, full_names: bool = False, **_) -> str:
         lines = header_lines(c)
         out = [f"## nsyswrap compare: {_escape(lines[0])}", "", _escape(lines[1]), ""]
         out += [f"> **Warning:** {_escape(n)}" for n in c.info.alerts]
@@ -62,7 +69,7 @@ class MarkdownRenderer:
             out += [f"- **{f['code']}** ({_escape(', '.join(f['ranges']) or 'report')}): "
                     f"{_escape(f['suggestion'])}" for f in findings]
         else:
-            out.append("No findings.")
+            out.append(_escape(no_findings_line(c)))
         timings = rows(c, "timings")
         if timings or c.analysis.user_timings:
             out += ["", f"### {TIMINGS_TITLE} (per call; trust the kernels)", ""]
@@ -75,7 +82,8 @@ class MarkdownRenderer:
         kernels = rows(c, "kernels")
         if kernels:
             out += ["", f"### GPU kernels (top {min(top, len(kernels))} of {len(kernels)})", ""]
-            out += _table(kernel_columns(80), kernels[:top] if top else kernels)
+            names = kernel_names(kernels, KERNEL_NAME_WIDTH, full_names)
+            out += _table(kernel_columns(names), kernels[:top] if top else kernels)
         processes = rows(c, "processes")
         if len(processes) > 1:
             out += ["", "### Processes", ""]

@@ -4,6 +4,8 @@ from a report may hold control characters."""
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
+from collections.abc import Iterable
 
 # Characters a terminal, a spreadsheet or an editor acts on rather than shows: C0 controls
 # (ESC starts the sequences that recolour a terminal, retitle its window or move its
@@ -28,28 +30,274 @@ def _escape_control(m: re.Match) -> str:
 _NOISE = (
     (re.compile(r"^void "), ""),
     (re.compile(r"\(anonymous namespace\)::|<unnamed>::"), ""),
-    (re.compile(r"\bat::native::|\bc10::|\bstd::"), ""),
+    (re.compile(r"\bat::native::|\bc10::|\bstd::|\btemplates::cuda::"), ""),
+    (re.compile(r"(?<=[<,] )void |(?<=<)void "), ""),  # a function template's, as an argument
     (re.compile(r"\[lambda\([^)]*\) \(instance \d+\)\]"), "λ"),
     (re.compile(r"\(int\)|\(unsigned long\)|\(bool\)"), ""),
     (re.compile(r"::operator \(\)\(\) const"), ""),
 )
 _PARENS = re.compile(r"\([^()]*\)")
 _LAMBDAS = re.compile(r"(?:::λ)+")
+ELLIPSIS = "…"
+_MIDDLE_CUT_HEAD = 16  # characters a name cut in the middle keeps of its start, at least
 
 
 def shorten(name: str, width: int = 60) -> str:
     """'void at::native::vectorized_elementwise_kernel<(int)4, FillFunctor<float>, ...>(int, T2)'
     -> 'vectorized_elementwise_kernel<4, FillFunctor<…>, array<…>>' within `width`."""
-    s = _strip_params(printable(name))  # escaped first: `width` counts what is shown
+    return short_names([name], width)[name]
+
+
+def short_names(names: Iterable[str], width: int = 60, cut: bool = True) -> dict[str, str]:
+    """Each of `names` (C++ kernel signatures) shortened as `shorten` does, and told apart:
+    no shortened name could stand for another of `names` (each '…' read as any text), so
+    distinct names stay distinct. Where two read alike, the template arguments that tell
+    them apart are shown ('vectorized_elementwise_kernel<4, FillFunctor<float>, …>' and
+    '...<4, FillFunctor<signed char>, …>'). Within `width` by leaving out arguments, from
+    the end, then (`cut`) by cutting the end (or the middle, where the end tells it
+    apart); a name that cannot be told apart within `width` stays longer. Names that
+    differ only in what shortening drops get their parameter lists, else ' [2]', ' [3]'."""
+    parsed = [_Name(n) for n in dict.fromkeys(names)]
+    index = _Index([n.whole_text for n in parsed])
+    shown = {n.full: _fit(n, index, width, cut) for n in parsed}
+    return _numbered(shown, {n.full: n for n in parsed})
+
+
+class _Index:
+    """The names' whole texts (every template open), sorted, to ask which ones a shortened
+    text could stand for."""
+
+    def __init__(self, texts: list[str]):
+        self.texts = sorted(set(texts))
+
+    def ambiguous(self, shown: str, own: str) -> bool:
+        """Whether `shown` (its '…' read as any text) could stand for a whole text other
+        than `own`."""
+        pieces = shown.split(ELLIPSIS)
+        if len(pieces) == 1:
+            return shown != own and shown in self.texts
+        pattern = re.compile(".*".join(map(re.escape, pieces)), re.DOTALL)
+        start = pieces[0]
+        for text in self.texts[bisect_left(self.texts, start):]:
+            if not text.startswith(start):
+                break
+            if text != own and pattern.fullmatch(text):
+                return True
+        return False
+
+
+def _fit(name: _Name, index: _Index, width: int, cut: bool) -> str:
+    """`name` shortened and told apart (short_names): open the templates that tell it
+    apart, leave out arguments from the end while it stays told apart, then (`cut`)
+    cut."""
+    own = name.whole_text
+    text = name.text()
+    while index.ambiguous(text, own):
+        closed = name.closed_templates()
+        if not closed:
+            break
+        name.opened.add(closed[0])
+        text = name.text()
+    # Again while it helps: an argument left out may make its neighbour's loss shorten.
+    changed = True
+    while changed and len(text) > width:
+        changed = False
+        for path in name.arguments():
+            if len(text) <= width:
+                return text
+            if any(path[:len(p)] == p for p in name.elided):
+                continue  # left out already, or inside one that is
+            name.elided.add(path)
+            shorter = name.text()
+            if len(shorter) < len(text) and not index.ambiguous(shorter, own):
+                text, changed = shorter, True
+            else:
+                name.elided.discard(path)
+    if len(text) <= width or not cut or width < 2:
+        return text
+    end = text[: width - 1] + ELLIPSIS
+    if not index.ambiguous(end, own):
+        return end
+    # The middle, keeping as much of the end as a start of the name leaves room for.
+    head = min(_MIDDLE_CUT_HEAD, width // 3)
+    for tail in range(width - 1 - head, 0, -1):
+        middle = text[: width - 1 - tail] + ELLIPSIS + text[-tail:]
+        if not index.ambiguous(middle, own):
+            return middle
+    return text
+
+
+def _numbered(shown: dict[str, str], parsed: dict[str, _Name]) -> dict[str, str]:
+    """Names still shown alike (they differ only in what shortening drops: a parameter
+    list, a lambda's number) get their parameter lists where those tell them apart, else
+    ' [2]', ' [3]' in the order of their full names."""
+    by_text: dict[str, list[str]] = {}
+    for full, text in shown.items():
+        by_text.setdefault(text, []).append(full)
+    for text, fulls in by_text.items():
+        if len(fulls) < 2:
+            continue
+        params = {f: parsed[f].params for f in fulls}
+        if len(set(params.values())) == len(fulls):
+            for f in fulls:
+                shown[f] = text + params[f]
+            continue
+        for i, f in enumerate(sorted(fulls)):
+            if i:
+                shown[f] = f"{text} [{i + 1}]"
+    return shown
+
+
+class _Unbalanced(Exception):
+    pass
+
+
+# A name as text and templates: a list of parts, each a str or a template (a list of
+# arguments, each itself a list of parts).
+Parts = list
+
+
+def _parse(s: str) -> Parts:
+    return _parse_sequence(s, 0, inside=False)[0]
+
+
+def _parse_sequence(s: str, i: int, inside: bool) -> tuple[Parts, int]:
+    parts: Parts = []
+    text: list[str] = []
+    while i < len(s):
+        ch = s[i]
+        if ch == "<":
+            if text:
+                parts.append("".join(text))
+                text = []
+            arguments, i = _parse_arguments(s, i + 1)
+            parts.append(arguments)
+            continue
+        if inside and ch in ",>":
+            break
+        text.append(ch)
+        i += 1
+    if text:
+        parts.append("".join(text))
+    return parts, i
+
+
+def _parse_arguments(s: str, i: int) -> tuple[list[Parts], int]:
+    arguments = []
+    while True:
+        while i < len(s) and s[i] == " ":
+            i += 1
+        argument, i = _parse_sequence(s, i, inside=True)
+        arguments.append(argument)
+        if i >= len(s):
+            raise _Unbalanced
+        i += 1
+        if s[i - 1] == ">":
+            return arguments, i
+
+
+class _All:
+    """Every path: every template open."""
+
+    def __contains__(self, _) -> bool:
+        return True
+
+
+_EVERY = _All()
+
+
+class _Name:
+    """One kernel name: its full text, its parts, which nested templates are shown whole
+    (`opened`) and which arguments are left out (`elided`), each by path (the index of each
+    part and argument down to it). The outermost templates are always open."""
+
+    def __init__(self, full: str):
+        self.full = full
+        text = printable(full)  # escaped first: widths count what is shown
+        signature = _strip_params(text)
+        self.params = _clean(text[len(signature):], nested=False)
+        cleaned = _clean(signature)
+        try:
+            self.parts: Parts = _parse(cleaned)
+        except _Unbalanced:  # a '<' of an operator's name, not a template's
+            self.parts = [cleaned]
+        self.opened: set[tuple] = set()
+        self.elided: set[tuple] = set()
+        self.whole_text = _render(self.parts, (), _EVERY, set())
+
+    def text(self) -> str:
+        return _render(self.parts, (), self.opened, self.elided)
+
+    def closed_templates(self) -> list[tuple]:
+        """The paths of the templates shown as '<…>', in reading order."""
+        out: list[tuple] = []
+        _walk_templates(self.parts, (), 1, self.opened, self.elided, out)
+        return out
+
+    def arguments(self) -> list[tuple]:
+        """The paths of the arguments of open templates: the outermost template's first,
+        the last first; then those nested in them, likewise. The order in which they are
+        left out to fit a width."""
+        out: list[tuple] = []
+        _walk_arguments(self.parts, (), 1, self.opened, out)
+        return out
+
+
+def _render(parts: Parts, path: tuple, opened, elided, depth: int = 1) -> str:
+    out = []
+    for i, part in enumerate(parts):
+        if isinstance(part, str):
+            out.append(part)
+            continue
+        here = path + (i,)
+        if depth > 1 and here not in opened:
+            out.append("<" + ELLIPSIS + ">")
+            continue
+        shown: list[str] = []
+        for k, argument in enumerate(part):
+            if here + (k,) in elided:
+                if not shown or shown[-1] != ELLIPSIS:
+                    shown.append(ELLIPSIS)
+            else:
+                shown.append(_render(argument, here + (k,), opened, elided, depth + 1).strip())
+        out.append("<" + ", ".join(shown) + ">")
+    return "".join(out)
+
+
+def _walk_templates(parts: Parts, path: tuple, depth: int, opened, elided, out: list) -> None:
+    for i, part in enumerate(parts):
+        if isinstance(part, str):
+            continue
+        here = path + (i,)
+        if depth > 1 and here not in opened:
+            out.append(here)
+            continue
+        for k, argument in enumerate(part):
+            if here + (k,) not in elided:
+                _walk_templates(argument, here + (k,), depth + 1, opened, elided, out)
+
+
+def _walk_arguments(parts: Parts, path: tuple, depth: int, opened, out: list) -> None:
+    nested = []
+    for i, part in enumerate(parts):
+        here = path + (i,)
+        if isinstance(part, str) or (depth > 1 and here not in opened):
+            continue
+        out.extend(here + (k,) for k in reversed(range(len(part))))
+        nested.extend((here + (k,), argument) for k, argument in enumerate(part))
+    for argument_path, argument in reversed(nested):
+        _walk_arguments(argument, argument_path, depth + 1, opened, out)
+
+
+def _clean(s: str, nested: bool = True) -> str:
+    """A signature without what reads as noise: 'void ', the namespaces of PyTorch and the
+    standard library, '(int)' casts, lambdas as 'λ', and (`nested`) the signatures inside
+    template arguments."""
     for pattern, repl in _NOISE:
         s = pattern.sub(repl, s)
-    while _PARENS.search(s):  # nested signatures inside template arguments
+    while nested and _PARENS.search(s):
         s = _PARENS.sub("", s)
-    s = _LAMBDAS.sub("::λ", s)
-    s = _collapse_templates(s, keep_depth=1)
-    if len(s) > width:
-        s = s[: width - 1] + "…"
-    return s
+    return _LAMBDAS.sub("::λ", s)
 
 
 def _strip_params(name: str) -> str:
@@ -66,27 +314,3 @@ def _strip_params(name: str) -> str:
             if depth == 0:
                 return s[:i] if i > 0 else s
     return s
-
-
-def _collapse_templates(s: str, keep_depth: int) -> str:
-    """Replace template arguments nested deeper than `keep_depth` with '…'."""
-    out = []
-    depth = 0
-    for ch in s:
-        if ch == "<":
-            depth += 1
-            if depth == keep_depth + 1:
-                out.append("<…")
-            if depth <= keep_depth:
-                out.append(ch)
-            continue
-        if ch == ">":
-            if depth <= keep_depth:
-                out.append(ch)
-            elif depth == keep_depth + 1:
-                out.append(">")
-            depth = max(depth - 1, 0)
-            continue
-        if depth <= keep_depth:
-            out.append(ch)
-    return "".join(out)

@@ -11,7 +11,7 @@ from ..compare import Comparison
 from ..diagnose import range_label
 from ..units import fmt_ns, fmt_share, plural
 from .document import report_block, section_rows, user_timings_block
-from .names import shorten
+from .names import printable, short_names
 
 
 @dataclass(frozen=True)
@@ -52,16 +52,31 @@ def _ops_per_instance(r: dict[str, Any]) -> str:
     return "–" if r["gpu_ops"] is None else f"{r['gpu_ops'] / r['count']:.3g}"
 
 
-def kernel_columns(name_width: int) -> list[Column]:
-    return [
-        Column("Kernel", lambda r: shorten(r["name"], name_width), numeric=False),
-        Column("Count", lambda r: str(r["count"])),
-        Column("Total", _ns("total_ns")),
-        Column("Median", _ns("median_ns")),
-        Column("Min", _ns("min_ns")),
-        Column("Max", _ns("max_ns")),
-        Column("Share", lambda r: fmt_share(r["share"])),
-    ]
+def kernel_names(rows: list[dict[str, Any]], width: int, full: bool = False,
+                 cut: bool = True) -> dict[str, str]:
+    """Each kernel's name as a table shows it: shortened within `width` (`cut`: cut where
+    leaving out arguments is not enough), distinct kernels told apart
+    (names.short_names); or (`full`) whole."""
+    names = [r["name"] for r in rows]
+    return {n: printable(n) for n in names} if full else short_names(names, width, cut)
+
+
+# As nsys's cuda_gpu_kern_sum: StdDev is the sample standard deviation.
+KERNEL_NUMBERS = [
+    Column("Count", lambda r: str(r["count"])),
+    Column("Total", _ns("total_ns")),
+    Column("Avg", _ns("mean_ns")),
+    Column("Median", _ns("median_ns")),
+    Column("Min", _ns("min_ns")),
+    Column("Max", _ns("max_ns")),
+    Column("StdDev", _ns("std_ns")),
+    Column("Share", lambda r: fmt_share(r["share"])),
+]
+
+
+def kernel_columns(names: dict[str, str]) -> list[Column]:
+    """The kernel table's columns, each kernel named as `names` has it (kernel_names)."""
+    return [Column("Kernel", lambda r: names[r["name"]], numeric=False), *KERNEL_NUMBERS]
 
 
 RANGE_COLUMNS = [
@@ -140,14 +155,9 @@ _TIMING_NUMBERS = [
     Column("Diff", _timing_difference,
            title="your timer against the kernels (± within their spread)"),
 ]
-# Where the terminal is wide enough, the verdict has a column of its own; else it goes under
-# the call site, in the same cell (TableRenderer).
+# The verdict last: the terminal puts it under the call site where it does not fit beside.
 TIMING_COLUMNS = [Column("Where", lambda r: r["label"], numeric=False), *_TIMING_NUMBERS,
                   Column("Verdict", timing_verdict, numeric=False)]
-TIMING_COLUMNS_NARROW = [
-    Column("Where", lambda r: r["label"], numeric=False,
-           title="call sites (start → end record), the verdict under each"),
-    *_TIMING_NUMBERS]
 TIMINGS_TITLE = "Your CUDA-event timings"
 
 
@@ -240,17 +250,42 @@ PROCESS_COLUMNS = [
     Column("NVTX ranges", lambda r: str(r["nvtx_ranges"])),
 ]
 
-def _finding_subject(r: dict[str, Any]) -> str:
+def finding_subject(r: dict[str, Any]) -> str:
+    """What a finding concerns: its ranges or benchmarks, else the report."""
     return ", ".join(r.get("ranges") or []) or r["range"] or "(report)"
+
+
+def finding_message(r: dict[str, Any]) -> str:
+    """A finding's message without its subject's name in front (shown beside it)."""
+    return _without_label(r["message"], finding_subject(r))
 
 
 FINDING_COLUMNS = [
     Column("Severity", lambda r: r["severity"], numeric=False),
     Column("Code", lambda r: r["code"], numeric=False),
-    Column("Range", _finding_subject, numeric=False),
-    Column("Finding", lambda r: _without_label(r["message"], _finding_subject(r)),
-           numeric=False),
+    Column("Range", finding_subject, numeric=False),
+    Column("Finding", finding_message, numeric=False),
 ]
+
+
+def no_findings_line(c: Comparison) -> str:
+    """What to say where there are no findings: that nothing distorts the timings, or what
+    this report lacks for the checks (a program that launched no GPU work, opened no NVTX
+    range and timed nothing had nothing to check)."""
+    rep = report_block(c)
+    missing = []
+    if not rep["counts"]["gpu_ops"] and not rep["counts"]["kernels"]:
+        missing.append("no GPU work")
+    if not rep["counts"]["nvtx_ranges"]:
+        missing.append("no NVTX ranges")
+    if c.benchmarks.empty and c.user_timings.empty:
+        missing.append("no timings (harness benchmarks or CUDA-event timings)")
+    if len(missing) == 3:
+        return ("Nothing to analyse: this report holds no GPU work, no NVTX ranges and no "
+                "timings.")
+    if missing:
+        return f"No findings at the current thresholds; not analysed: {', '.join(missing)}."
+    return "No findings: nothing distorts these timings at the current thresholds."
 
 
 def attribution_line(c: Comparison) -> str | None:

@@ -12,7 +12,6 @@ from ..document import plain, records
 
 FAMILY_FIELDS = ["family", "rank", "count", "cpu_median_ns", "work_median_ns",
                  "gpu_busy_median_ns", "compute_median_ns"]
-RANKS_SECTIONS = ("ranks", "families", "collectives", "findings")
 DIFF_SECTIONS = ("rows", "findings")
 
 

@@ -19,7 +19,6 @@ from urllib.parse import quote
 
 from ..._version import __version__
 from ...units import fmt_ns, fmt_share
-from ..names import shorten
 from ..page import (
     HtmlPage,
     empty_section,
@@ -32,7 +31,15 @@ from ..page import (
 from ..views import Column, _ns
 from . import charts
 from .document import diff_section, ranks_section, verdict_counts
-from .views import RANK_COLUMNS, _ci, _pct, diff_columns, family_rows, metric_suffix
+from .views import (
+    RANK_COLUMNS,
+    _ci,
+    _pct,
+    diff_columns,
+    diff_names,
+    family_rows,
+    metric_suffix,
+)
 
 # How much one page draws: hundreds of ranks or thousands of kernels stay a page that
 # opens quickly; the JSON output lists everything.
@@ -339,10 +346,13 @@ class RanksHtml:
 
 # -- diff ---------------------------------------------------------------------------------
 
+KERNEL_NAME_WIDTH = 70  # kernel names shortened to this, told apart (names.short_names)
+
 def _label(r: dict[str, Any]) -> str:
-    # shorten() reads C++ signatures; a range's name is cut, never rewritten
+    # A kernel's name as _DiffPage shortened it (told apart from the others); a range's
+    # name is cut, never rewritten.
     name = r["name"]
-    name = (shorten(name, 70) if r["kind"] == "kernel"
+    name = (r["shown_name"] if r["kind"] == "kernel"
             else name if len(name) <= 90 else name[:89] + "…")
     return name + metric_suffix(r)
 
@@ -375,7 +385,7 @@ def _full_name(r: dict[str, Any]) -> str:
 
 # The terminal's diff columns, the name first (it carries the hover and the filter) and
 # shortened here only as kernel signatures need.
-_TERMINAL = diff_columns(80)
+_TERMINAL = diff_columns({})
 DIFF_HTML_COLUMNS = [Column("Name", _label, numeric=False), _TERMINAL[0], *_TERMINAL[2:]]
 SIDE_COLUMNS = [
     Column("Name", _label, numeric=False),
@@ -392,11 +402,15 @@ _LEVEL_CLASS = {"comparable": "comparable", "comparable with caution": "caution"
 
 
 class _DiffPage(HtmlPage):
-    def __init__(self, d):
+    def __init__(self, d, full_names: bool = False):
         super().__init__()
         self.d = d
         self.comp = d.comparability
         self.rows = diff_section(d, "rows")
+        names = diff_names(self.rows, KERNEL_NAME_WIDTH, full_names)
+        for r in self.rows:
+            if r["kind"] == "kernel":
+                r["shown_name"] = names[r["name"]]
         self.caps: list[str] = []
 
     def render(self) -> str:
@@ -541,5 +555,5 @@ def _mhz(value: Any) -> str:
 
 
 class DiffHtml:
-    def render(self, d, **_) -> str:
-        return _DiffPage(d).render()
+    def render(self, d, *, full_names: bool = False, **_) -> str:
+        return _DiffPage(d, full_names).render()

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from ..markdown import _escape, _table
+from ..markdown import KERNEL_NAME_WIDTH, _escape, _table
 from ..names import printable
 from .document import diff_section, ranks_section
-from .views import IDENTITY_COLUMNS, RANK_COLUMNS, diff_columns, family_rows
+from .views import IDENTITY_COLUMNS, RANK_COLUMNS, diff_columns, diff_names, family_rows
 
 
 def _findings(findings: list[dict]) -> list[str]:
@@ -29,7 +29,7 @@ class RanksMarkdown:
 
 
 class DiffMarkdown:
-    def render(self, d, *, top: int = 0, **_) -> str:
+    def render(self, d, *, top: int = 0, full_names: bool = False, **_) -> str:
         comp = d.comparability
         rows = diff_section(d, "rows")
         counts = d.rows["verdict"].value_counts()
@@ -40,10 +40,11 @@ class DiffMarkdown:
                "Verdicts: " + ", ".join(f"{int(n)} {v}" for v, n in counts.items())
                + f" ({comp['method']}, {comp['confidence']:.0%} interval, noise floor "
                f"{comp['noise_floor']:.0%})", ""]
+        columns = diff_columns(diff_names(rows, KERNEL_NAME_WIDTH, full_names))
         significant = [r for r in rows if r["verdict"] in ("slower", "faster")]
         if significant:
-            out += ["### Significant changes", ""] + _table(diff_columns(80), significant)
-        out += ["", "### All rows", ""] + _table(diff_columns(80), rows[:top] if top else rows)
+            out += ["### Significant changes", ""] + _table(columns, significant)
+        out += ["", "### All rows", ""] + _table(columns, rows[:top] if top else rows)
         changed = diff_section(d, "findings")
         if changed:
             out += ["", "### Findings", ""]

@@ -2,32 +2,30 @@
 
 from __future__ import annotations
 
-import io
-
 from rich.console import Console
 from rich.text import Text
 
-from ...multi.diff import SAME
 from ...units import fmt_ns
+from ..grid import Grid, wrapped
+from ..names import printable
 from ..table import (
+    DEFAULT_WIDTH,
     SEVERITY_STYLE,
-    _table,
-    cells_width,
-    table_frame_width,
+    print_grid,
+    terminal_console,
     terminal_text,
-    words_fit,
 )
-from ..views import Column
 from .document import diff_section, ranks_section
-from .views import IDENTITY_COLUMNS, RANK_COLUMNS, diff_columns, family_rows
+from .views import (
+    IDENTITY_COLUMNS,
+    RANK_COLUMNS,
+    diff_columns,
+    diff_name,
+    diff_names,
+    family_rows,
+)
 
 VERDICT_STYLE = {"slower": "bold red", "faster": "green", "inconclusive": "yellow"}
-
-
-def _console(color: bool, width: int | None) -> tuple[Console, io.StringIO]:
-    buf = io.StringIO()
-    return Console(file=buf, force_terminal=color, no_color=not color, width=width or 120,
-                   highlight=False, soft_wrap=False), buf
 
 
 def _findings(console: Console, findings: list[dict], title: str) -> None:
@@ -47,12 +45,14 @@ def _findings(console: Console, findings: list[dict], title: str) -> None:
 
 class RanksTable:
     def render(self, a, *, color: bool = False, width: int | None = None, **_) -> str:
-        console, buf = _console(color, width)
+        width = width or DEFAULT_WIDTH
+        console, buf = terminal_console(color, width)
         ranks = ranks_section(a, "ranks")
         console.print(terminal_text(f"nsyswrap: {len(ranks)} ranks side by side"
                                     + (f", step = {a.step_family}" if a.step_family else ""),
                                     style="bold"))
-        console.print(_table("Ranks and how they were identified", IDENTITY_COLUMNS, ranks))
+        print_grid(console, Grid("Ranks and how they were identified", IDENTITY_COLUMNS,
+                                 ranks), width)
         if a.clock.get("checked"):
             console.print(Text(
                 f"collectives matched by order per name; waits from durations; on "
@@ -60,10 +60,13 @@ class RanksTable:
                 f"{fmt_ns(a.clock['end_skew_median_ns'])} apart (median)", style="dim"))
         for note in a.notes:
             console.print(terminal_text(f"note: {note}", style="dim"))
-        console.print(_table("Per rank, per step (medians)", RANK_COLUMNS, ranks))
+        print_grid(console, Grid("Per rank, per step (medians)", RANK_COLUMNS, ranks,
+                                 optional=(("Overlap", "Exposed"), ("Compute", "Last"))),
+                   width)
         cols, rows = family_rows(ranks_section(a, "families"), [r["rank"] for r in ranks])
         if rows:
-            console.print(_table("Range families per rank (median per instance)", cols, rows))
+            print_grid(console, Grid("Range families per rank (median per instance)", cols,
+                                     rows), width)
         for doc in (s.document for s in a.summaries):
             codes = [f["code"] for f in doc["findings"]]
             if codes:
@@ -76,8 +79,9 @@ class RanksTable:
 
 class DiffTable:
     def render(self, d, *, color: bool = False, width: int | None = None, top: int = 0,
-               **_) -> str:
-        console, buf = _console(color, width)
+               full_names: bool = False, **_) -> str:
+        width = width or DEFAULT_WIDTH
+        console, buf = terminal_console(color, width)
         comp = d.comparability
         console.print(terminal_text(f"nsyswrap diff: {d.base.source} → {d.new.source}",
                                     style="bold"))
@@ -90,24 +94,26 @@ class DiffTable:
                            f"a change must clear the interval and {comp['noise_floor']:.0%}",
                            style="dim"))
         rows = diff_section(d, "rows")
-        cols: list[Column] = diff_columns(max(30, (width or 120) - 90))
         shown = rows[:top] if top else rows
-        table = _table("Changes (ranges, your timings, benchmarks, kernels; biggest total "
-                       "first)", cols, shown)
-        # A timing's call sites ('file.py:37→39') are not folded, where the width allows;
-        # the verdict keeps room for "no significant change".
-        sites = [cols[1].cell(r) for r in shown if r["kind"] == "timing"]
-        if sites:
-            others = [c for i, c in enumerate(cols) if i != 1 and c.header != "Verdict"]
-            room = ((width or 120) - cells_width(others, shown) - table_frame_width(cols)
-                    - len(SAME))
-            words_fit(table, 1, sites, room, room)
-        console.print(table)
+        kind, name, *numbers, verdict = diff_columns(diff_names(rows, width, full_names))
+
+        def names(room: int, cut: bool) -> list[str]:
+            named = diff_names(rows, room, full_names, cut)
+            return [diff_name(r, named) for r in shown]
+
+        # The name first: it is what a row is about, and where it does not fit beside the
+        # numbers it goes on its own line.
+        print_grid(console, Grid("Changes (ranges, your timings, benchmarks, kernels; "
+                                 "biggest total first)", [name, kind, *numbers], shown,
+                                 detail=verdict, names=names), width)
         changed = diff_section(d, "findings")
         if changed:
+            console.print()
             console.print(Text("Findings", style="bold"))
             for f in changed:
-                console.print(terminal_text(f"  {f['change']:<12}{f['code']:<20}{f['message']}"))
+                console.print(Text(f"  {f['change']}  {f['code']}"))
+                for line in wrapped(printable(f["message"]), width, 4):
+                    console.print(Text(line), no_wrap=True, overflow="ignore", crop=False)
         counts = d.rows["verdict"].value_counts()
         console.print(Text("; ".join(f"{int(n)} {v}" for v, n in counts.items()),
                            style="bold"))

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from ...units import fmt_ns, fmt_share
-from ..names import shorten
-from ..views import Column, _ns
+from ..names import printable
+from ..views import Column, _ns, kernel_names
 
 
 def _pct(key: str):
@@ -74,17 +74,24 @@ def metric_suffix(r: dict[str, Any]) -> str:
     return "" if metric in DEFAULT_METRICS else f" ({METRIC_WORDS.get(metric, metric)})"
 
 
-def _diff_name(r: dict[str, Any], width: int) -> str:
-    # A timing's name is its call sites ("Timer(x * 2) at t.py:18"), which shorten(), made
-    # for C++ signatures, would strip of their parentheses.
-    return r["name"] if r["kind"] == "timing" else shorten(r["name"], width)
+def diff_names(rows: list[dict[str, Any]], width: int, full: bool = False,
+               cut: bool = True) -> dict[str, str]:
+    """The kernels' names of diff rows as shown (views.kernel_names)."""
+    return kernel_names([r for r in rows if r["kind"] == "kernel"], width, full, cut)
 
 
-def diff_columns(name_width: int) -> list[Column]:
+def diff_name(r: dict[str, Any], names: dict[str, str]) -> str:
+    """A row's name as shown: a kernel's from `names` (diff_names); a range's, a
+    benchmark's and a timing's call sites ('Timer(x * 2) at t.py:18') as they are; the
+    metric after it where it is not the row's usual one."""
+    name = names.get(r["name"], r["name"]) if r["kind"] == "kernel" else printable(r["name"])
+    return name + metric_suffix(r)
+
+
+def diff_columns(names: dict[str, str]) -> list[Column]:
     return [
         Column("Kind", lambda r: r["kind"], numeric=False),
-        Column("Name", lambda r: _diff_name(r, name_width) + metric_suffix(r),
-               numeric=False),
+        Column("Name", lambda r: diff_name(r, names), numeric=False),
         Column("N", lambda r: f"{r['base_count']}/{r['new_count']}",
                title="instances base/new"),
         Column("Base", _ns("base_median_ns"), title="base median"),
