@@ -223,8 +223,8 @@ ALL_DOMAINS_OPTION = click.option(
 
 JOBS_OPTION = click.option(
     "-j", "--jobs", type=click.IntRange(min=1), metavar="N",
-    help="Analyse reports in N worker processes (default: one per core where there are "
-    "more than 2 cores and the reports hold 64 MiB or more, else 1).")
+    help="Analyse reports in N worker processes (default: one per core for 8 reports or "
+    "more on more than 2 cores, else 1).")
 DASK_OPTION = click.option(
     "--dask", metavar="ADDRESS", help="Analyse the reports on this Dask scheduler "
     "(tcp://host:8786; pip install 'nsyswrap[dask]'); the workers must see the files.")

@@ -28,6 +28,18 @@ def test_jobs_give_the_serial_result(serial):
     assert _essence(compare_ranks(REPORTS, jobs=2)) == serial
 
 
+@pytest.mark.parametrize("cores, reports, jobs", [(1, 16, 1), (2, 2, 1), (2, 64, 1),
+                                                 (16, 2, 1), (16, 4, 1), (16, 8, 16),
+                                                 (16, 100, 16)])
+def test_default_jobs_where_workers_pay(monkeypatch, cores, reports, jobs):
+    """Workers only on more than 2 cores and for 8 reports or more (docs/performance.md,
+    "Many reports": on 2 cores and for 4 reports they were slower than one process)."""
+    from nsyswrap.multi import parallel
+
+    monkeypatch.setattr(parallel, "cores", lambda: cores)
+    assert parallel.default_jobs(reports) == jobs
+
+
 def test_local_dask_cluster_of_processes(serial, tmp_path):
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,

@@ -11,22 +11,27 @@ loader's thread pools, and no second import of pandas per report.
 from __future__ import annotations
 
 import multiprocessing
-import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from ..chunks import cores
 from ..errors import BadInputError, NsysWrapError
 from ..progress import NO_PROGRESS, Advance, Progress
 
+# Workers pay only past these: starting them costs about what analysing four reports does,
+# and on 2 cores a report's own reads keep both busy (docs/performance.md, "Many reports").
+WORKERS_MIN_CORES = 3
+WORKERS_MIN_REPORTS = 8
 
-def default_jobs() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
+
+def default_jobs(reports: int) -> int:
+    """Worker processes when none are asked for: one per core, where there are more than
+    two cores and WORKERS_MIN_REPORTS reports or more; else none (1: in this process)."""
+    n = cores()
+    return n if n >= WORKERS_MIN_CORES and reports >= WORKERS_MIN_REPORTS else 1
 
 
 @dataclass(frozen=True)
@@ -73,7 +78,7 @@ def map_reports(func: Callable[..., Any], paths: Sequence[Any], *, jobs: int | N
     with progress.step(what, total=len(paths)) as advance:
         if dask:
             return _on_dask(call, paths, dask, advance, result)
-        jobs = min(jobs or default_jobs(), len(paths))
+        jobs = min(jobs or default_jobs(len(paths)), len(paths))
         if jobs <= 1:
             out = []
             for p in paths:
