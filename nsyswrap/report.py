@@ -104,7 +104,7 @@ METRIC_COLUMNS = ["time_ns", "device_id", "metric", "value"]
 # table's total time. std_ns is the sample standard deviation, 0 for a single call.
 CALL_SUMMARY_COLUMNS = ["name", "calls", "total_ns", "mean_ns", "median_ns", "min_ns",
                         "max_ns", "std_ns", "share"]
-# The slowest single CUDA API calls, slowest first.
+# The slowest single CUDA API calls, slowest first (ties in export order).
 SLOWEST_CALL_COLUMNS = ["name", "start_ns", "end_ns", "duration_ns", "pid", "tid", "thread_name"]
 # GPU copies by kind ("memcpy HtoD", ...) and memsets ("memset"), the numbers of
 # cuda_gpu_mem_time_sum and cuda_gpu_mem_size_sum in one row: heaviest first, `share` of the

@@ -164,8 +164,10 @@ class ValueCounts:
             packed = np.sort(packed[packed >= 0])
             if i == 0 and top:
                 values = packed & ((1 << value_bits) - 1)
+                # A copy: a view would keep the slice's whole column alive.
                 greatest = (np.partition(values, len(values) - top)[-top:]
-                            if len(values) > top else values)
+                            if len(values) > top else values).copy()
+                del values
             keys[name], counts[name] = _runs(packed)
         return cls(keys, counts, odd, greatest)
 
@@ -204,6 +206,7 @@ def collect(db: Database, queries: SummaryQueries, threads: dict[int, str],
     not), with the rows left out said in `notes`. `threads`: thread key -> name."""
     from .report import CallSummaries
 
+    queries.prefetch(db)  # reads not started yet (none where open_report started them)
     out = CallSummaries()
     if queries.api is not None and len(read := _read(db, queries.api, notes, "CUDA API call")):
         name = _names(db, read, api=True)
@@ -384,9 +387,12 @@ def _memory_table(parts: list[tuple[_Read, Callable[[int], str]]]) -> pd.DataFra
 def _slowest(db: Database, packed: Packed, read: _Read, name: Callable[[int], str],
              threads: dict[int, str]) -> pd.DataFrame:
     """The SLOWEST_CALLS calls of greatest duration (SLOWEST_CALL_COLUMNS), slowest first,
-    then by start: read again from the slices whose greatest durations reach the
-    SLOWEST_CALLS-th greatest of all (a slice is at most a million rows), and from the rows
-    that did not pack."""
+    ties in export order. From the value counts: T, the SLOWEST_CALLS-th greatest duration,
+    and how many are greater (fewer than SLOWEST_CALLS). Those are read again from the
+    slices whose greatest durations exceed T; the rest, durations of T, from the first
+    slices that hold T (a slice's `top` does, where it holds T at all), in rowid order:
+    a replicated report holds T in thousands of slices, and each slice read again is a
+    scan of up to a million rows."""
     import numpy as np
     import pandas as pd
 
@@ -397,18 +403,31 @@ def _slowest(db: Database, packed: Packed, read: _Read, name: Callable[[int], st
     order = np.argsort(values)[::-1]
     reached = np.searchsorted(np.cumsum(counts[order]), SLOWEST_CALLS)
     threshold = int(values[order][min(reached, len(order) - 1)])
-    where = f"{packed.where} AND {DURATION} >= {threshold}"
+    ties = SLOWEST_CALLS - int(counts[values > threshold].sum())
     select = (f'SELECT rowid, start, "end", globalTid, {packed.group} FROM {packed.table} '
-              f"WHERE {{}} AND {where} ORDER BY {DURATION} DESC, start LIMIT {SLOWEST_CALLS}")
+              f"WHERE {{}} AND {packed.where} AND {DURATION} {{}} {threshold} "
+              f"ORDER BY {DURATION} DESC, rowid LIMIT {SLOWEST_CALLS}")
     found: dict[int, tuple] = {}
+    tied: dict[int, tuple] = {}
+    odd = f"rowid IN ({sql_list(read.odd)})"
+    for where in [odd] if read.odd else []:
+        found.update((r[0], r[1:]) for r in db.rows(select.format(where, ">")))
+        tied.update((r[0], r[1:]) for r in db.rows(select.format(where, "=")))
     conditions = db.slice_conditions(packed.sql)
     for condition, part in zip(conditions, read.slices, strict=True):
-        if len(part.top) and int(part.top.max()) >= threshold:
-            found.update((r[0], r[1:]) for r in db.rows(select.format(condition)))
-    if read.odd:
-        found.update((r[0], r[1:]) for r in db.rows(select.format(
-            f"rowid IN ({sql_list(read.odd)})")))
-    rows = sorted(found.values(), key=lambda r: (-(r[1] - r[0]), r[0]))[:SLOWEST_CALLS]
+        if len(part.top) and int(part.top.max()) > threshold:
+            found.update((r[0], r[1:]) for r in db.rows(select.format(condition, ">")))
+    from_slices = 0
+    for condition, part in zip(conditions, read.slices, strict=True):
+        if from_slices >= ties:
+            break
+        if threshold in part.top:
+            rows = db.rows(select.format(condition, "="))
+            tied.update((r[0], r[1:]) for r in rows)
+            from_slices += len(rows)
+    found.update(sorted(tied.items())[:ties])
+    rows = [row for _, row in sorted(found.items(), key=lambda r: (r[1][0] - r[1][1], r[0]))][
+        :SLOWEST_CALLS]
     out = pd.DataFrame({
         "name": [name(-1 if r[3] is None else int(r[3])) for r in rows],
         "start_ns": [int(r[0]) for r in rows],
