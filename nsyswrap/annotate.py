@@ -7,6 +7,7 @@ profiler attached an annotate costs a few hundred nanoseconds (README, "Overhead
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -20,6 +21,32 @@ DEFAULT_DOMAIN = "nsyswrap"
 # without it every NVTX call is a no-op, so annotate skips the calls altogether.
 PROFILER_ATTACHED = bool(os.environ.get("NVTX_INJECTION64_PATH"))
 F = TypeVar("F", bound=Callable[..., Any])
+# The names the nvtx package knows (nvtx/colors.py); it takes matplotlib's too, where that is
+# installed.
+COLOR_NAMES = ("green", "blue", "yellow", "purple", "rapids", "cyan", "red", "white",
+               "darkgreen", "orange")
+_ARGB_MAX = 0xFFFFFFFF
+
+
+def check_color(color: str | int | None) -> None:
+    """Raise a one-line ValueError for a colour nvtx cannot use, when the range is made
+    rather than when a profiler first draws it."""
+    if color is None or color in COLOR_NAMES:
+        return
+    if isinstance(color, int) and not isinstance(color, bool) and 0 <= color <= _ARGB_MAX:
+        return
+    if isinstance(color, str) and _matplotlib_color(color):
+        return
+    raise ValueError(f"color {color!r}: give one of {', '.join(COLOR_NAMES)}, or a number "
+                     "0xRRGGBB (or, with matplotlib installed, one of its colours)")
+
+
+def _matplotlib_color(color: str) -> bool:
+    try:
+        from matplotlib.colors import is_color_like
+    except ImportError:
+        return False
+    return bool(is_color_like(color))
 
 
 class annotate:  # noqa: N801 (used like a function: @annotate("name"), with annotate(...))
@@ -28,17 +55,29 @@ class annotate:  # noqa: N801 (used like a function: @annotate("name"), with ann
         @nsyswrap.annotate("forward")          # decorator (name defaults to the function's)
         def forward(x): ...
 
+        @nsyswrap.annotate                     # the same, named after the function
+        async def fetch(url): ...              # a coroutine: a start/end range per await
+
         with nsyswrap.annotate("load", domain="data", color="green", payload=step):
             batch = next(loader)
 
-    color: a name ("green") or 0xRRGGBB; category: a name or number; payload: int or float.
+    color: a name (COLOR_NAMES) or 0xRRGGBB; category: a name or number; payload: int or
+    float. An `async def` gets a start/end range (nvtxRangeStart/End) rather than a push
+    and pop: coroutines that interleave on one thread would pop each other's ranges.
     """
 
     __slots__ = ("message", "domain", "color", "category", "payload", "_domain", "_attrs")
 
+    def __new__(cls, message: str | Callable | None = None, **options):
+        if callable(message):  # @annotate without parentheses: the function itself
+            return cls(**options)(message)
+        return super().__new__(cls)
+
     def __init__(self, message: str | None = None, *, domain: str = DEFAULT_DOMAIN,
                  color: str | int | None = None, category: str | int | None = None,
                  payload: int | float | None = None):
+        if color is not None:
+            check_color(color)
         self.message = message
         self.domain = domain
         self.color = color
@@ -71,6 +110,8 @@ class annotate:  # noqa: N801 (used like a function: @annotate("name"), with ann
         rng = self if self.message else annotate(
             fn.__qualname__, domain=self.domain, color=self.color, category=self.category,
             payload=self.payload)
+        if inspect.iscoroutinefunction(fn):
+            return rng._wrap_coroutine(fn)
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
@@ -79,10 +120,26 @@ class annotate:  # noqa: N801 (used like a function: @annotate("name"), with ann
 
         return wrapper  # type: ignore[return-value]
 
+    def _wrap_coroutine(self, fn: F) -> F:
+        @functools.wraps(fn)
+        async def wrapper(*args, **kwargs):
+            if not PROFILER_ATTACHED:
+                return await fn(*args, **kwargs)
+            if self._attrs is None:
+                self._prepare()
+            started = self._domain.start_range(self._attrs)
+            try:
+                return await fn(*args, **kwargs)
+            finally:
+                self._domain.end_range(started)
+
+        return wrapper  # type: ignore[return-value]
+
 
 def mark(message: str, *, domain: str = DEFAULT_DOMAIN, color: str | int | None = None,
          payload: int | float | None = None) -> None:
     """An instantaneous NVTX event (shown as a marker in nsys)."""
+    check_color(color)
     if not PROFILER_ATTACHED:
         return
     d = nvtx.get_domain(domain)
