@@ -159,17 +159,27 @@ class ValueCounts:
         greatest = np.zeros(0, "int64")
         for i, name in enumerate(names):
             packed = columns.pop(name)
-            if i == 0:  # a row that does not pack is -1 - rowid in every column
-                odd = -1 - packed[packed < 0]
-            packed = np.sort(packed[packed >= 0])
-            if i == 0 and top:
-                values = packed & ((1 << value_bits) - 1)
-                # A copy: a view would keep the slice's whole column alive.
-                greatest = (np.partition(values, len(values) - top)[-top:]
-                            if len(values) > top else values).copy()
-                del values
+            if len(packed) and packed.min() < 0:  # -1 - rowid in every column
+                if i == 0:
+                    odd = -1 - packed[packed < 0]
+                packed = packed[packed >= 0]
+            if not packed.flags.writeable:  # the driver's own buffer (one record batch)
+                packed = packed.copy()
+            packed.sort()  # in place: no second copy of the slice's column
             keys[name], counts[name] = _runs(packed)
+            del packed
+            if i == 0 and top:
+                greatest = _greatest(keys[name] & ((1 << value_bits) - 1), counts[name], top)
         return cls(keys, counts, odd, greatest)
+
+
+def _greatest(values: np.ndarray, counts: np.ndarray, top: int) -> np.ndarray:
+    """The `top` greatest of values occurring `counts` times each, greatest first."""
+    import numpy as np
+
+    order = np.argsort(values, kind="stable")[::-1]
+    enough = int(np.searchsorted(np.cumsum(counts[order]), top)) + 1
+    return np.repeat(values[order[:enough]], counts[order[:enough]])[:top]
 
 
 def _runs(sorted_keys: np.ndarray, counts: np.ndarray | None = None

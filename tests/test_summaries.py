@@ -463,3 +463,23 @@ def test_slowest_calls_among_ties_in_many_slices(tmp_path, monkeypatch):
     assert list(zip(got["name"], got["start_ns"], got["duration_ns"], strict=True)) == [
         (base(n), s, d) for n, s, d in want]
     assert_table(calls.cuda_api, summed(calls_by_name(grown, RUNTIME, api=True)))
+
+
+def test_markdown_shows_the_summaries_after_the_other_tables():
+    from nsyswrap.units import fmt_ns, fmt_share
+
+    md = render(nsyswrap.compare(GPU_MIX), "markdown")
+    apis = summed(calls_by_name(GPU_MIX, RUNTIME, api=True))
+    osrt = summed(calls_by_name(GPU_MIX, "OSRT_API", "eventClass = 27"))
+    titles = [line for line in md.splitlines() if line.startswith("### ")]
+    assert titles[-5:] == [f"### CUDA API calls (top 10 of {len(apis)} by total time)",
+                           "### Slowest CUDA API calls (5)",
+                           "### GPU copies and memsets by kind",
+                           f"### OS runtime calls (top 10 of {len(osrt)} by total time)",
+                           "### NVTX marks (1)"]
+    name, r = min(apis.items(), key=lambda item: -item[1]["total"])
+    assert (f"| {name} | {r['calls']} | {fmt_ns(r['total'])} | {fmt_ns(r['mean'])} | "
+            f"{fmt_ns(r['median'])} | {fmt_ns(r['min'])} | {fmt_ns(r['max'])} | "
+            f"{fmt_ns(r['std'])} | {fmt_share(r['share'])} |") in md
+    mark = marks_from_sql(GPU_MIX)[0]
+    assert f"| {mark['text']} |" in md and f"| {mark['domain']} |" in md

@@ -22,6 +22,7 @@ from .views import (
     kernel_names,
     no_findings_line,
     rows,
+    summary_sections,
     timing_notes,
 )
 
@@ -96,4 +97,15 @@ class MarkdownRenderer:
         if ranges:
             out += ["", "### NVTX ranges", ""]
             out += _table(RANGE_COLUMNS, ranges)
+        out += _summaries(c, top)
         return "\n".join(out) + "\n"
+
+
+def _summaries(c: Comparison, top: int) -> list[str]:
+    """The call summaries and the program's marks (views.summary_sections), a table each."""
+    out = []
+    for s in summary_sections(c, top):
+        out += ["", f"### {_escape(s.title)}", "", *_table(s.columns, s.rows)]
+        if s.note:
+            out += ["", _escape(s.note)]
+    return out

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..compare import Comparison
 from ..diagnose import range_label
-from ..units import fmt_ns, fmt_share, plural
+from ..units import fmt_bytes, fmt_ns, fmt_share, plural
 from .document import report_block, section_rows, user_timings_block
 from .names import printable, short_names
 
@@ -328,3 +328,107 @@ def rows(c: Comparison, section: str) -> list[dict[str, Any]]:
 def cells(columns: list[Column], row: dict[str, Any]) -> list[str]:
     return [col.cell(row) for col in columns]
 
+
+
+# The call summaries and the program's marks, after the other tables: as nsys stats'
+# cuda_api_sum, osrt_sum and cuda_gpu_mem_time_sum / cuda_gpu_mem_size_sum lay them out
+# (StdDev: the sample standard deviation).
+CALL_NUMBERS = [
+    Column("Calls", lambda r: str(r["calls"])),
+    Column("Total", _ns("total_ns")),
+    Column("Avg", _ns("mean_ns")),
+    Column("Median", _ns("median_ns")),
+    Column("Min", _ns("min_ns")),
+    Column("Max", _ns("max_ns")),
+    Column("StdDev", _ns("std_ns")),
+    Column("Share", lambda r: fmt_share(r["share"])),
+]
+MEMORY_OP_NUMBERS = [
+    Column("Count", lambda r: str(r["count"])),
+    Column("Total", _ns("total_ns")),
+    Column("Avg", _ns("mean_ns")),
+    Column("Median", _ns("median_ns")),
+    Column("Min", _ns("min_ns")),
+    Column("Max", _ns("max_ns")),
+    Column("Share", lambda r: fmt_share(r["share"])),
+    Column("Bytes", lambda r: fmt_bytes(r["total_bytes"]), title="bytes in all"),
+    Column("Size", lambda r: fmt_bytes(r["median_bytes"]), title="median size"),
+    Column("Rate", lambda r: f"{fmt_bytes(r['throughput_bytes_per_s'])}/s"
+           if r["throughput_bytes_per_s"] is not None else "–",
+           title="throughput"),
+]
+# Rows each summary shows at most in a table (JSON and CSV hold every one).
+MARKS_SHOWN = 20
+
+
+@dataclass(frozen=True)
+class SummarySection:
+    """One table of the summaries: what the terminal and Markdown lay out, after the
+    others. `optional`: groups of headers a narrow terminal may leave out."""
+
+    title: str
+    columns: list[Column]
+    rows: list[dict[str, Any]]
+    note: str = ""  # under the table: the rows not shown and where they are
+    optional: tuple[tuple[str, ...], ...] = ()
+
+
+def _since(start_ns: int | None) -> Callable[[int], str]:
+    """A session time as the time since the report's start ('1.23 s')."""
+    return lambda t: fmt_ns(t - (start_ns or 0))
+
+
+def _more(shown: int, total: int, what: str, section: str) -> str:
+    if shown >= total:
+        return ""
+    return (f"{total - shown} more {what} in the JSON document and in CSV "
+            f"(--section {section}).")
+
+
+def summary_sections(c: Comparison, top: int = 10) -> list[SummarySection]:
+    """The CUDA API calls (the `top` heaviest, 0: all), the slowest CUDA API calls, the
+    copies and memsets, the OS runtime calls (the `top` heaviest) and the program's marks
+    (the first MARKS_SHOWN), each where the report has any."""
+    out = []
+    at = _since(c.info.start_ns)
+    apis = rows(c, "cuda_api")
+    if apis:
+        shown = apis[:top] if top else apis
+        out.append(SummarySection(
+            f"CUDA API calls (top {len(shown)} of {len(apis)} by total time)",
+            [Column("CUDA API", lambda r: r["name"], numeric=False), *CALL_NUMBERS], shown,
+            optional=(("StdDev",), ("Min", "Max"))))
+        slowest = rows(c, "cuda_api_slowest")
+        out.append(SummarySection(
+            f"Slowest CUDA API calls ({len(slowest)})",
+            [Column("CUDA API", lambda r: r["name"], numeric=False),
+             Column("Duration", _ns("duration_ns")),
+             Column("At", lambda r: at(r["start_ns"]), title="time since the report's start"),
+             Column("Thread", lambda r: f"{r['pid']}/{r['tid']}"
+                    + (f" {r['thread_name']}" if r["thread_name"] else ""), numeric=False)],
+            slowest))
+    memory = rows(c, "memory_ops")
+    if memory:
+        out.append(SummarySection(
+            "GPU copies and memsets by kind", [
+                Column("Operation", lambda r: r["operation"], numeric=False),
+                *MEMORY_OP_NUMBERS], memory,
+            optional=(("Min", "Max"), ("Avg",), ("Median",))))
+    osrt = rows(c, "os_runtime")
+    if osrt:
+        shown = osrt[:top] if top else osrt
+        out.append(SummarySection(
+            f"OS runtime calls (top {len(shown)} of {len(osrt)} by total time)",
+            [Column("OS call", lambda r: r["name"], numeric=False), *CALL_NUMBERS], shown,
+            optional=(("StdDev",), ("Min", "Max"))))
+    marks = rows(c, "marks")
+    if marks:
+        shown = marks[:MARKS_SHOWN]
+        out.append(SummarySection(
+            f"NVTX marks ({len(marks)})",
+            [Column("Mark", lambda r: r["text"], numeric=False),
+             Column("At", lambda r: at(r["time_ns"]), title="time since the report's start"),
+             Column("Thread", lambda r: f"{r['pid']}/{r['tid']}", numeric=False),
+             Column("Domain", lambda r: r["domain"] or "(default)", numeric=False)],
+            shown, note=_more(len(shown), len(marks), "marks", "marks")))
+    return out
