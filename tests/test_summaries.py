@@ -483,3 +483,26 @@ def test_markdown_shows_the_summaries_after_the_other_tables():
             f"{fmt_ns(r['std'])} | {fmt_share(r['share'])} |") in md
     mark = marks_from_sql(GPU_MIX)[0]
     assert f"| {mark['text']} |" in md and f"| {mark['domain']} |" in md
+
+
+@pytest.mark.parametrize("width", [80, 100, 120])
+def test_terminal_shows_the_summaries_after_the_other_tables(width):
+    """At 80, 100 and 120 columns: no line longer, the summaries after the ranges' table,
+    each API's name whole on its row with its calls and total time (SQL)."""
+    from nsyswrap.units import fmt_ns
+
+    text = render(nsyswrap.compare(GPU_MIX), "table", width=width)
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= width
+    titles = ["NVTX ranges and the GPU work they launched", "CUDA API calls (top 10 of",
+              "Slowest CUDA API calls (5)", "GPU copies and memsets by kind",
+              "OS runtime calls (top 10 of", "NVTX marks (1)"]
+    at = [next(i for i, line in enumerate(lines) if line.startswith(t)) for t in titles]
+    assert at == sorted(at)
+    apis = summed(calls_by_name(GPU_MIX, RUNTIME, api=True))
+    table = lines[at[1]:at[2]]
+    for name, r in sorted(apis.items(), key=lambda item: -item[1]["total"])[:10]:
+        row = next(line for line in table if line.startswith(name + " "))
+        assert row.split()[1:3] == [str(r["calls"]), *fmt_ns(r["total"]).split()[:1]]
+    mark = marks_from_sql(GPU_MIX)[0]
+    assert lines[at[5] + 3].split()[0] == mark["text"]

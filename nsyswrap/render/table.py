@@ -27,6 +27,7 @@ from .views import (
     kernel_names,
     no_findings_line,
     rows,
+    summary_sections,
     timing_notes,
 )
 
@@ -111,7 +112,17 @@ class TableRenderer:
             print_grid(console, Grid("NVTX ranges and the GPU work they launched",
                                      RANGE_COLUMNS, ranges, optional=(("Lat",), ("Span",))),
                        width)
+        print_summaries(console, c, width, top)
         return buf.getvalue()
+
+
+def print_summaries(console: Console, c: Comparison, width: int, top: int) -> None:
+    """The call summaries and the program's marks (views.summary_sections), after the
+    other tables."""
+    for s in summary_sections(c, top):
+        print_grid(console, Grid(s.title, s.columns, s.rows, optional=s.optional), width)
+        if s.note:
+            _print_lines(console, (Text(line, style="dim") for line in wrapped(s.note, width)))
 
 
 def print_findings(console: Console, c: Comparison, width: int) -> None:
