@@ -15,10 +15,11 @@ import sys
 from collections import defaultdict
 
 import pytest
-from conftest import DATA, DEMO, GPU_MIX, sql
+from conftest import DATA, DEMO, GPU_MIX, has_table, sql
 
 import nsyswrap
 from nsyswrap.render import render
+from nsyswrap.render.names import short_names
 from nsyswrap.units import fmt_ns
 
 REPORTS = [DATA / "h100_torch_train.sqlite", DATA / "h100_harness_clock.sqlite",
@@ -164,6 +165,25 @@ def test_distinct_kernels_distinct_in_every_format(path):
         assert "".join(name.split()) in "".join(full.split())
 
 
+def test_every_fixtures_kernels_shorten_apart():
+    """All the kernels of every fixture at once (torch's elementwise, reduce and
+    distribution kernels, cuBLAS, cuDNN, CUTLASS, NCCL): distinct at any width, and within
+    the width where it leaves room to tell them apart."""
+    reports = [p for p in [*DATA.glob("*.sqlite"), *(DATA / "holdout").glob("*.sqlite")]
+               if has_table(p, "CUPTI_ACTIVITY_KIND_KERNEL")]
+    names = sorted({n for p in reports for n, _, _ in sql(p, KERNEL_NAMES)})
+    assert len(names) > 50
+    for width in (20, 40, 60, 80, 120):
+        shown = short_names(names, width)
+        assert len(set(shown.values())) == len(names), width
+        # cuBLAS's sm80_xmma_gemm_* names differ at their middle and at their end both:
+        # one cut within 60 characters cannot keep both, so below 80 one stays longer.
+        if width >= 80:
+            assert max(len(x) for x in shown.values()) <= width
+        uncut = short_names(names, width, cut=False)
+        assert len(set(uncut.values())) == len(names), width
+
+
 def test_the_demos_alike_kernels_show_what_tells_them_apart():
     """Two FillFunctor kernels (281 and 337 calls) and three of torch's uniform
     distribution kernels read alike when shortened to their outer template: each shows
@@ -255,7 +275,7 @@ def test_avg_and_stddev_in_text_and_markdown(width):
     stats = sql_statistics(GPU_MIX)
     c = nsyswrap.compare(GPU_MIX)
     by_count = defaultdict(list)
-    for name, (n, mean, _, sample) in stats.items():
+    for n, mean, _, sample in stats.values():
         by_count[str(n)].append((fmt_ns(mean), fmt_ns(sample)))
     # Text: each numbers row, read under its header.
     text = render(c, "table", width=width, top=0)

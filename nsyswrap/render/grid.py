@@ -39,7 +39,6 @@ class Grid:
     # Where the name cannot go beside the numbers: on its own line above them (True), or
     # wrapped at its spaces in its column (False: call sites 'Timer(f(x)) at t.py:18').
     stack: bool = True
-    note: str = ""  # a line under the legend
 
 
 @dataclass
@@ -73,8 +72,7 @@ def grid_lines(g: Grid, width: int) -> list[Text]:
     if layout.left_out:
         caption = " · ".join(x for x in (caption, "not shown at this width: "
                                          + ", ".join(layout.left_out)) if x)
-    for text in (caption, g.note):
-        out += [Text(line, style="dim") for line in _wrap(text, width)]
+    out += [Text(line, style="dim") for line in _wrap(caption, width)]
     return out
 
 

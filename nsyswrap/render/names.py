@@ -42,15 +42,13 @@ ELLIPSIS = "…"
 _MIDDLE_CUT_HEAD = 16  # characters a name cut in the middle keeps of its start, at least
 
 
-def shorten(name: str, width: int = 60) -> str:
-    """'void at::native::vectorized_elementwise_kernel<(int)4, FillFunctor<float>, ...>(int, T2)'
-    -> 'vectorized_elementwise_kernel<4, FillFunctor<…>, array<…>>' within `width`."""
-    return short_names([name], width)[name]
-
-
 def short_names(names: Iterable[str], width: int = 60, cut: bool = True) -> dict[str, str]:
-    """Each of `names` (C++ kernel signatures) shortened as `shorten` does, and told apart:
-    no shortened name could stand for another of `names` (each '…' read as any text), so
+    """Each of `names` (C++ kernel signatures) shortened ('void at::native::vectorized_
+    elementwise_kernel<(int)4, at::native::FillFunctor<float>, std::array<char *, (unsigned
+    long)1>>(int, T2, T3)' -> 'vectorized_elementwise_kernel<4, FillFunctor<…>,
+    array<…>>': no return type, namespaces of PyTorch and the standard library, casts or
+    parameters; templates nested deeper than one level as '<…>') and told apart: no
+    shortened name could stand for another of `names` (each '…' read as any text), so
     distinct names stay distinct. Where two read alike, the template arguments that tell
     them apart are shown ('vectorized_elementwise_kernel<4, FillFunctor<float>, …>' and
     '...<4, FillFunctor<signed char>, …>'). Within `width` by leaving out arguments, from
@@ -76,12 +74,17 @@ class _Index:
         pieces = shown.split(ELLIPSIS)
         if len(pieces) == 1:
             return shown != own and shown in self.texts
-        pattern = re.compile(".*".join(map(re.escape, pieces)), re.DOTALL)
-        start = pieces[0]
+        start, end = pieces[0], pieces[-1]
+        middle = [p for p in pieces[1:-1] if p]
+        pattern = None
         for text in self.texts[bisect_left(self.texts, start):]:
             if not text.startswith(start):
                 break
-            if text != own and pattern.fullmatch(text):
+            # Cheap tests first: most texts fail them and never reach the pattern.
+            if text == own or not text.endswith(end) or not all(p in text for p in middle):
+                continue
+            pattern = pattern or re.compile(".*".join(map(re.escape, pieces)), re.DOTALL)
+            if pattern.fullmatch(text):
                 return True
         return False
 

@@ -5,6 +5,7 @@ width it is given (grid.py): no line longer, no name split across lines."""
 from __future__ import annotations
 
 import io
+from functools import cache
 
 from rich.console import Console
 from rich.text import Text
@@ -84,12 +85,14 @@ class TableRenderer:
                 console.print(terminal_text(line))
         hint = event_records_hint(c)
         if hint:
+            console.print()
             console.print(terminal_text(hint, style="dim"))
 
         kernels = rows(c, "kernels")
         if kernels:
             shown = kernels[:top] if top else kernels
 
+            @cache  # the layout asks again for the same room
             def names(room: int, cut: bool) -> list[str]:  # told apart from those shown
                 named = kernel_names(shown, room, full_names, cut)
                 return [named[r["name"]] for r in shown]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import cache
+
 from rich.console import Console
 from rich.text import Text
 
@@ -97,6 +99,7 @@ class DiffTable:
         shown = rows[:top] if top else rows
         kind, name, *numbers, verdict = diff_columns(diff_names(rows, width, full_names))
 
+        @cache  # the layout asks again for the same room
         def names(room: int, cut: bool) -> list[str]:
             named = diff_names(rows, room, full_names, cut)
             return [diff_name(r, named) for r in shown]
