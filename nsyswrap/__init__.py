@@ -31,6 +31,11 @@ def __getattr__(name: str):
     return value
 
 
+def __dir__() -> list[str]:
+    """The public names, the lazy ones too (without loading them), and the module's own."""
+    return sorted(set(__all__) | set(_LAZY) | {n for n in globals() if n.startswith("__")})
+
+
 class _Package(types.ModuleType):
     """Importing the submodule `nsyswrap.annotate` would bind the package's `annotate` to
     that module; the name belongs to the function of the same name."""

@@ -82,6 +82,9 @@ class _Page(HtmlPage):
         super().__init__()
         self.c = c
         self.notebook = notebook
+        # A notebook shows the page on every display: it leaves out the timelines, whose
+        # windows of GPU operations are most of the page's making and of its data.
+        self.timelines = not notebook
         self.full_names = full_names
         self.cold = _cold_counts(c)
         self.windows = WindowBuilder(c)
@@ -215,7 +218,8 @@ class _Page(HtmlPage):
                              else esc(label))
                 if anchor and not several:
                     what = ("timeline" if anchor.startswith("tl-") else
-                            "timings" if label in self.user_anchor else "bars")
+                            "timings" if label in self.user_anchor else
+                            "plot" if label in self.bench_anchor else "bars")
                     links.append(f"<a href=\"#{anchor}\">{what} ↓</a>")
             by_range = f.evidence.get("by_range") if several else None
             evidence = (evidence_side_by_side(by_range) if by_range
@@ -238,9 +242,10 @@ class _Page(HtmlPage):
         b = self.c.benchmarks
         for run, name in zip(b["run"].tolist(), b["benchmark"].tolist(), strict=True):
             if run in self.plotted_runs:
-                self.bench_anchor.setdefault(f"nsyswrap:{name}", f"tl-b{run}")
+                self.bench_anchor.setdefault(f"nsyswrap:{name}",
+                                             f"tl-b{run}" if self.timelines else f"b{run}")
         for i, fam in enumerate(self.families):
-            if i < MAX_FAMILY_TIMELINES:
+            if i < MAX_FAMILY_TIMELINES and self.timelines:
                 self.family_anchor[fam["label"]] = f"tl-{fam['anchor']}"
             elif i < MAX_FAMILY_BARS:
                 self.family_anchor[fam["label"]] = fam["anchor"]
@@ -343,7 +348,7 @@ class _Page(HtmlPage):
         worst = ivs.iloc[int(np.nanargmax(excess))] if np.isfinite(excess).any() else typical
         same = int(worst["iteration"]) == int(typical["iteration"])
         for which, iv in (("typical", typical), ("worst", worst)):
-            if which == "worst" and same:
+            if which == "worst" and same or not self.timelines:
                 continue
             what = ("typical and worst" if same else which)
             title = (f"{label} · {what}: instance {int(iv['iteration'])} of {len(ivs):,}, "
@@ -401,8 +406,9 @@ class _Page(HtmlPage):
             out.append(
                 f"<div class=\"bench\" id=\"b{run}\"><h3>{esc(r['benchmark'])} "
                 f"<span class=\"verdict {_verdict_class(r)}\">{esc(r['verdict'])}</span></h3>"
-                f"<p class=\"stats\">{esc(_bench_stats(r))} · "
-                f"<a href=\"#tl-b{run}\">timeline ↓</a></p>"
+                f"<p class=\"stats\">{esc(_bench_stats(r))}"
+                + (f" · <a href=\"#tl-b{run}\">timeline ↓</a>" if self.timelines else "")
+                + "</p>"
                 + self.chart(f"bench-{run}", charts.iterations(points, medians), "benchmark",
                               f"iterations of {r['benchmark']}")
                 + "</div>")
@@ -412,6 +418,11 @@ class _Page(HtmlPage):
     # -- 4. timelines ---------------------------------------------------------------------
 
     def _timelines(self) -> str:
+        if not self.timelines:
+            return ("<section id=\"timelines\"><h2>Timelines</h2><p class=\"muted\">Left "
+                    "out of the notebook view: <code>Comparison.save_html(PATH)</code> writes "
+                    "the whole page, with a timeline of a representative iteration of each "
+                    "benchmark and instance of the busiest range families.</p></section>")
         out = ["<section id=\"timelines\"><h2>Timelines</h2>",
                "<p class=\"explain\">One representative iteration of each benchmark (its event "
                "time closest to the median) and one instance of the busiest range families "
