@@ -44,3 +44,13 @@ def test_findings_say_wall_time(cpu):
     first = _lengths_ns("iteration")[0]
     assert f"took {fmt_ns(first)} of wall time" in cold.message
     assert not any("CPU time" in f.message for f in cpu.findings)
+
+
+def test_the_trace_names_a_range_s_wall_time(cpu):
+    import json
+
+    doc = json.loads(render(cpu, "trace"))
+    events = doc["traceEvents"] if isinstance(doc, dict) else doc
+    loads = [e["args"] for e in events if e.get("name") == "load" and e.get("ph") == "X"]
+    assert sorted(a["wall_ns"] for a in loads) == sorted(_lengths_ns("load"))
+    assert not any("cpu_ns" in a for a in loads)

@@ -136,7 +136,7 @@ def _nvtx_events(c: Comparison, origin: int) -> list[dict[str, Any]]:
     for name, r, t0, t1, b in zip(names, inst.itertuples(index=False), ts, end, busy.tolist(),
                                   strict=True):
         args = {"domain": r.domain or None, "range_id": int(r.range_id),
-                "instance": int(r.index), "cpu_ns": int(r.cpu_ns)}
+                "instance": int(r.index), "wall_ns": int(r.cpu_ns)}
         if np.isfinite(b):
             args["gpu_busy_ns"] = int(b)
         if r.benchmark:
