@@ -506,3 +506,31 @@ def test_terminal_shows_the_summaries_after_the_other_tables(width):
         assert row.split()[1:3] == [str(r["calls"]), *fmt_ns(r["total"]).split()[:1]]
     mark = marks_from_sql(GPU_MIX)[0]
     assert lines[at[5] + 3].split()[0] == mark["text"]
+
+
+def test_html_page_has_a_table_of_each_summary_and_of_the_marks():
+    page = render(nsyswrap.compare(GPU_MIX), "html")
+    section = page[page.index('<section id="calls">'):]
+    section = section[:section.index("</section>")]
+    assert '<a href="#calls">Calls and marks</a>' in page
+    titles = re.findall(r"<h3>([^<]*)</h3>", section)
+    assert [t.split(" (")[0] for t in titles] == [
+        "CUDA API calls", "Slowest CUDA API calls", "GPU copies and memsets by kind",
+        "OS runtime calls", "NVTX marks"]
+    heaviest = max(summed(calls_by_name(GPU_MIX, RUNTIME, api=True)).items(),
+                   key=lambda item: item[1]["total"])[0]
+    assert f"<tr><td>{heaviest}</td>" in section
+    assert "<tr><td>done</td>" in section
+
+
+def test_a_marks_text_is_shown_harmlessly():
+    """The hostile fixture's mark is markup: escaped in HTML and Markdown, as it is in
+    JSON exactly."""
+    c = nsyswrap.compare(DATA / "cpu2022_hostile.sqlite")
+    text = marks_from_sql(DATA / "cpu2022_hostile.sqlite")[0]["text"]
+    assert "<" in text
+    assert json.loads(render(c, "json"))["marks"][0]["text"] == text
+    page = render(c, "html")
+    assert text not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
+    md = render(c, "markdown")
+    assert text not in md and "&lt;img src=x onerror=alert(1)&gt;" in md

@@ -47,6 +47,7 @@ from .views import (
     event_records_hint,
     kernel_names,
     no_findings_line,
+    summary_sections,
     timing_notes,
 )
 
@@ -147,7 +148,7 @@ class _Page(HtmlPage):
     def render(self) -> str:
         body = [self._header(), self._findings(), self._user_timings(), self._benchmarks(),
                 self._timelines(),
-                self._range_families(), self._kernels(), self._footer()]
+                self._range_families(), self._kernels(), self._summaries(), self._footer()]
         return self.document(f"nsyswrap · {self.c.info.source.name}", body)
 
     def _header(self) -> str:
@@ -194,6 +195,8 @@ class _Page(HtmlPage):
         if self.families:
             items.append(("ranges", "Range families"))
         items.append(("kernels", "Kernels"))
+        if summary_sections(self.c):
+            items.append(("calls", "Calls and marks"))
         links = " · ".join(f"<a href=\"#{a}\">{esc(t)}</a>" for a, t in items)
         return f"<nav>{links}</nav>"
 
@@ -564,6 +567,25 @@ class _Page(HtmlPage):
                 "<span class=\"count\" data-count-for=\"kernels-table\"></span>"
                 f"<table class=\"sortable\" id=\"kernels-table\"><thead><tr>{head}</tr></thead>"
                 f"<tbody>{''.join(body)}</tbody></table>{cap}</section>")
+
+    # -- 7. calls and marks ----------------------------------------------------------------
+
+    def _summaries(self) -> str:
+        """The call summaries and the program's marks (views.summary_sections), a sortable
+        table each."""
+        sections = summary_sections(self.c)
+        if not sections:
+            return ""
+        out = ["<section id=\"calls\"><h2>Calls and marks</h2><p class=\"explain\">What "
+               "the report's calls add up to, as nsys stats' cuda_api_sum, "
+               "cuda_gpu_mem_time_sum and cuda_gpu_mem_size_sum, and osrt_sum; and the "
+               "program's own NVTX marks. The JSON and CSV outputs list every row.</p>"]
+        for i, s in enumerate(sections):
+            out.append(f"<h3>{esc(s.title)}</h3>"
+                       + sortable_table(s.columns, s.rows, f"calls-table-{i}")
+                       + (f"<p class=\"cap\">{esc(s.note)}</p>" if s.note else ""))
+        out.append("</section>")
+        return "".join(out)
 
     def _footer(self) -> str:
         caps = "".join(f"<li>{esc(x)}</li>" for x in self.caps)
