@@ -256,13 +256,13 @@ def test_user_timings_come_after_the_findings_one_row_per_timed_place(seed, seed
     assert [(r[0], r[1], r[5]) for r in rows] == [
         (g.label, str(g.instances), g.verdict) for g in groups.itertuples()]
     # Where the events read more than the kernels by more than their own cost, it says so:
-    # every window after the copies, and on the H100 the third window of on_gpu and of
-    # flushed, whose GPU had run out of queued work in half their instances.
+    # at least every window after the copies (the GPU idle at each start record; which
+    # other windows the queue ran dry in depends on the run).
     inflated = [r[0] for r in rows if r[5].startswith("events inflated")]
-    assert inflated == [*(f"torch_seed_timings.py:{a}→{b} (copied)"
-                          for a, b in ((37, 39), (40, 42), (43, 45))),
-                        "torch_seed_timings.py:65→67 (on_gpu)",
-                        "torch_seed_timings.py:95→97 (flushed)"]
+    assert {f"torch_seed_timings.py:{a}→{b} (copied)"
+            for a, b in ((37, 39), (40, 42), (43, 45))} <= set(inflated)
+    assert not [label for label in inflated if label.endswith("(on_gpu)")
+                and ":59→" in label]  # behind torch.rand's queued kernels: they agree
     # Each timed place drawn: its instances, a typical and the worst instance's timeline.
     assert len(groups) <= MAX_USER_GROUPS
     for run in groups["run"]:
