@@ -534,3 +534,31 @@ def test_a_marks_text_is_shown_harmlessly():
     assert text not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
     md = render(c, "markdown")
     assert text not in md and "&lt;img src=x onerror=alert(1)&gt;" in md
+
+
+@pytest.mark.parametrize("path", [GPU_MIX, CPU_2022], ids=lambda p: p.name)
+def test_marks_are_instants_on_their_threads_in_the_trace(path):
+    """Each of the program's marks (SQL) once, at its time, on its thread; none before the
+    trace's origin (nsys 2022.4 dates a CPU capture's start after its events)."""
+    trace = json.loads(render(nsyswrap.compare(path), "trace"))
+    origin = trace["otherData"]["origin_ns"]
+    got = [(round(e["ts"] * 1000) + origin, e["pid"], e["tid"], e["args"]["domain"] or "",
+            e["name"]) for e in trace["traceEvents"] if e.get("cat") == "nvtx_mark"]
+    assert got == [(m["time_ns"], m["pid"], m["tid"], m["domain"], m["text"])
+                   for m in marks_from_sql(path)]
+    assert all(e["ts"] >= 0 for e in trace["traceEvents"] if "ts" in e)
+
+
+def test_a_marks_time_counts_from_the_reports_first_event():
+    """nsys 2022.4 dates a CPU capture's session after its events: a mark's time is
+    counted from the first NVTX range where that came earlier (SQL), never negative."""
+    from nsyswrap.units import fmt_ns
+
+    mark = marks_from_sql(CPU_2022)[0]
+    (start,), = sql(CPU_2022, "SELECT min(startTime) FROM ANALYSIS_DETAILS")
+    (first,), = sql(CPU_2022, "SELECT min(start) FROM NVTX_EVENTS WHERE eventType IN (59, 60)"
+                              ' AND "end" IS NOT NULL')
+    assert first < start  # the quirk, in this fixture
+    lines = render(nsyswrap.compare(CPU_2022), "table", width=100).splitlines()
+    row = lines[next(i for i, line in enumerate(lines) if line.startswith("NVTX marks")) + 3]
+    assert fmt_ns(mark["time_ns"] - min(start, first, mark["time_ns"])) in row

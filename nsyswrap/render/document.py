@@ -252,6 +252,28 @@ def other_thread_rows(c: Comparison) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: -r["gpu_ops"])
 
 
+def origin_ns(c: Comparison) -> int:
+    """Where times shown from the report's start count from: its start, or its first event
+    where that came earlier (nsys 2022.4 dates a CPU capture's session after its events),
+    so that no time shown is negative. The instances and the marks are in start order."""
+    a = c.analysis
+    starts = [c.info.start_ns]
+    if len(a.instances):
+        starts.append(a.instances.values("start_ns", slice(0, 1))[0])
+    if len(a.marks):
+        starts.append(a.marks["time_ns"].iloc[0])
+    for frame, column in ((a.attribution.blocking_calls, "start_ns"),
+                          (a.attribution.gpu_ops, "start_ns"),
+                          (a.call_summaries.slowest_api_calls, "start_ns")):
+        if len(frame):
+            starts.append(frame[column].min())
+    ops = a.attribution.gpu_ops
+    launches = ops["launch_start_ns"].to_numpy() if len(ops) else np.zeros(0, "int64")
+    if (launches >= 0).any():
+        starts.append(launches[launches >= 0].min())
+    return int(min((int(s) for s in starts if s is not None), default=0))
+
+
 def refuse_streamed(c: Comparison, what: str) -> None:
     """Formats that draw every GPU operation (a page's timeline, a trace) need the
     operations the streamed analysis does not keep: say so rather than draw none."""

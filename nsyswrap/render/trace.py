@@ -25,7 +25,7 @@ from ..compare import Comparison
 from ..diagnose import range_label
 from ..intervals import assign_lanes
 from ..report import thread_ids
-from .document import plain, refuse_streamed
+from .document import origin_ns, plain, refuse_streamed
 
 # Synthetic pids for GPUs: above any Linux pid (pid_max is at most 2^22).
 GPU_PID_BASE = 10_000_000
@@ -47,6 +47,7 @@ def trace_document(c: Comparison) -> dict[str, Any]:
     events += _nvtx_events(c, origin)
     events += _blocking_calls(c, origin)
     events += _gpu_ops_and_launches(c, origin)
+    events += _marks(c, origin)
     events += _findings(c, origin)
     info = c.info
     return {
@@ -61,19 +62,9 @@ def trace_document(c: Comparison) -> dict[str, Any]:
 
 
 def _origin_ns(c: Comparison) -> int:
-    """The report's start, or its first event if that came earlier (nsys 2022.4 dates
-    the session after the first NVTX ranges): no event before 0."""
-    a = c.analysis
-    starts = [c.info.start_ns,
-              a.attribution.gpu_ops["start_ns"].min() if len(a.attribution.gpu_ops) else None,
-              a.instances["start_ns"].min() if len(a.instances) else None,
-              a.attribution.blocking_calls["start_ns"].min()
-              if len(a.attribution.blocking_calls) else None]
-    ops = a.attribution.gpu_ops
-    launches = ops["launch_start_ns"][ops["launch_start_ns"] >= 0]
-    if len(launches):
-        starts.append(launches.min())
-    return int(min((int(s) for s in starts if s is not None), default=0))
+    """The report's start, or its first event if that came earlier (document.origin_ns):
+    no event before 0."""
+    return origin_ns(c)
 
 
 def _us(ns: np.ndarray | float, origin: int) -> np.ndarray:
@@ -230,6 +221,17 @@ def _gpu_ops_and_launches(c: Comparison, origin: int) -> list[dict[str, Any]]:
         out.append(_meta("thread_name", GPU_PID_BASE + d, t, {"name": label}))
         out.append(_meta("thread_sort_index", GPU_PID_BASE + d, t, {"sort_index": t}))
     return out
+
+
+def _marks(c: Comparison, origin: int) -> list[dict[str, Any]]:
+    """The program's NVTX marks (analysis.marks: nsyswrap's own left out) as instants on
+    their threads."""
+    marks = c.analysis.marks
+    ts = _json_numbers(_us(marks["time_ns"].to_numpy(), origin))
+    return [{"name": str(text), "cat": "nvtx_mark", "ph": "i", "s": "t", "pid": int(pid),
+             "tid": int(tid), "ts": t, "args": {"domain": str(domain) or None}}
+            for text, pid, tid, domain, t in zip(marks["text"], marks["pid"], marks["tid"],
+                                                 marks["domain"], ts, strict=True)]
 
 
 def _findings(c: Comparison, origin: int) -> list[dict[str, Any]]:

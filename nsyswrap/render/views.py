@@ -10,7 +10,7 @@ from typing import Any
 from ..compare import Comparison
 from ..diagnose import range_label
 from ..units import fmt_bytes, fmt_ns, fmt_share, plural
-from .document import report_block, section_rows, user_timings_block
+from .document import origin_ns, report_block, section_rows, user_timings_block
 from .names import printable, short_names
 
 
@@ -373,9 +373,10 @@ class SummarySection:
     optional: tuple[tuple[str, ...], ...] = ()
 
 
-def _since(start_ns: int | None) -> Callable[[int], str]:
-    """A session time as the time since the report's start ('1.23 s')."""
-    return lambda t: fmt_ns(t - (start_ns or 0))
+def _since(origin: int) -> Callable[[int], str]:
+    """A session time as the time since the report's start ('1.23 s';
+    document.origin_ns)."""
+    return lambda t: fmt_ns(t - origin)
 
 
 def _more(shown: int, total: int, what: str, section: str) -> str:
@@ -390,7 +391,7 @@ def summary_sections(c: Comparison, top: int = 10) -> list[SummarySection]:
     copies and memsets, the OS runtime calls (the `top` heaviest) and the program's marks
     (the first MARKS_SHOWN), each where the report has any."""
     out = []
-    at = _since(c.info.start_ns)
+    at = _since(origin_ns(c))
     apis = rows(c, "cuda_api")
     if apis:
         shown = apis[:top] if top else apis
