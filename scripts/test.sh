@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The test command (README): installs what the tests need, then runs them.
+# The test command (README): installs what the tests need, then runs them (about 3 min of
+# tests on 2 cores, after the installs).
 #   bash scripts/test.sh [pytest args...]
 # - Debian's Nsight Systems 2022.4 (non-free) for the real end-to-end tests of `nsyswrap run`
 #   on the CPU, when this machine can install it (root + apt); otherwise those tests skip,
@@ -58,4 +59,6 @@ python -m pip install -q -e '.[test]'
 # the build this project's machines keep on disk. Without it those two tests skip.
 python -m pip install -q 'torch==2.13.0' 2>/dev/null \
   || echo "scripts/test.sh: torch 2.13.0 not installable here: its two tests will be skipped"
-python -m pytest "$@"
+# Two workers, every nsys test in one of them (tests/conftest.py): most tests wait on nsys
+# and subprocesses, and two nsys 2022.4 sessions at once can break each other.
+python -m pytest -n 2 --dist loadgroup "$@"

@@ -118,3 +118,15 @@ if os.environ.get("NSYSWRAP_REQUIRE_BROWSER") and not browser_available():
 
 needs_browser = pytest.mark.skipif(not browser_available(),
                                    reason="Chromium or Playwright not installed")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (scripts/test.sh runs the suite on several workers), every test
+    that starts Debian's nsys runs in one worker, one at a time: two nsys 2022.4 sessions at
+    once can break each other's agent (docs/nsys-quirks.md)."""
+    for item in items:
+        uses_nsys = item.get_closest_marker("nsys") is not None or any(
+            m.kwargs.get("reason") == "nsys not on PATH" or "nsys not on PATH" in m.args
+            for m in item.iter_markers("skipif"))
+        if uses_nsys:
+            item.add_marker(pytest.mark.xdist_group("nsys"))
