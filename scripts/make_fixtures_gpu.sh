@@ -60,9 +60,18 @@ want user_do_bench && user_run do_bench -- "$here/workloads/torch_do_bench.py"
 want user_timer && user_run timer -- "$here/workloads/torch_timer.py"
 want user_loops && user_run loops -- "$here/workloads/torch_event_loops.py"
 want user_edges && user_run edges -- "$here/workloads/torch_event_edges.py"
-# Interrupted (Ctrl-C) after a few seconds: what was recorded up to then is kept.
-want user_interrupt && user_run interrupt timeout -s INT 6 -- \
-  "$here/workloads/torch_event_interrupt.py"
+# Interrupted (Ctrl-C) once it has timed 200 steps: what was recorded up to then is kept.
+if want user_interrupt; then
+  dir=$(mktemp -d)
+  python3 -m nsyswrap run -o "$dir/run" --format json \
+    "$here/workloads/torch_event_interrupt.py" >"$dir/out.json" 2>"$dir/err" &
+  pid=$!
+  for _ in $(seq 1200); do grep -q "^step 200:" "$dir/err" && break; sleep 0.1; done
+  kill -INT "$pid"
+  wait "$pid" || echo "user_run interrupt: nsyswrap exited $?"
+  cp "$dir"/run/*.sqlite "$out/${tag}_user_interrupt.sqlite"
+  rm -rf "$dir"
+fi
 # NVIDIA's own summaries of some fixtures, an independent reference for the tests.
 for name in torch_mix torch_graph torch_train; do
   want $name || continue

@@ -422,3 +422,25 @@ def test_markdown_section(compared):
 def test_streamed_compare_leaves_these_reports_to_the_whole_analysis(compared):
     streamed = nsyswrap.compare(SEED, operations=False)
     pd.testing.assert_frame_equal(streamed.user_timings, compared(SEED).user_timings)
+
+
+INTERRUPTED = DATA / "h100_user_interrupt.sqlite"
+
+
+def test_an_interrupted_programs_timings_are_kept_and_reconciled(compared):
+    """Ctrl-C in the middle of a timing loop: the runner's records reach the report (written
+    as the program exits through the interrupt), every elapsed_time() up to then is
+    reconciled, and the runner measured the events' floor after the loop."""
+    doc = runner_doc(INTERRUPTED)
+    elapsed = unpack(doc, "elapsed")
+    records = unpack(doc, "records")
+    calls = sql(INTERRUPTED, """
+        SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds n ON n.id = r.nameId
+        WHERE n.value LIKE 'cudaEventRecord%'""")[0][0]
+    floor_windows = len(doc["floor_ms"]) + 3  # the runner's own records: its warmup too
+    assert len(records) == calls - 4 * floor_windows  # each floor window records 4 events
+    c = compared(INTERRUPTED)
+    g = _groups(c)
+    (group,) = g.values()
+    assert group["instances"] == len(elapsed) >= 200
+    assert group["floor_source"] == "measured"
