@@ -115,6 +115,8 @@ def _read_report(opened: OpenReport) -> Report:
 # A report without CUDA tables. Where CUDA was traced (nsyswrap run), the program made no
 # CUDA call: pipeline.py says that instead.
 NO_CUDA_TRACE_NOTE = "no CUDA trace in this report (profile with -t cuda): GPU columns are empty"
+NO_NVTX_NOTE = ("no NVTX events in this report (profile with -t nvtx and annotate code with "
+                "nsyswrap.annotate): no per-range analysis")
 
 
 @dataclass
@@ -140,8 +142,7 @@ class WithoutOperations:
         if not info.has_cuda:
             notes.append(NO_CUDA_TRACE_NOTE)
         if not info.has_nvtx:
-            notes.append("no NVTX events in this report (profile with -t nvtx and annotate "
-                         "code with nsyswrap.annotate): no per-range analysis")
+            notes.append(NO_NVTX_NOTE)
         info.notes[:0] = notes  # before any alert already raised
         _check_gpu_trace(info, last_call_ns, operations, len(report.ranges))
         _check_launches(info, self.db, operations, len(report.ranges))

@@ -28,7 +28,7 @@ from .diagnose import Thresholds
 from .errors import BadInputError, Interrupted, NsysWrapError
 from .files import atomic_write
 from .launch import Interrupts
-from .loader import NO_CUDA_TRACE_NOTE
+from .loader import NO_CUDA_TRACE_NOTE, NO_NVTX_NOTE
 from .multi.samples import diff_samples, sample_rows
 from .nsys import find_nsys, nsys_version
 from .progress import NO_PROGRESS, Progress
@@ -71,7 +71,8 @@ def run(target: Sequence[str], output_dir: Path | None, opts: ProfileOptions,
             cap = finish(cap, progress)
     with _keeping([cap]):
         result = _analyse(cap, thresholds, progress, compare_options=compare_options,
-                          steps=steps, final_dir=folder.final, cuda_traced=_traces_cuda(opts))
+                          steps=steps, final_dir=folder.final, cuda_traced=_traces(opts, "cuda"),
+                          nvtx_traced=_traces(opts, "nvtx"))
         folder.commit()
     return _committed(result, folder)
 
@@ -106,7 +107,8 @@ def run_ranks(target: Sequence[str], output_dir: Path | None, opts: ProfileOptio
                                     json_name=f"analysis.{c.name}.json",
                                     html_name=f"report.{c.name}.html",
                                     compare_options=compare_options, steps=steps,
-                                    final_dir=folder.final, cuda_traced=_traces_cuda(opts)))
+                                    final_dir=folder.final, cuda_traced=_traces(opts, "cuda"),
+                                    nvtx_traced=_traces(opts, "nvtx")))
             advance()
         folder.commit()
     return [_committed(r, folder) for r in results]
@@ -200,30 +202,34 @@ def analysis_json(c: Comparison) -> Iterator[str]:
 
 NO_CUDA_CALLS_NOTE = ("the program made no CUDA calls (CUDA was traced): no GPU work to "
                       "analyse")
+NO_NVTX_CALLS_NOTE = ("the program opened no NVTX ranges (NVTX was traced): annotate code "
+                      "with nsyswrap.annotate for the per-range analysis")
 
 
-def _traces_cuda(opts: ProfileOptions) -> bool:
-    return "cuda" in [t.strip() for t in opts.trace.split(",")]
+def _traces(opts: ProfileOptions, what: str) -> bool:
+    return what in [t.strip() for t in opts.trace.split(",")]
 
 
 def _analyse(cap: Capture, thresholds: Thresholds | None,
              progress: Callable[[str], None] | None,
              json_name: str = ANALYSIS_JSON, html_name: str = REPORT_HTML,
              compare_options: dict | None = None, steps: Progress = NO_PROGRESS,
-             final_dir: Path | None = None, cuda_traced: bool = False) -> RunResult:
+             final_dir: Path | None = None, cuda_traced: bool = False,
+             nvtx_traced: bool = False) -> RunResult:
     """Analyse the export; write analysis.json and the HTML report beside it. They name
     the report where it will lie in `final_dir`, once the run's files are moved there.
-    `cuda_traced`: nsys traced CUDA, so a report without its tables means a program that
-    made no CUDA call."""
+    `cuda_traced`, `nvtx_traced`: nsys traced them, so a report without their tables means
+    a program that made no such call."""
     if cap.sqlite is None:
         return RunResult(cap, None, None)
     if progress:
         progress("analysing")
     result = compare(cap.sqlite, thresholds, progress=steps, **(compare_options or {}))
     result.info.notes.extend(cap.notes)
-    if cuda_traced:
-        notes = result.info.notes
-        notes[:] = [NO_CUDA_CALLS_NOTE if n == NO_CUDA_TRACE_NOTE else n for n in notes]
+    # What nsys traced and the program never did is the program's, not the profile's.
+    said = {NO_CUDA_TRACE_NOTE: NO_CUDA_CALLS_NOTE if cuda_traced else None,
+            NO_NVTX_NOTE: NO_NVTX_CALLS_NOTE if nvtx_traced else None}
+    result.info.notes[:] = [said.get(n) or n for n in result.info.notes]
     if final_dir is not None:
         result.info.path = result.info.source = final_dir / cap.sqlite.name
     read = (cap.sqlite, cap.rep, cap.qdstrm)
