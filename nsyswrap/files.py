@@ -115,13 +115,12 @@ def atomic_open(path: str | os.PathLike, *, binary: bool = False,
             yield f
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
     except BaseException as e:
         _discard(tmp)
         if isinstance(e, OSError):
             raise write_error(path, e, _left(path, existing)) from None
         raise
-    _sync_folder(path.parent)
+    _put_in_place(tmp, path, existing)
 
 
 @contextmanager
@@ -148,6 +147,18 @@ def replacing(path: str | os.PathLike, *, suffix: str = "",
         raise
     try:
         _fsync_file(tmp)
+    except BaseException as e:
+        _discard(tmp)
+        if isinstance(e, OSError):
+            raise write_error(path, e, _left(path, existing)) from None
+        raise
+    _put_in_place(tmp, path, existing)
+
+
+def _put_in_place(tmp: Path, path: Path, existing) -> None:
+    """The written, fsynced temporary file renamed onto `path`, and the folder synced; on
+    failure the temporary file is removed and `path` left as it was."""
+    try:
         os.replace(tmp, path)
     except BaseException as e:
         _discard(tmp)

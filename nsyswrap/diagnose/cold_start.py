@@ -88,17 +88,12 @@ def _cold_user_run(label: str, cold: dict[str, _Cold], n: int) -> Finding:
     skip = max(x.count for x in cold.values())
     first = next(iter(cold.values()))
     what = "measurement" if first.count == 1 else f"{first.count} measurements"
-    return Finding(
-        code=CODE, severity=WARNING, range=label,
-        message=(
-            f"{label}: the first {what} took {', '.join(fmt_ns(v) for v in first.first_ns)} "
-            f"of {first.words} against a median of {fmt_ns(first.median_rest_ns)} for the "
-            f"other {n - first.count}: they time start-up work (library handles, "
-            "autotuning, allocation, clocks ramping up), not the steady state"),
-        evidence=_evidence(cold, skip, n),
-        suggestion=f"Warm up before timing (run the timed code {skip} or more times first), "
-                   f"or leave out the first {skip} measurement(s).",
-    )
+    return _cold_window_finding(
+        label, cold, n, what,
+        f"for the other {n - first.count}: they time start-up work (library handles, "
+        "autotuning, allocation, clocks ramping up), not the steady state", {},
+        f"Warm up before timing (run the timed code {skip} or more times first), or leave "
+        f"out the first {skip} measurement(s).")
 
 
 def _cold_harness_run(label: str, config: dict, cold: dict[str, _Cold], n: int) -> Finding:
@@ -106,15 +101,26 @@ def _cold_harness_run(label: str, config: dict, cold: dict[str, _Cold], n: int) 
     skip = max(x.count for x in cold.values())
     first = next(iter(cold.values()))
     what = "timed iteration" if first.count == 1 else f"{first.count} timed iterations"
+    return _cold_window_finding(
+        label, cold, n, what,
+        f": the warmup of {warmup} iteration(s) was too short, skip {skip} more",
+        {"warmup_iters": warmup},
+        f"Use warmup={(warmup or 0) + skip} or more, or warmup='auto'.")
+
+
+def _cold_window_finding(label: str, cold: dict[str, _Cold], n: int, what: str, why: str,
+                         evidence: dict, advice: str) -> Finding:
+    """COLD_START on timed windows: the first `what` took ... against the median, `why`."""
+    first = next(iter(cold.values()))
+    skip = max(x.count for x in cold.values())
+    joint = " " if why.startswith("for") else ""
     return Finding(
         code=CODE, severity=WARNING, range=label,
-        message=(
-            f"{label}: the first {what} took {', '.join(fmt_ns(v) for v in first.first_ns)} "
-            f"of {first.words} against a median of {fmt_ns(first.median_rest_ns)}: the "
-            f"warmup of {warmup} iteration(s) was too short, skip {skip} more"
-        ),
-        evidence={**_evidence(cold, skip, n), "warmup_iters": warmup},
-        suggestion=f"Use warmup={(warmup or 0) + skip} or more, or warmup='auto'.",
+        message=(f"{label}: the first {what} took "
+                 f"{', '.join(fmt_ns(v) for v in first.first_ns)} of {first.words} against "
+                 f"a median of {fmt_ns(first.median_rest_ns)}{joint}{why}"),
+        evidence={**_evidence(cold, skip, n), **evidence},
+        suggestion=advice,
     )
 
 

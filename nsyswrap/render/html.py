@@ -294,11 +294,7 @@ class _Page(HtmlPage):
         if notes:
             out.append(f"<ul class=\"notes\">{notes}</ul>")
         if len(drawn) < len(groups):
-            cap = (f"Plots and timelines for {len(drawn)} of {len(groups):,} timed places "
-                   "(those with findings first)"
-                   + (f"; the table lists the first {MAX_USER_ROWS:,}"
-                      if len(groups) > MAX_USER_ROWS else "")
-                   + "; the JSON output lists all.")
+            cap = _drawn_cap(len(drawn), len(groups), "timed places", MAX_USER_ROWS)
             self.caps.append(cap)
             out.append(f"<p class=\"cap\">{esc(cap)}</p>")
         codes = _codes_by_label(self.c)
@@ -380,11 +376,7 @@ class _Page(HtmlPage):
         plotted = [r for r in rows if r["run"] in self.plotted_runs]
         cap = ""
         if len(plotted) < len(rows):
-            cap = (f"Plots and timelines for {len(plotted)} of {len(rows):,} benchmark runs "
-                   "(those with findings first)"
-                   + (f"; the table lists the first {MAX_BENCHMARK_ROWS:,}"
-                      if len(rows) > MAX_BENCHMARK_ROWS else "")
-                   + "; the JSON output lists all.")
+            cap = _drawn_cap(len(plotted), len(rows), "benchmark runs", MAX_BENCHMARK_ROWS)
             self.caps.append(cap)
         table = sortable_table(columns, rows[:MAX_BENCHMARK_ROWS], "benchmarks-table",
                        link=lambda r: f"b{r['run']}" if r["run"] in self.plotted_runs
@@ -730,3 +722,9 @@ def notebook_html(c: Comparison, height_px: int = 760) -> str:
             f"height:{height_px}px;border:1px solid #ddd\" title=\"nsyswrap report\" "
             "sandbox=\"allow-scripts\"></iframe>")
 
+
+def _drawn_cap(drawn: int, total: int, what: str, max_rows: int) -> str:
+    """What the page leaves out of a section's plots and table, in a line."""
+    return (f"Plots and timelines for {drawn} of {total:,} {what} (those with findings "
+            "first)" + (f"; the table lists the first {max_rows:,}" if total > max_rows else "")
+            + "; the JSON output lists all.")

@@ -61,17 +61,24 @@ def kernel_names(rows: list[dict[str, Any]], width: int, full: bool = False,
     return {n: printable(n) for n in names} if full else short_names(names, width, cut)
 
 
-# As nsys's cuda_gpu_kern_sum: StdDev is the sample standard deviation.
-KERNEL_NUMBERS = [
-    Column("Count", lambda r: str(r["count"])),
-    Column("Total", _ns("total_ns")),
-    Column("Avg", _ns("mean_ns")),
-    Column("Median", _ns("median_ns")),
-    Column("Min", _ns("min_ns")),
-    Column("Max", _ns("max_ns")),
-    Column("StdDev", _ns("std_ns")),
-    Column("Share", lambda r: fmt_share(r["share"])),
-]
+def duration_numbers(count: str, key: str) -> list[Column]:
+    """A count, then the durations' total, average, median, min, max, standard deviation
+    and share, as nsys stats' summaries lay them out (StdDev: the sample standard
+    deviation, as nsys computes it)."""
+    return [
+        Column(count, lambda r: str(r[key])),
+        Column("Total", _ns("total_ns")),
+        Column("Avg", _ns("mean_ns")),
+        Column("Median", _ns("median_ns")),
+        Column("Min", _ns("min_ns")),
+        Column("Max", _ns("max_ns")),
+        Column("StdDev", _ns("std_ns")),
+        Column("Share", lambda r: fmt_share(r["share"])),
+    ]
+
+
+# As nsys's cuda_gpu_kern_sum.
+KERNEL_NUMBERS = duration_numbers("Count", "count")
 
 
 def kernel_columns(names: dict[str, str]) -> list[Column]:
@@ -331,18 +338,8 @@ def cells(columns: list[Column], row: dict[str, Any]) -> list[str]:
 
 
 # The call summaries and the program's marks, after the other tables: as nsys stats'
-# cuda_api_sum, osrt_sum and cuda_gpu_mem_time_sum / cuda_gpu_mem_size_sum lay them out
-# (StdDev: the sample standard deviation).
-CALL_NUMBERS = [
-    Column("Calls", lambda r: str(r["calls"])),
-    Column("Total", _ns("total_ns")),
-    Column("Avg", _ns("mean_ns")),
-    Column("Median", _ns("median_ns")),
-    Column("Min", _ns("min_ns")),
-    Column("Max", _ns("max_ns")),
-    Column("StdDev", _ns("std_ns")),
-    Column("Share", lambda r: fmt_share(r["share"])),
-]
+# cuda_api_sum, osrt_sum and cuda_gpu_mem_time_sum / cuda_gpu_mem_size_sum lay them out.
+CALL_NUMBERS = duration_numbers("Calls", "calls")
 MEMORY_OP_NUMBERS = [
     Column("Count", lambda r: str(r["count"])),
     Column("Total", _ns("total_ns")),
