@@ -155,10 +155,13 @@ class _ByKey:
             np.zeros(len(key), bool)
         lo = np.zeros(len(key), "int64")
         hi = np.zeros(len(key), "int64")
-        for i in np.flatnonzero(known):
-            s, e = self.starts[at[i]], self.ends[at[i]]
-            lo[i] = s + np.searchsorted(self.time[s:e], low[i], side="right")
-            hi[i] = s + np.searchsorted(self.time[s:e], high[i], side="left")
+        # A search per distinct key (a few streams or threads), not per window: a million
+        # windows are a million Python steps otherwise.
+        for k in np.unique(at[known]):
+            rows = np.flatnonzero(known & (at == k))
+            s, e = self.starts[k], self.ends[k]
+            lo[rows] = s + np.searchsorted(self.time[s:e], low[rows], side="right")
+            hi[rows] = s + np.searchsorted(self.time[s:e], high[rows], side="left")
         return lo, np.maximum(hi, lo)
 
     def cumulative(self, name: str) -> np.ndarray:
@@ -352,7 +355,8 @@ def _reconcile(rows: pd.DataFrame, events: UserEvents, ops: GpuOps, blocking: pd
     busy = (csum["dur"][hi] - csum["dur"][lo]).astype("float64")
     first = np.where(has, v["start"][np.minimum(lo, len(v["start"]) - 1)] if len(v["start"])
                      else 0, 0)
-    last_end = np.where(has, _segment_max(v["end"], lo, hi), 0)
+    # One stream runs its operations one after another: the last launched ends last.
+    last_end = np.where(has, v["end"][np.maximum(hi - 1, 0)] if len(v["end"]) else 0, 0)
     # The last operation launched on the stream before the start record (same key only).
     key_start = _key_starts(by_stream, key)
     before = lo - 1
