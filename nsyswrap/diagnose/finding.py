@@ -55,7 +55,7 @@ RESAMPLES = (100, 100_000, "a whole number of resamples between 100 and 100000")
 CONFIDENCE = (0.5, 0.999, "a confidence level between 0.5 and 0.999")
 
 
-def _t(default, help_: str, kind: tuple):
+def threshold(default, help_: str, kind: tuple):
     """A threshold field: its default, its help line and its kind (what values it admits)."""
     return field(default=default, metadata={"help": help_, "kind": kind})
 
@@ -64,49 +64,51 @@ def _t(default, help_: str, kind: tuple):
 class Thresholds:
     """When a check speaks up. Change any with `--threshold NAME=VALUE`."""
 
-    idle_share: float = _t(0.5, "GPU_IDLE_IN_RANGE: median share of the GPU span left idle",
-                           SHARE)
-    idle_min_span_ns: float = _t(10_000, "GPU_IDLE_IN_RANGE: ignore ranges whose GPU span is "
-                                         "shorter (ns)", NANOSECONDS)
-    stall_share: float = _t(0.5, "GPU_IDLE_IN_RANGE: one gap holding this share of the idle "
-                                 "time is a host stall, else launch gaps", SHARE)
-    cold_factor: float = _t(2.0, "COLD_START: a leading instance this many times the median "
-                                 "is cold", FACTOR)
-    cold_min_excess_ns: float = _t(5_000, "COLD_START: and at least this much slower (ns)",
-                                   NANOSECONDS)
-    cold_min_instances: int = _t(3, "COLD_START: only ranges repeated at least this often",
-                                 COUNT)
-    sync_share: float = _t(0.1, "SYNC_IN_RANGE: a warning (not info) when blocked for this "
-                                "share of the range", SHARE)
-    transfer_share: float = _t(0.1, "TRANSFER_IN_RANGE: a warning (not info) when copies "
-                                    "take this share of the range, or use pageable memory",
-                               SHARE)
-    fp32_gemm_share: float = _t(0.1, "FP32_GEMM: share of GPU time in fp32 SIMT GEMMs",
-                                SHARE)
-    overhead_share: float = _t(0.15, "LAUNCH_OVERHEAD / HOST_WORK_IN_WINDOW: event time above "
-                                     "the GPU busy time, as a share of the event time",
-                               SHARE)
-    overhead_min_ns: float = _t(2_000, "LAUNCH_OVERHEAD / HOST_WORK_IN_WINDOW: and at least "
-                                       "this much (ns)", NANOSECONDS)
-    host_work_min_ns: float = _t(100_000, "HOST_WORK_IN_WINDOW: a single host stall this "
-                                          "long (ns) is host work; shorter ones read as the "
-                                          "framework's launch overhead", NANOSECONDS)
-    dispatch_gap_ns: float = _t(1_000, "LAUNCH_OVERHEAD: gaps between kernels shorter than "
-                                       "this on average are the GPU's own dispatch (as in a "
-                                       "CUDA graph), not host launch overhead (ns)", NANOSECONDS)
-    cache_min_share: float = _t(0.05, "CACHE_EFFECT: flushed vs hot kernel time difference",
-                                SHARE)
-    host_bound_factor: float = _t(2.0, "HOST_BOUND: host time to issue an iteration (or a "
-                                       "range's host time) this many times its GPU time",
-                                  FACTOR)
-    host_bound_min_ns: float = _t(250_000, "HOST_BOUND: and at least this much more (ns); "
-                                           "dispatching a few PyTorch ops under nsys takes "
-                                           "~100 µs of host time on its own", NANOSECONDS)
-    uncovered_tolerance: float = _t(0.05, "UNCOVERED_STREAM: events shorter than the GPU span "
-                                          "by this share", SHARE)
-    clock_min_share: float = _t(0.9, "CLOCK_VARIATION: median clock below this share of max",
-                                SHARE)
-    clock_spread: float = _t(0.1, "CLOCK_VARIATION: (p90 - p10) / median of the clock", RATIO)
+    idle_share: float = threshold(0.5, "GPU_IDLE_IN_RANGE: median share of the GPU span left idle",
+                                  SHARE)
+    idle_min_span_ns: float = threshold(10_000, "GPU_IDLE_IN_RANGE: ignore ranges whose GPU span "
+                                                "is shorter (ns)", NANOSECONDS)
+    stall_share: float = threshold(0.5, "GPU_IDLE_IN_RANGE: one gap holding this share of the idle "
+                                        "time is a host stall, else launch gaps", SHARE)
+    cold_factor: float = threshold(2.0, "COLD_START: a leading instance this many times the median "
+                                        "is cold", FACTOR)
+    cold_min_excess_ns: float = threshold(5_000, "COLD_START: and at least this much slower (ns)",
+                                          NANOSECONDS)
+    cold_min_instances: int = threshold(3, "COLD_START: only ranges repeated at least this often",
+                                        COUNT)
+    sync_share: float = threshold(0.1, "SYNC_IN_RANGE: a warning (not info) when blocked for this "
+                                       "share of the range", SHARE)
+    transfer_share: float = threshold(0.1, "TRANSFER_IN_RANGE: a warning (not info) when copies "
+                                           "take this share of the range, or use pageable memory",
+                                      SHARE)
+    fp32_gemm_share: float = threshold(0.1, "FP32_GEMM: share of GPU time in fp32 SIMT GEMMs",
+                                       SHARE)
+    overhead_share: float = threshold(0.15, "LAUNCH_OVERHEAD / HOST_WORK_IN_WINDOW: event time "
+                                            "above the GPU busy time, as a share of the event time",
+                                      SHARE)
+    overhead_min_ns: float = threshold(2_000, "LAUNCH_OVERHEAD / HOST_WORK_IN_WINDOW: and at least "
+                                              "this much (ns)", NANOSECONDS)
+    host_work_min_ns: float = threshold(100_000, "HOST_WORK_IN_WINDOW: a single host stall this "
+                                                 "long (ns) is host work; shorter ones read as the "
+                                                 "framework's launch overhead", NANOSECONDS)
+    dispatch_gap_ns: float = threshold(1_000, "LAUNCH_OVERHEAD: gaps between kernels shorter than "
+                                              "this on average are the GPU's own dispatch (as in a "
+                                              "CUDA graph), not host launch overhead (ns)",
+                                       NANOSECONDS)
+    cache_min_share: float = threshold(0.05, "CACHE_EFFECT: flushed vs hot kernel time difference",
+                                       SHARE)
+    host_bound_factor: float = threshold(2.0, "HOST_BOUND: host time to issue an iteration (or a "
+                                              "range's host time) this many times its GPU time",
+                                         FACTOR)
+    host_bound_min_ns: float = threshold(250_000, "HOST_BOUND: and at least this much more (ns); "
+                                                  "dispatching a few PyTorch ops under nsys takes "
+                                                  "~100 µs of host time on its own", NANOSECONDS)
+    uncovered_tolerance: float = threshold(0.05, "UNCOVERED_STREAM: events shorter than the GPU "
+                                                 "span by this share", SHARE)
+    clock_min_share: float = threshold(0.9, "CLOCK_VARIATION: median clock below this share of max",
+                                       SHARE)
+    clock_spread: float = threshold(0.1, "CLOCK_VARIATION: (p90 - p10) / median of the clock",
+                                    RATIO)
 
     def with_overrides(self, overrides: dict[str, str]) -> Thresholds:
         fields = {f.name: f for f in dataclasses.fields(self)}

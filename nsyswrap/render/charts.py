@@ -45,7 +45,9 @@ ROW_HEIGHT_PX = 26
 _BAR_HALF = 0.38  # of a row
 
 
-def _config() -> dict[str, Any]:
+def chart_config() -> dict[str, Any]:
+    """The Vega-Lite `config` every chart of the pages shares (no view border, font sizes,
+    legends on top)."""
     return {"view": {"stroke": None}, "axis": {"labelFontSize": 11, "titleFontSize": 11},
             "legend": {"labelFontSize": 11, "titleFontSize": 11, "orient": "top",
                        "direction": "horizontal", "titleOrient": "left"}}
@@ -126,7 +128,7 @@ def timeline(win: Window) -> dict[str, Any]:
             "encoding": {"x": {**x, "field": "start_us"}, "x2": {"field": "end_us"}}})
     return {
         "$schema": SCHEMA, "width": "container", "height": ROW_HEIGHT_PX * n + 10,
-        "data": {"values": marks}, "layer": layers, "config": _config(),
+        "data": {"values": marks}, "layer": layers, "config": chart_config(),
         "resolve": {"scale": {"color": "shared"}},
     }
 
@@ -152,7 +154,7 @@ def iterations(rows: list[dict[str, Any]], medians: dict[str, float], *,
     caches = sorted({v["cache"] for v in values}, key=["flushed", "hot"].__contains__,
                     reverse=True)
     return {
-        "$schema": SCHEMA, "width": "container", "height": 150, "config": _config(),
+        "$schema": SCHEMA, "width": "container", "height": 150, "config": chart_config(),
         "layer": [
             {"data": {"values": values},
              "mark": {"type": "point", "filled": True, "size": 42, "opacity": 0.85},
@@ -220,5 +222,5 @@ def family_bars(rows: list[dict[str, Any]], y_max_us: float | None = None) -> di
                        "mark": {"type": "text", "baseline": "top", "dy": 3, "fontSize": 10},
                        "encoding": {"x": x, "y": {"field": "us", "type": "quantitative"},
                                     "text": {"field": "text"}}})
-    return {"$schema": SCHEMA, "width": "container", "height": 150, "config": _config(),
+    return {"$schema": SCHEMA, "width": "container", "height": 150, "config": chart_config(),
             "layer": layers}

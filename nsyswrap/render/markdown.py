@@ -41,62 +41,65 @@ _LINE_BREAKS = re.compile(r"[\r\n\t]+")
 KERNEL_NAME_WIDTH = 100
 
 
-def _escape(text: str) -> str:
+def escape(text: str) -> str:
+    """Report text as one line of plain Markdown: line breaks as spaces, control characters
+    shown, HTML and Markdown syntax escaped (for table cells and list items)."""
     text = printable(_LINE_BREAKS.sub(" ", str(text))).translate(_HTML)
     return _MARKDOWN.sub(r"\\\1", text)
 
 
-def _table(columns: list[Column], data: list[dict]) -> list[str]:
-    head = "| " + " | ".join(_escape(c.long_header) for c in columns) + " |"
+def table_lines(columns: list[Column], data: list[dict]) -> list[str]:
+    """A Markdown table's lines: the columns' long headers, then a row per dict of `data`."""
+    head = "| " + " | ".join(escape(c.long_header) for c in columns) + " |"
     rule = "|" + "|".join("---:" if c.numeric else "---" for c in columns) + "|"
-    body = ["| " + " | ".join(_escape(x) for x in cells(columns, r)) + " |" for r in data]
+    body = ["| " + " | ".join(escape(x) for x in cells(columns, r)) + " |" for r in data]
     return [head, rule, *body]
 
 
 class MarkdownRenderer:
     def render(self, c: Comparison, *, top: int = 10, full_names: bool = False, **_) -> str:
         lines = header_lines(c)
-        out = [f"## nsyswrap compare: {_escape(lines[0])}", "", _escape(lines[1]), ""]
-        out += [f"> **Warning:** {_escape(n)}" for n in c.info.alerts]
-        out += [f"> note: {_escape(n)}" for n in c.info.notes if n not in c.info.alerts]
+        out = [f"## nsyswrap compare: {escape(lines[0])}", "", escape(lines[1]), ""]
+        out += [f"> **Warning:** {escape(n)}" for n in c.info.alerts]
+        out += [f"> note: {escape(n)}" for n in c.info.notes if n not in c.info.alerts]
         attribution = attribution_line(c)
         if attribution:
-            out += [f"> {_escape(attribution)}"]
+            out += [f"> {escape(attribution)}"]
         findings = rows(c, "findings")
         out += ["", f"### Findings ({len(findings)})", ""]
         if findings:
-            out += _table(FINDING_COLUMNS, findings)
+            out += table_lines(FINDING_COLUMNS, findings)
             out += ["", "Suggestions:", ""]
-            out += [f"- **{f['code']}** ({_escape(', '.join(f['ranges']) or 'report')}): "
-                    f"{_escape(f['suggestion'])}" for f in findings]
+            out += [f"- **{f['code']}** ({escape(', '.join(f['ranges']) or 'report')}): "
+                    f"{escape(f['suggestion'])}" for f in findings]
         else:
-            out.append(_escape(no_findings_line(c)))
+            out.append(escape(no_findings_line(c)))
         timings = rows(c, "timings")
         if timings or c.analysis.user_timings:
             out += ["", f"### {TIMINGS_TITLE} (per call; trust the kernels)", ""]
             if timings:
-                out += _table(TIMING_COLUMNS, timings) + [""]
-            out += [f"- {_escape(line)}" for line in timing_notes(c)]
+                out += table_lines(TIMING_COLUMNS, timings) + [""]
+            out += [f"- {escape(line)}" for line in timing_notes(c)]
         hint = event_records_hint(c)
         if hint:
-            out += ["", f"> note: {_escape(hint)}"]
+            out += ["", f"> note: {escape(hint)}"]
         kernels = rows(c, "kernels")
         if kernels:
             out += ["", f"### GPU kernels (top {min(top, len(kernels))} of {len(kernels)})", ""]
             names = kernel_names(kernels, KERNEL_NAME_WIDTH, full_names)
-            out += _table(kernel_columns(names), kernels[:top] if top else kernels)
+            out += table_lines(kernel_columns(names), kernels[:top] if top else kernels)
         processes = rows(c, "processes")
         if len(processes) > 1:
             out += ["", "### Processes", ""]
-            out += _table(PROCESS_COLUMNS, processes)
+            out += table_lines(PROCESS_COLUMNS, processes)
         benchmarks = rows(c, "benchmarks")
         if benchmarks:
             out += ["", "### Harness benchmarks (per call; trust the kernels)", ""]
-            out += _table(BENCHMARK_COLUMNS, benchmarks)
+            out += table_lines(BENCHMARK_COLUMNS, benchmarks)
         ranges = rows(c, "ranges")
         if ranges:
             out += ["", "### NVTX ranges", ""]
-            out += _table(RANGE_COLUMNS, ranges)
+            out += table_lines(RANGE_COLUMNS, ranges)
         out += _summaries(c, top)
         return "\n".join(out) + "\n"
 
@@ -105,7 +108,7 @@ def _summaries(c: Comparison, top: int) -> list[str]:
     """The call summaries and the program's marks (views.summary_sections), a table each."""
     out = []
     for s in summary_sections(c, top):
-        out += ["", f"### {_escape(s.title)}", "", *_table(s.columns, s.rows)]
+        out += ["", f"### {escape(s.title)}", "", *table_lines(s.columns, s.rows)]
         if s.note:
-            out += ["", _escape(s.note)]
+            out += ["", escape(s.note)]
     return out

@@ -31,7 +31,8 @@ def legend(columns: list[Column]) -> str:
     return " · ".join(f"{c.header}: {c.title}" for c in columns if c.title)
 
 
-def _ns(key: str) -> Callable[[dict[str, Any]], str]:
+def ns_cell(key: str) -> Callable[[dict[str, Any]], str]:
+    """A Column's cell function: the row's `key`, a time in nanoseconds, as fmt_ns shows it."""
     return lambda r: fmt_ns(r.get(key))
 
 
@@ -67,12 +68,12 @@ def duration_numbers(count: str, key: str) -> list[Column]:
     deviation, as nsys computes it)."""
     return [
         Column(count, lambda r: str(r[key])),
-        Column("Total", _ns("total_ns")),
-        Column("Avg", _ns("mean_ns")),
-        Column("Median", _ns("median_ns")),
-        Column("Min", _ns("min_ns")),
-        Column("Max", _ns("max_ns")),
-        Column("StdDev", _ns("std_ns")),
+        Column("Total", ns_cell("total_ns")),
+        Column("Avg", ns_cell("mean_ns")),
+        Column("Median", ns_cell("median_ns")),
+        Column("Min", ns_cell("min_ns")),
+        Column("Max", ns_cell("max_ns")),
+        Column("StdDev", ns_cell("std_ns")),
         Column("Share", lambda r: fmt_share(r["share"])),
     ]
 
@@ -90,13 +91,13 @@ RANGE_COLUMNS = [
     Column("Range", lambda r: (f"[{r['pid']}] " if "pid" in r else "")
            + range_label(r["domain"] or "", r["name"]), numeric=False),
     Column("N", lambda r: str(r["count"]), title="instances"),
-    Column("Wall", _ns("cpu_median_ns"), title="median wall time"),
-    Column("Busy", _ns("gpu_busy_median_ns"), title="median GPU busy time"),
-    Column("Span", _ns("gpu_span_median_ns"), title="median GPU span"),
+    Column("Wall", ns_cell("cpu_median_ns"), title="median wall time"),
+    Column("Busy", ns_cell("gpu_busy_median_ns"), title="median GPU busy time"),
+    Column("Span", ns_cell("gpu_span_median_ns"), title="median GPU span"),
     Column("Idle", lambda r: fmt_share(r["gpu_idle_share_median"]),
            title="GPU idle share of the span"),
     Column("Ops", _ops_per_instance, title="GPU ops per instance"),
-    Column("Lat", _ns("launch_latency_median_ns"), title="launch latency"),
+    Column("Lat", ns_cell("launch_latency_median_ns"), title="launch latency"),
     Column("Syncs", lambda r: str(r["syncs"]) if r["syncs"] else "–"),
     Column("Copies", _copies),
 ]
@@ -122,8 +123,8 @@ BENCHMARK_COLUMNS = [
     Column("Benchmark", lambda r: r["benchmark"], numeric=False),
     Column("N", lambda r: str(r["iterations"]), title="timed iterations"),
     Column("Mode", _mode, numeric=False),
-    Column("Events", _ns("event_median_ns"), title="median CUDA-event time"),
-    Column("Kernels", _ns("busy_median_ns"), title="median GPU busy time (trust this)"),
+    Column("Events", ns_cell("event_median_ns"), title="median CUDA-event time"),
+    Column("Kernels", ns_cell("busy_median_ns"), title="median GPU busy time (trust this)"),
     Column("Diff", _difference, title="events against kernels"),
     Column("Verdict", lambda r: r["verdict"], numeric=False),
 ]
@@ -155,9 +156,9 @@ def timing_verdict(r: dict[str, Any]) -> str:
 
 _TIMING_NUMBERS = [
     Column("N", lambda r: str(r["instances"]), title="intervals (Timer: measurements)"),
-    Column("Your timer", _ns("value_median_ns"),
+    Column("Your timer", ns_cell("value_median_ns"),
            title="what your timer read (median per call)"),
-    Column("Kernels", _ns("kernels_median_ns"),
+    Column("Kernels", ns_cell("kernels_median_ns"),
            title="GPU work between the records (median per call; trust this)"),
     Column("Diff", _timing_difference,
            title="your timer against the kernels (± within their spread)"),
@@ -253,7 +254,7 @@ PROCESS_COLUMNS = [
     Column("Process", lambda r: r["name"], numeric=False),
     Column("GPUs", lambda r: ",".join(map(str, r["devices"])) or "–", numeric=False),
     Column("Kernels", lambda r: str(r["kernels"])),
-    Column("Kernel time", _ns("kernel_ns")),
+    Column("Kernel time", ns_cell("kernel_ns")),
     Column("NVTX ranges", lambda r: str(r["nvtx_ranges"])),
 ]
 
@@ -342,11 +343,11 @@ def cells(columns: list[Column], row: dict[str, Any]) -> list[str]:
 CALL_NUMBERS = duration_numbers("Calls", "calls")
 MEMORY_OP_NUMBERS = [
     Column("Count", lambda r: str(r["count"])),
-    Column("Total", _ns("total_ns")),
-    Column("Avg", _ns("mean_ns")),
-    Column("Median", _ns("median_ns")),
-    Column("Min", _ns("min_ns")),
-    Column("Max", _ns("max_ns")),
+    Column("Total", ns_cell("total_ns")),
+    Column("Avg", ns_cell("mean_ns")),
+    Column("Median", ns_cell("median_ns")),
+    Column("Min", ns_cell("min_ns")),
+    Column("Max", ns_cell("max_ns")),
     Column("Share", lambda r: fmt_share(r["share"])),
     Column("Bytes", lambda r: fmt_bytes(r["total_bytes"]), title="bytes in all"),
     Column("Size", lambda r: fmt_bytes(r["median_bytes"]), title="median size"),
@@ -400,7 +401,7 @@ def summary_sections(c: Comparison, top: int = 10) -> list[SummarySection]:
         out.append(SummarySection(
             f"Slowest CUDA API calls ({len(slowest)})",
             [Column("CUDA API", lambda r: r["name"], numeric=False),
-             Column("Duration", _ns("duration_ns")),
+             Column("Duration", ns_cell("duration_ns")),
              Column("At", lambda r: at(r["start_ns"]), title="time since the report's start"),
              Column("Thread", lambda r: f"{r['pid']}/{r['tid']}"
                     + (f" {r['thread_name']}" if r["thread_name"] else ""), numeric=False)],

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..charts import SCHEMA, _config
+from ..charts import SCHEMA, chart_config
 
 # Per rank, a step's GPU span split into what ran on the GPU, in the order of the bar.
 STEP_PARTS = {
@@ -53,7 +53,7 @@ def rank_steps(rows: list[dict[str, Any]], host: list[dict[str, Any]]) -> dict[s
                                       {"field": "ms", "title": "ms (median)",
                                        "format": ",.3f"}]}})
     return {"$schema": SCHEMA, "width": "container", "height": BAR_PX * len(labels) + 10,
-            "config": _config(), "layer": layers,
+            "config": chart_config(), "layer": layers,
             "resolve": {"scale": {"color": "independent"}}}
 
 
@@ -62,7 +62,7 @@ def family_groups(rows: list[dict[str, Any]], title: str) -> dict[str, Any]:
     families = list(dict.fromkeys(r["family"] for r in rows))
     ranks = list(dict.fromkeys(r["rank_label"] for r in rows))
     return {
-        "$schema": SCHEMA, "width": "container", "config": _config(),
+        "$schema": SCHEMA, "width": "container", "config": chart_config(),
         "height": len(families) * (GROUP_BAR_PX * len(ranks) + 10),
         "data": {"values": rows}, "mark": {"type": "bar"},
         "encoding": {
@@ -115,7 +115,7 @@ def change_intervals(rows: list[dict[str, Any]], noise_floor: float) -> dict[str
     band = [{"change_pct": -floor, "high_pct": floor}]
     return {
         "$schema": SCHEMA, "width": "container", "height": BAR_PX * len(rows) + 10,
-        "config": _config(),
+        "config": chart_config(),
         "layer": [
             {"data": {"values": band}, "mark": {"type": "rect", "color": "#eef0f3"},
              "encoding": {"x": x, "x2": {"field": "high_pct"},

@@ -28,17 +28,17 @@ from ..page import (
     finite,
     sortable_table,
 )
-from ..views import Column, _ns
+from ..views import Column, ns_cell
 from . import charts
 from .document import diff_section, ranks_section, verdict_counts
 from .views import (
     RANK_COLUMNS,
-    _ci,
-    _pct,
+    ci_cell,
     diff_columns,
     diff_names,
     family_rows,
     metric_suffix,
+    pct_cell,
 )
 
 # How much one page draws: hundreds of ranks or thousands of kernels stay a page that
@@ -324,8 +324,8 @@ class _RanksPage(HtmlPage):
         cols = [Column("Collective", lambda r: r["name"], numeric=False),
                 Column("Rank", lambda r: str(r["rank"])),
                 Column("Count", lambda r: str(r["count"])),
-                Column("Total", _ns("total_ns"), title="time inside these kernels"),
-                Column("Wait", _ns("wait_ns"),
+                Column("Total", ns_cell("total_ns"), title="time inside these kernels"),
+                Column("Wait", ns_cell("wait_ns"),
                        title="of which waiting for the last rank to arrive"),
                 Column("Wait share", lambda r: fmt_share(
                     r["wait_ns"] / r["total_ns"] if r["total_ns"] else None)),
@@ -372,7 +372,7 @@ def _interval_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "label": label, "name": r["name"], "verdict": r["verdict"],
             "change_pct": _pct_of(r["change"]), "low_pct": _pct_of(r["ci_low"]),
             "high_pct": _pct_of(r["ci_high"]),
-            "change_text": _pct("change")(r), "ci_text": _ci(r) + (
+            "change_text": pct_cell("change")(r), "ci_text": ci_cell(r) + (
                 f" ({r['method']})" if r.get("method") else ""),
             "medians": f"{fmt_ns(r['base_median_ns'])} → {fmt_ns(r['new_median_ns'])}",
             "counts": f"{r['base_count']}/{r['new_count']}"})

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..markdown import KERNEL_NAME_WIDTH, _escape, _table
+from ..markdown import KERNEL_NAME_WIDTH, escape, table_lines
 from ..names import printable
 from .document import diff_section, ranks_section
 from .views import IDENTITY_COLUMNS, RANK_COLUMNS, diff_columns, diff_names, family_rows
@@ -11,7 +11,7 @@ from .views import IDENTITY_COLUMNS, RANK_COLUMNS, diff_columns, diff_names, fam
 def _findings(findings: list[dict]) -> list[str]:
     if not findings:
         return ["No cross-rank findings."]
-    return [f"- **{f['severity']} {f['code']}**: {_escape(f['message'])}" for f in findings]
+    return [f"- **{f['severity']} {f['code']}**: {escape(f['message'])}" for f in findings]
 
 
 class RanksMarkdown:
@@ -19,12 +19,12 @@ class RanksMarkdown:
         ranks = ranks_section(a, "ranks")
         out = [f"## nsyswrap: {len(ranks)} ranks side by side", ""]
         out += _findings(ranks_section(a, "findings"))
-        out += ["", "### Ranks", ""] + _table(IDENTITY_COLUMNS, ranks)
-        out += ["", "### Per rank, per step (medians)", ""] + _table(RANK_COLUMNS, ranks)
+        out += ["", "### Ranks", ""] + table_lines(IDENTITY_COLUMNS, ranks)
+        out += ["", "### Per rank, per step (medians)", ""] + table_lines(RANK_COLUMNS, ranks)
         cols, rows = family_rows(ranks_section(a, "families"), [r["rank"] for r in ranks])
         if rows:
-            out += ["", "### Range families per rank", ""] + _table(cols, rows)
-        out += [f"> note: {_escape(n)}" for n in a.notes]
+            out += ["", "### Range families per rank", ""] + table_lines(cols, rows)
+        out += [f"> note: {escape(n)}" for n in a.notes]
         return "\n".join(out) + "\n"
 
 
@@ -35,7 +35,7 @@ class DiffMarkdown:
         counts = d.rows["verdict"].value_counts()
         out = [f"## nsyswrap diff: `{printable(d.base.source)}` → `{printable(d.new.source)}`",
                "",
-               f"**{comp['level']}**" + "".join(f"; {_escape(r)}" for r in
+               f"**{comp['level']}**" + "".join(f"; {escape(r)}" for r in
                                                 comp["reasons"] + comp["cautions"]), "",
                "Verdicts: " + ", ".join(f"{int(n)} {v}" for v, n in counts.items())
                + f" ({comp['method']}, {comp['confidence']:.0%} interval, noise floor "
@@ -43,10 +43,10 @@ class DiffMarkdown:
         columns = diff_columns(diff_names(rows, KERNEL_NAME_WIDTH, full_names))
         significant = [r for r in rows if r["verdict"] in ("slower", "faster")]
         if significant:
-            out += ["### Significant changes", ""] + _table(columns, significant)
-        out += ["", "### All rows", ""] + _table(columns, rows[:top] if top else rows)
+            out += ["### Significant changes", ""] + table_lines(columns, significant)
+        out += ["", "### All rows", ""] + table_lines(columns, rows[:top] if top else rows)
         changed = diff_section(d, "findings")
         if changed:
             out += ["", "### Findings", ""]
-            out += [f"- {f['change']}: **{f['code']}** {_escape(f['message'])}" for f in changed]
+            out += [f"- {f['change']}: **{f['code']}** {escape(f['message'])}" for f in changed]
         return "\n".join(out) + "\n"

@@ -6,17 +6,19 @@ from typing import Any
 
 from ...units import fmt_ns, fmt_share
 from ..names import printable
-from ..views import Column, _ns, kernel_names
+from ..views import Column, kernel_names, ns_cell
 
 
-def _pct(key: str):
+def pct_cell(key: str):
+    """A Column's cell function: the row's `key`, a relative change, as a signed percent."""
     def cell(r: dict[str, Any]) -> str:
         v = r.get(key)
         return "–" if v is None else f"{100 * v:+.1f}%"
     return cell
 
 
-def _ci(r: dict[str, Any]) -> str:
+def ci_cell(r: dict[str, Any]) -> str:
+    """A diff row's confidence interval of the change (ci_low, ci_high) in percent."""
     lo, hi = r.get("ci_low"), r.get("ci_high")
     return "–" if lo is None or hi is None else f"[{100 * lo:+.1f}%, {100 * hi:+.1f}%]"
 
@@ -25,16 +27,16 @@ RANK_COLUMNS = [
     Column("Rank", lambda r: str(r["rank"])),
     Column("GPU", lambda r: ",".join(map(str, r["devices"])), numeric=False),
     Column("Steps", lambda r: str(r["steps"])),
-    Column("Step", _ns("step_median_ns"), title="median step time (host)"),
-    Column("GPU span", _ns("step_gpu_span_median_ns"), title="median GPU span of a step"),
+    Column("Step", ns_cell("step_median_ns"), title="median step time (host)"),
+    Column("GPU span", ns_cell("step_gpu_span_median_ns"), title="median GPU span of a step"),
     Column("Busy", lambda r: fmt_share(r["gpu_busy_share"]), title="GPU busy share"),
-    Column("Compute", _ns("compute_median_ns"), title="compute per step"),
-    Column("Comm", _ns("comm_median_ns"), title="NCCL kernels per step"),
-    Column("Overlap", _ns("overlapped_comm_median_ns"),
+    Column("Compute", ns_cell("compute_median_ns"), title="compute per step"),
+    Column("Comm", ns_cell("comm_median_ns"), title="NCCL kernels per step"),
+    Column("Overlap", ns_cell("overlapped_comm_median_ns"),
            title="communication overlapped with compute per step"),
-    Column("Exposed", _ns("exposed_comm_median_ns"),
+    Column("Exposed", ns_cell("exposed_comm_median_ns"),
            title="communication with no compute beside it per step"),
-    Column("Wait", _ns("comm_wait_median_ns"),
+    Column("Wait", ns_cell("comm_wait_median_ns"),
            title="time in collectives waiting for the last rank per step"),
     Column("Last", lambda r: fmt_share(r["last_arrival_share"]),
            title="share of collectives it arrived last to"),
@@ -94,10 +96,10 @@ def diff_columns(names: dict[str, str]) -> list[Column]:
         Column("Name", lambda r: diff_name(r, names), numeric=False),
         Column("N", lambda r: f"{r['base_count']}/{r['new_count']}",
                title="instances base/new"),
-        Column("Base", _ns("base_median_ns"), title="base median"),
-        Column("New", _ns("new_median_ns"), title="new median"),
-        Column("Change", _pct("change")),
-        Column("95% CI", _ci, title="confidence interval of the change"),
+        Column("Base", ns_cell("base_median_ns"), title="base median"),
+        Column("New", ns_cell("new_median_ns"), title="new median"),
+        Column("Change", pct_cell("change")),
+        Column("95% CI", ci_cell, title="confidence interval of the change"),
         Column("Verdict", lambda r: r["verdict"] + (f" ({r['reason']})" if r["reason"] else ""),
                numeric=False),
     ]
