@@ -488,8 +488,8 @@ class RangeSearch:
             # (the outermost lane of the main thread, under the process rule): every
             # pair-sized temporary here is 4 bytes a pair, not 8 (a 64-bit range number per
             # pair, and 64-bit rows and their offsets, were ~190 MB at 6 M pairs).
-            rows = _rows_of_runs(first, counts,
-                                 np.int32 if max(e_hi - e_lo, total) < 2**31 else np.int64)
+            rows = rows_of_runs(first, counts,
+                                np.int32 if max(e_hi - e_lo, total) < 2**31 else np.int64)
             return np.repeat(r_id[lo:hi], counts), ev_label[e_lo:e_hi][rows]
 
         # Segments of (lane, thread) among the ranges, on every core (chunks.py), weighed by
@@ -548,7 +548,7 @@ def ids_are_rows(ids: np.ndarray) -> bool:
             and bool(np.all(ids[1:] > ids[:-1])))
 
 
-def _rows_of_runs(first: np.ndarray, counts: np.ndarray, dtype=np.int64) -> np.ndarray:
+def rows_of_runs(first: np.ndarray, counts: np.ndarray, dtype=np.int64) -> np.ndarray:
     """Every index of the runs [first[i], first[i] + counts[i]), run after run, as `dtype`
     (which must hold every index and the number of them). The place of each row is added a
     step at a time: no second array of the rows' size."""
@@ -639,7 +639,7 @@ def _sort_again_by_start(out: dict[str, np.ndarray], starts: np.ndarray) -> None
     if len(bad) == 0:
         return
     lo = np.searchsorted(event, bad, side="left")
-    rows = _rows_of_runs(lo, np.searchsorted(event, bad, side="right") - lo)  # in order
+    rows = rows_of_runs(lo, np.searchsorted(event, bad, side="right") - lo)  # in order
     again = rows[np.lexsort((starts[range_id[rows]], event[rows]))]
     for values in out.values():
         values[rows] = values[again]

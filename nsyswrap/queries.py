@@ -264,8 +264,8 @@ def numpy_columns(table) -> dict[str, np.ndarray]:
     unpacked they would be held three columns wider while the other reads finish."""
     names = table.column_names
     box = [table]
-    del table  # the box holds the only reference: see _numpy_columns
-    return _numpy_columns(box, names)
+    del table  # the box holds the only reference: see boxed_numpy_columns
+    return boxed_numpy_columns(box, names)
 
 
 @dataclass
@@ -292,8 +292,8 @@ class RuntimeSlice:
         blocking = table.filter(pc.is_in(table["name_id"], pa.array(blocking_ids, pa.int64())))
         names = ["launch_key", "start_ns", "thread", "end_ns"]
         box = [table.select(names)]
-        del table  # the name id goes; the box holds the rest: see _numpy_columns
-        launches = _numpy_columns(box, names)
+        del table  # the name id goes; the box holds the rest: see boxed_numpy_columns
+        launches = boxed_numpy_columns(box, names)
         start = launches["start_ns"]
         duration = launches.pop("end_ns") - start
         fits = not len(duration) or (duration.min() >= -2**31 and duration.max() < 2**31)
@@ -345,15 +345,15 @@ class RangeSlice:
 
         encoded = pc.dictionary_encode(table["name"].combine_chunks())
         box = [table.drop_columns(["name"])]
-        del table  # the box holds the only reference: see _numpy_columns
-        columns = _numpy_columns(box, ["start_ns", "end_ns", "thread", "domain_id",
-                                       "event_type"])
+        del table  # the box holds the only reference: see boxed_numpy_columns
+        columns = boxed_numpy_columns(box, ["start_ns", "end_ns", "thread", "domain_id",
+                                            "event_type"])
         columns["startend"] = (columns.pop("event_type") != pushpop).astype("int8")
         return cls(columns, np.asarray(encoded.indices.to_numpy(), dtype="int32"),
                    encoded.dictionary)
 
 
-def _numpy_columns(box: list, names: list[str]) -> dict[str, np.ndarray]:
+def boxed_numpy_columns(box: list, names: list[str]) -> dict[str, np.ndarray]:
     """Columns of an Arrow table as int64 numpy arrays, each column's Arrow buffers freed
     as it is converted: on a many-core host every reader thread's slice converts at once,
     and two copies of each would be held. The table comes in a one-element list that

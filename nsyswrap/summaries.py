@@ -31,7 +31,7 @@ from .queries import (
     TID_BITS,
     BulkQueries,
     Schema,
-    _numpy_columns,
+    boxed_numpy_columns,
     sql_list,
     times_present,
 )
@@ -152,8 +152,8 @@ class ValueCounts:
 
         names = table.column_names
         box = [table]
-        del table  # the box holds the only reference: see queries._numpy_columns
-        columns = _numpy_columns(box, names)
+        del table  # the box holds the only reference: see queries.boxed_numpy_columns
+        columns = boxed_numpy_columns(box, names)
         keys, counts = {}, {}
         odd = np.zeros(0, "int64")
         greatest = np.zeros(0, "int64")

@@ -247,13 +247,13 @@ def test_operations_keep_their_launching_threads(monkeypatch):
 
 
 def test_innermost_of_takes_each_events_innermost_pair():
-    """_innermost_of (the innermost range of a few events among millions of pairs sorted
+    """innermost_of (the innermost range of a few events among millions of pairs sorted
     by event) against a dictionary: events with no pair, with one, with several (the
     innermost first, in the middle, last), probes wider than the pairs' 32-bit events."""
     import numpy as np
     import pandas as pd
 
-    from nsyswrap.analysis.ranges import _innermost_of
+    from nsyswrap.analysis.ranges import innermost_of
 
     rng = np.random.default_rng(7)
     event, range_id, innermost, expected = [], [], [], {}
@@ -269,8 +269,8 @@ def test_innermost_of_takes_each_events_innermost_pair():
                           "event": np.array(event, "int32"), "innermost": innermost})
     probe = np.r_[rng.permutation(3100), 2**40].astype("int64")
     want = [expected.get(int(e), -1) for e in probe]
-    np.testing.assert_array_equal(_innermost_of(pairs, probe), want)
-    assert (_innermost_of(pairs.iloc[:0], probe) == -1).all()
+    np.testing.assert_array_equal(innermost_of(pairs, probe), want)
+    assert (innermost_of(pairs.iloc[:0], probe) == -1).all()
 
 
 KERNEL_LAUNCHES = """

@@ -98,10 +98,10 @@ def test_host_wait_columns_are_reindexed_values_with_zeros():
     0 and casting give, values of ids outside the index left out."""
     import numpy as np
 
-    from nsyswrap.analysis.ranges import _by_row, _lookup_table
+    from nsyswrap.analysis.ranges import _by_row, lookup_table
 
     index = pd.Index([3, 7, 8, 12, 20], name="range_id")
-    position = _lookup_table(index.to_numpy(), np.arange(len(index)))
+    position = lookup_table(index.to_numpy(), np.arange(len(index)))
 
     def _zeros_but(index, values):  # as range_instances makes each host-wait column
         return pd.Series(_by_row(values, index.to_numpy(), position, 0, "int64"),
@@ -122,10 +122,10 @@ def test_per_range_columns_are_reindexed_values():
     every range in order (the shortcut), and every range in another order."""
     import numpy as np
 
-    from nsyswrap.analysis.ranges import _by_row, _lookup_table
+    from nsyswrap.analysis.ranges import _by_row, lookup_table
 
     ids = np.array([3, 7, 8, 12, 20])
-    position = _lookup_table(ids, np.arange(len(ids)))
+    position = lookup_table(ids, np.arange(len(ids)))
     for values in (pd.Series([5, 2**40 + 1, 9], index=[8, 3, 99]),
                    pd.Series([1, 2, 3, 4, 5], index=ids),
                    pd.Series([1, 2, 3, 4, 5], index=ids[::-1]),

@@ -224,12 +224,12 @@ def attribute(report: Report, library: np.ndarray, rule: str = "process",
             if taken is not None else np.zeros(0, "int64"))
     calls = report.api_calls.reset_index(drop=True)
     call_pairs = attributor.call_pairs(calls)
-    calls["range_id"] = _innermost_of(call_pairs, np.arange(len(calls)))
+    calls["range_id"] = innermost_of(call_pairs, np.arange(len(calls)))
     is_copy = host_copy_mask(ops)
     # The launching calls' durations are the trace's: the copies keep what the streamed
     # analysis keeps of them.
     copies = ops.loc[is_copy, [c for c in ops.columns if c != "launch_ns"]].copy()
-    copies["range_id"] = _innermost_of(op_pairs, copies.index.to_numpy())
+    copies["range_id"] = innermost_of(op_pairs, copies.index.to_numpy())
     att = Attribution(ops, op_pairs, call_pairs, calls, copies, rule)
     if other_threads is not None:
         att.other_threads = other_threads
@@ -398,7 +398,7 @@ def _thread_ids(thread: pd.Series, rows: np.ndarray) -> np.ndarray:
     return thread.cat.categories.to_numpy(dtype="int64")[thread.cat.codes.to_numpy()[rows]]
 
 
-def _innermost_of(pairs: pd.DataFrame, events: np.ndarray) -> np.ndarray:
+def innermost_of(pairs: pd.DataFrame, events: np.ndarray) -> np.ndarray:
     """The innermost range holding each event, -1 for none. Pairs are sorted by event with
     one innermost pair per event (with_innermost), so each event's pairs are found by a
     binary search and its innermost among them, one nesting level at a time: temporaries
@@ -469,7 +469,7 @@ def range_instances(report: Report, att: Attribution, consume: bool = False) -> 
     # float64 numbers are never all held at once (1.6 GB at 10 M ranges); the report's own
     # columns too, which `consume` then drops from the report (330 MB at 10 M ranges).
     out = InstanceTable(len(r))
-    for c in _RANGE_COLUMNS:
+    for c in REPORT_RANGE_COLUMNS:
         out.set(c, r[c], relative_to="start_ns" if c == "end_ns" else None)
     out["cpu_ns"] = r["end_ns"].to_numpy() - r["start_ns"].to_numpy()
     if consume:
@@ -486,7 +486,7 @@ def range_instances(report: Report, att: Attribution, consume: bool = False) -> 
     # calls and host copies inside each range (few rows, mostly pandas) go on a thread.
     has_gpu = report.info.has_gpu_activity
     ids = compact_ids(out.values("range_id"))
-    position = _lookup_table(ids, np.arange(len(out)))
+    position = lookup_table(ids, np.arange(len(out)))
 
     def fill(col: str) -> float:
         """What a range without GPU work has: 0 for its counts and busy, span, idle and
@@ -512,7 +512,7 @@ def range_instances(report: Report, att: Attribution, consume: bool = False) -> 
     union = {c: _filled(len(out), fill(col)) for c, col in UNION_INSTANCE_COLUMNS.items()
              if col not in ("gpu_span_ns", "gpu_idle_ns")}
     by_range.union(into=(position, union))
-    out.set_many({UNION_INSTANCE_COLUMNS[c]: union.pop(c) for c in list(union)}, _RELATIVE_TO)
+    out.set_many({UNION_INSTANCE_COLUMNS[c]: union.pop(c) for c in list(union)}, RELATIVE_TO)
     _span_and_idle(out, fill("gpu_span_ns"))
     own_busy = None
     if by_range.other_thread is not None:
@@ -537,7 +537,7 @@ def range_instances(report: Report, att: Attribution, consume: bool = False) -> 
         out["gpu_busy_other_threads_ns"] = np.subtract(out.values("gpu_busy_ns"), own_busy,
                                                        out=own_busy)
     else:
-        out["gpu_busy_other_threads_ns"] = _zero_where_known(out.values("gpu_busy_ns"))
+        out["gpu_busy_other_threads_ns"] = zero_where_known(out.values("gpu_busy_ns"))
     del own_busy
 
     # Blocking calls and host copies inside the range, nested ranges included.
@@ -553,12 +553,12 @@ def range_instances(report: Report, att: Attribution, consume: bool = False) -> 
 
 
 # Columns of range_instances that come from the report's ranges as they are.
-_RANGE_COLUMNS = ["range_id", "domain", "name", "pid", "tid", "style", "start_ns", "end_ns"]
+REPORT_RANGE_COLUMNS = ["range_id", "domain", "name", "pid", "tid", "style", "start_ns", "end_ns"]
 
 # Instance columns that are moments of the GPU's, kept as offsets from the range's start
 # where narrower (InstanceTable.set).
-_RELATIVE_TO = {"gpu_first_start_ns": "start_ns", "gpu_last_end_ns": "start_ns",
-                "first_launch_ns": "start_ns"}
+RELATIVE_TO = {"gpu_first_start_ns": "start_ns", "gpu_last_end_ns": "start_ns",
+               "first_launch_ns": "start_ns"}
 
 
 def _span_and_idle(out: InstanceTable, fill: float) -> None:
@@ -577,7 +577,7 @@ def _span_and_idle(out: InstanceTable, fill: float) -> None:
     out["gpu_idle_ns"] = idle
 
 
-def _zero_where_known(values: np.ndarray) -> np.ndarray:
+def zero_where_known(values: np.ndarray) -> np.ndarray:
     """`values * 0`: 0 where known, NaN where not (never -0.0)."""
     out = np.zeros(len(values))
     unknown = np.isnan(values)
@@ -590,7 +590,7 @@ def _by_row(values: pd.Series, ids: np.ndarray, position: np.ndarray, fill: floa
             dtype: str = "float64", fresh: bool = False) -> np.ndarray:
     """`values` (by range id) as `dtype` at the rows of `ids` (range ids), `fill` elsewhere:
     `values.reindex(ids).astype(dtype).fillna(fill)` by gathers through `position` (row by
-    range id: _lookup_table), not a hash lookup of every id for each column. When every
+    range id: lookup_table), not a hash lookup of every id for each column. When every
     range has a value, in the same order (a range-heavy report), a copy (`fresh`: the
     values' own array, when they are the caller's to give away). A fill of 0 starts
     from np.zeros: pages the OS has not handed over yet, resident only where a value is
@@ -941,7 +941,7 @@ def _device_busy_within(inst: InstanceTable, row_of_range: np.ndarray, att: Attr
     busy with *any* work (any thread, stream or process) inside each range's window, on the
     device of its first operation; NaN for ranges without GPU work. A range's own gaps are
     not idle GPU time when other threads fill them. Each device's busy intervals are merged
-    once for all windows. `row_of_range`: each range id's row of `inst` (_lookup_table);
+    once for all windows. `row_of_range`: each range id's row of `inst` (lookup_table);
     `firsts`: (range id, gpu_ops row) of each range's earliest operation."""
     out = [np.full(len(inst), np.nan) for _ in windows]
     pairs, ops = att.op_pairs, att.gpu_ops
@@ -1025,7 +1025,7 @@ def range_summary(instances: InstanceTable, att: Attribution | Callable,
     # grouped columns below exist: its pair-sized array on top of them set a 10 M-range
     # report's peak.
     latency = pooled_latency(att) if isinstance(att, Attribution) else att
-    latency_by_group = latency(_lookup_table(instances["range_id"].to_numpy(), group))
+    latency_by_group = latency(lookup_table(instances["range_id"].to_numpy(), group))
     # A column at a time, each decoded from the packed instances only while it is read:
     # a frame of the thirteen columns was 1 GB at 10 M ranges.
     grouped = _Grouped(group)
@@ -1179,7 +1179,7 @@ def _name_codes(names: pd.Series) -> np.ndarray:
     return pd.factorize(names)[0]
 
 
-def _lookup_table(keys: np.ndarray, values: np.ndarray) -> np.ndarray:
+def lookup_table(keys: np.ndarray, values: np.ndarray) -> np.ndarray:
     """values by key as an array indexed by key (keys are small non-negative integers, such
     as range ids), -1 for absent keys and for one slot past the largest (`take` with
     mode="clip" sends keys beyond it there): a gather instead of a hash lookup per pair."""

@@ -36,20 +36,20 @@ from ..domains import library_mask
 from ..instance_table import InstanceTable
 from ..kernels import summary_of_names
 from ..ranges import (
-    _RANGE_COLUMNS,
-    _RELATIVE_TO,
     HOST_WAIT_COLUMNS,
     INSTANCE_COLUMNS,
     OP_KINDS,
+    RELATIVE_TO,
+    REPORT_RANGE_COLUMNS,
     Attribution,
     Attributor,
-    _innermost_of,
-    _lookup_table,
-    _zero_where_known,
     call_waits,
+    innermost_of,
+    lookup_table,
     other_threads_frame,
     process_summary,
     summary_groups,
+    zero_where_known,
 )
 from .totals import RangeTotals
 
@@ -126,7 +126,7 @@ def analyze_streamed(report: Report, stream: OperationStream, rest: WithoutOpera
 
     def latency(group_of_range: np.ndarray) -> pd.Series:
         # The groups the medians were gathered by are the summary's own.
-        expected = _lookup_table(instances.values("range_id"), group_of_row)
+        expected = lookup_table(instances.values("range_id"), group_of_row)
         if not np.array_equal(group_of_range, expected):
             raise AssertionError("streamed analysis: summary groups changed")
         return pooled
@@ -181,7 +181,7 @@ def _attribution(report: Report, attributor: Attributor, totals: RangeTotals,
     or pair rows."""
     calls = report.api_calls.reset_index(drop=True)
     call_pairs = attributor.call_pairs(calls)
-    calls["range_id"] = _innermost_of(call_pairs, np.arange(len(calls)))
+    calls["range_id"] = innermost_of(call_pairs, np.arange(len(calls)))
     kernels = stream.kernels
     gpu_ops = pd.DataFrame({c: pd.Series(dtype="int64") for c in (
         "start_ns", "end_ns", "thread", "launch_start_ns", "device_id", "stream_id",
@@ -266,7 +266,7 @@ def _instances(report: Report, totals: RangeTotals, att: Attribution) -> Instanc
     r = report.ranges
     has_gpu = report.info.has_gpu_activity
     out = InstanceTable(len(r))
-    for c in _RANGE_COLUMNS:
+    for c in REPORT_RANGE_COLUMNS:
         out[c] = r[c]
     out["cpu_ns"] = r["end_ns"].to_numpy() - r["start_ns"].to_numpy()
     unseen = None
@@ -278,10 +278,10 @@ def _instances(report: Report, totals: RangeTotals, att: Attribution) -> Instanc
                 values[unseen] = np.nan
             elif c in HOST_WAIT_COLUMNS:
                 values = np.full(len(out), np.nan)
-        out.set(c, values, relative_to=_RELATIVE_TO.get(c))
+        out.set(c, values, relative_to=RELATIVE_TO.get(c))
         del values
     if not (totals.has_own and totals.other_thread_pairs):
-        out["gpu_busy_other_threads_ns"] = _zero_where_known(out.values("gpu_busy_ns"))
+        out["gpu_busy_other_threads_ns"] = zero_where_known(out.values("gpu_busy_ns"))
     waits = call_waits(att)
     for c in HOST_WAIT_COLUMNS:
         if c in out:  # the totals' own

@@ -28,17 +28,17 @@ import pandas as pd
 from ..._memory import trim_heap
 from ...compressed import CompressedSequence, compressed, decompressed
 from ...intervals import (
-    _rows_of_runs,
     _union_sorted,
     compact_ids,
     grouped_median,
     ids_are_rows,
     merge_intervals,
+    rows_of_runs,
 )
 from ...loader import COPY_KINDS
 from ...operations import END_OF_TIME, KERNEL, MEMCPY, FirstSeenCodes, OpChunk, StreamFallback
 from ..instance_table import pack, unpack
-from ..ranges import _RELATIVE_TO, HOST_COPY_KINDS, Attributor, _innermost_of, work_per_thread
+from ..ranges import HOST_COPY_KINDS, RELATIVE_TO, Attributor, innermost_of, work_per_thread
 from .device_busy import DeviceBusy
 from .open_values import OpenValues, PooledCounts
 from .slots import Slots
@@ -237,7 +237,7 @@ class RangeTotals:
                                              "device_id", "stream_id", "bytes", "copy_kind",
                                              "src_kind", "dst_kind")}
         part["at"] = copy
-        part["range_id"] = (_innermost_of(pairs, copy) if pairs is not None
+        part["range_id"] = (innermost_of(pairs, copy) if pairs is not None
                             else np.full(len(copy), -1, dtype="int64"))
         out = {"part": part, "pairs": None}
         if pairs is not None and len(pairs):
@@ -469,7 +469,7 @@ class RangeTotals:
         base = self.range_start[rows]
         packed = {}
         for c, v in columns.items():
-            stored = pack(v, base if c in _RELATIVE_TO else None, "start_ns")
+            stored = pack(v, base if c in RELATIVE_TO else None, "start_ns")
             codes = getattr(stored, "codes", None)
             if codes is not None:  # kept compressed until the columns are put together
                 stored = dataclasses.replace(stored, codes=compressed(codes))
@@ -564,7 +564,7 @@ def _carried_on(union: dict[str, np.ndarray], g: np.ndarray, start: np.ndarray,
         return union
     at = np.flatnonzero(seen)
     counts = np.diff(np.r_[heads, len(g)])[at]
-    rows = _rows_of_runs(heads[at], counts)
+    rows = rows_of_runs(heads[at], counts)
     again = _union_sorted(g[rows], start[rows], end[rows],
                           prior=(np.ones(len(at), bool), reached[at].astype("int64")))
     out = {c: v.copy() for c, v in union.items()}
