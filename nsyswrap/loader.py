@@ -13,7 +13,6 @@ through the ADBC SQLite driver; small lookups here use sqlite3.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,23 +21,31 @@ import pandas as pd
 
 from . import cuda_api
 from ._memory import release_freed_memory, trim_heap
-from .chunks import STEP_ROWS, ascending, even_bounds, map_chunks, small_code_type, steps
+from .chunks import ascending, small_code_type, steps
 from .database import Database, OpenReport, open_report
 from .intervals import compact_ids
+from .launches import (
+    Launches,
+    attach_launches,
+    correlation_ids,
+    device_ids,
+    full_name_ids,
+    short_name_ids,
+    stream_ids,
+    string_labels,
+    strings_of,
+    with_launch_ids,
+)
 from .progress import NO_PROGRESS, Progress
 from .queries import (
     ID_MASK,
     KERNEL_TABLE,
-    LOW32,
     NVTX_TABLE,
     RUNTIME_TABLE,
     TID_BITS,
     BulkQueries,
     RuntimeQuery,
-    coded,
-    launch_key_sql,
-    sql_list,
-    times_present,
+    pandas_frame,
 )
 from .report import (
     API_COLUMNS,
@@ -94,11 +101,11 @@ def _read_report(opened: OpenReport) -> Report:
     transfers = _transfers(db, queries.transfers)
     launches, api_calls = _runtime_calls(db, runtime)
     trim_heap()  # the merge's parts, before the lookups' results
-    kernels, transfers = _attach_launches(db, launches, kernels, transfers)
+    kernels, transfers = attach_launches(db, launches, kernels, transfers)
     last_call_ns = int(launches.start_ns.max()) if len(launches.start_ns) else None
     # Not held through the NVTX reads: 17 bytes a launch (175 MB at 10 M kernels).
     del launches
-    _with_launch_ids(kernels)
+    with_launch_ids(kernels)
     kernels, transfers = kernels[KERNEL_COLUMNS], transfers[TRANSFER_COLUMNS]
     report, rest = read_without_operations(opened)
     operation_notes: list[str] = []
@@ -189,30 +196,7 @@ def read_without_operations(opened: OpenReport) -> tuple[Report, WithoutOperatio
 
 def _frame(db: Database, sql: str) -> pd.DataFrame:
     """A bulk query's result (database.Database.arrow) as a DataFrame."""
-    return _pandas(db.arrow(sql))
-
-
-def _pandas(table) -> pd.DataFrame:
-    """An Arrow table as a DataFrame. The Arrow buffers are handed over column by column,
-    each freed as it is converted: the peak stays near one copy of the result instead of
-    two. Text columns are copied out of the driver's record batches first: pandas keeps
-    Arrow text as it is (zero-copy), and a batch imported from the ADBC driver is freed only
-    when all of its columns are, so one text column kept every column of the read alive (10 M
-    NVTX ranges: a 509 MiB frame held 1035 MiB; 510 MiB with the text copied). A text column
-    of one batch (BATCH_ROWS rows at most) is already compact and stays as it is."""
-    import pyarrow as pa
-
-    for i, field in enumerate(table.schema):
-        column = table.column(i)
-        if column.num_chunks > 1 and (pa.types.is_string(field.type)
-                                      or pa.types.is_large_string(field.type)):
-            # As large_string (64-bit offsets, which pandas' text columns use): one chunk
-            # of more than 2 GiB of text would overflow 32-bit offsets.
-            text = column.cast(pa.large_string()).combine_chunks()
-            table = table.set_column(i, pa.field(field.name, text.type), text)
-            del text
-        del column
-    return table.to_pandas(self_destruct=True, split_blocks=True)
+    return pandas_frame(db.arrow(sql))
 
 
 def _drop_reversed(frame: pd.DataFrame, what: str, notes: list[str]) -> pd.DataFrame:
@@ -269,15 +253,6 @@ def _pid(global_id: pd.Series) -> np.ndarray:
     return ((global_id.to_numpy(dtype="int64") >> TID_BITS) & ID_MASK).astype(np.int32)
 
 
-def _with_launch_ids(columns: pd.DataFrame | dict[str, np.ndarray]) -> None:
-    """pid and correlation_id, unpacked from the launch_key column (of a frame, or of the
-    numpy columns of one being built), as int32 where they fit: always for the pid (24
-    bits), where they do for the correlation id (the low 32 bits, compact_ids)."""
-    key = np.asarray(columns["launch_key"], dtype="int64")
-    columns["pid"] = ((key >> 32) & ID_MASK).astype(np.int32)
-    columns["correlation_id"] = compact_ids(key & LOW32)
-
-
 def _kernels(db: Database, sql: str | None) -> pd.DataFrame:
     if sql is None:
         return empty(KERNEL_COLUMNS + ["launch_key"])
@@ -289,8 +264,8 @@ def _kernels(db: Database, sql: str | None) -> pd.DataFrame:
     device_stream = data.pop("device_stream")
     # Small ids as int32 (40 MB fewer each at 10 M kernels): always for the high 32 bits,
     # where they fit for the low 32 bits (compact_ids).
-    data["device_id"] = (device_stream >> 32).astype(np.int32)
-    data["stream_id"] = compact_ids(device_stream & LOW32)
+    data["device_id"] = device_ids(device_stream).astype(np.int32)
+    data["stream_id"] = compact_ids(stream_ids(device_stream))
     del device_stream
     # pid and correlation id come from the launch key once the launches are joined
     # (_read_report): made here, they were 80 MB at 10 M kernels beside the runtime
@@ -299,29 +274,11 @@ def _kernels(db: Database, sql: str | None) -> pd.DataFrame:
     # Distinct (short, full) name pairs are a few hundred among millions of kernels.
     codes, pairs = pd.factorize(_joined(slices, "name_ids"), sort=False)
     pairs = np.asarray(pairs, dtype="int64")
-    short_ids, full_ids = pairs >> 32, pairs & LOW32
-    full_ids[full_ids == LOW32] = -1
-    strings = _strings(db, np.concatenate([short_ids, full_ids]))
+    short_ids, full_ids = short_name_ids(pairs), full_name_ids(pairs)
+    strings = strings_of(db, np.concatenate([short_ids, full_ids]))
     data["short_name"] = _as_category(short_ids, strings, codes)
     data["name"] = _as_category(full_ids, strings, codes)
     return pd.DataFrame(data, copy=False)
-
-
-def _strings(db: Database, ids: Iterable[int]) -> dict[int, str]:
-    """StringIds values for the given ids (only those: the table can be large)."""
-    ids = sorted({int(i) for i in ids if i >= 0})
-    out: dict[int, str] = {}
-    for i in range(0, len(ids), 900):  # SQLite's default limit on bound parameters is 999
-        chunk = ids[i : i + 900]
-        out.update(db.rows(
-            f"SELECT id, value FROM StringIds WHERE id IN ({','.join('?' * len(chunk))})", chunk
-        ))
-    return out
-
-
-def string_labels(ids: Iterable[int], strings: dict[int, str]) -> list[str]:
-    """The text of each StringIds id (_strings), a placeholder for ids the table lacks."""
-    return [strings.get(int(u), f"<unknown string {u}>") for u in ids]
 
 
 def _as_category(ids: np.ndarray, strings: dict[int, str],
@@ -361,71 +318,19 @@ def _transfers(db: Database, queries: dict[str, str]) -> pd.DataFrame:
     for col in ("copy_kind", "src_kind", "dst_kind"):
         df[col] = df[col].fillna("") if col in df else ""
     df = df.sort_values("start_ns", kind="stable", ignore_index=True)
-    _with_launch_ids(df)
+    with_launch_ids(df)
     for col in ("device_id", "stream_id"):
         df[col] = compact_ids(df[col].to_numpy(dtype="int64"))
     return df
 
 
-@dataclass
-class _Launches:
-    """Runtime calls that launched GPU work, sorted by (process, correlation id) key: each
-    one's start, duration and launching thread (a code into `threads`, the few distinct
-    ids)."""
-
-    key: np.ndarray
-    start_ns: np.ndarray
-    duration_ns: np.ndarray
-    thread_code: np.ndarray
-    threads: np.ndarray  # sorted thread ids
-
-    def thread_ids(self) -> np.ndarray:
-        return self.threads[self.thread_code]
-
-    def frame(self) -> pd.DataFrame:
-        """The calls as rows again (launch_key, start_ns, duration_ns, thread), to extend
-        them."""
-        return pd.DataFrame({"launch_key": self.key, "start_ns": self.start_ns,
-                             "duration_ns": self.duration_ns, "thread": self.thread_ids()})
-
-    def lookup(self, key: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(launch start, thread, launch duration) for each key, -1 where no call
-        matches."""
-        start = np.full(len(key), -1, "int64")
-        thread = np.full(len(key), -1, "int64")
-        duration = np.full(len(key), -1, self.duration_ns.dtype)
-        if len(self.key) == 0:
-            return start, thread, duration
-
-        def part(lo: int, hi: int) -> None:
-            # Searching sorted keys walks the table in order (nearly sorted already: stable
-            # sort is quick); random probes into 10 M keys miss the cache at every step.
-            # In chunks on every core; the chunk's temporaries, not the table's.
-            order = np.argsort(key[lo:hi], kind="stable")
-            probe = key[lo:hi][order]
-            i = np.searchsorted(self.key, probe)
-            np.minimum(i, len(self.key) - 1, out=i)
-            found = self.key[i] == probe
-            rows = order[found] + lo
-            i = i[found]
-            start[rows] = self.start_ns[i]
-            thread[rows] = self.threads[self.thread_code[i]]
-            duration[rows] = self.duration_ns[i]
-
-        # Chunks of STEP_ROWS at most: each holds five chunk-sized arrays (order, probes,
-        # places, matches, rows), ~200 MB at once on two cores with 10 M kernels in four
-        # chunks.
-        map_chunks(part, even_bounds(len(key), max_rows=STEP_ROWS))
-        return start, thread, duration
-
-
-def _runtime_calls(db: Database, query: RuntimeQuery) -> tuple[_Launches, pd.DataFrame]:
+def _runtime_calls(db: Database, query: RuntimeQuery) -> tuple[Launches, pd.DataFrame]:
     """The runtime calls that may have launched GPU work (joined to it by
-    _attach_launches), and those that block the host, in time order (API_COLUMNS): one
+    attach_launches), and those that block the host, in time order (API_COLUMNS): one
     read of the calls that can launch GPU work or block (a filter on their name ids, in
     SQLite), split slice by slice on the reader threads (queries.RuntimeSlice)."""
     if query.calls_sql is None:
-        return _Launches(*(np.array([], dtype="int64") for _ in range(5))), empty(API_COLUMNS)
+        return Launches(*(np.array([], dtype="int64") for _ in range(5))), empty(API_COLUMNS)
     parts = db.slices(query.calls_sql)
     calls = blocking_calls([p.blocking for p in parts], query)
     return _merged_launches(parts), calls
@@ -438,15 +343,15 @@ def blocking_calls(tables: list, query: RuntimeQuery) -> pd.DataFrame:
 
     if query.calls_sql is None or not tables:
         return empty(API_COLUMNS)
-    calls = _pandas(pa.concat_tables(tables))
+    calls = pandas_frame(pa.concat_tables(tables))
     calls = calls.sort_values("start_ns", kind="stable", ignore_index=True)
-    calls["correlation_id"] = calls.pop("launch_key").to_numpy(dtype="int64") & LOW32
+    calls["correlation_id"] = correlation_ids(calls.pop("launch_key").to_numpy(dtype="int64"))
     calls["pid"] = _pid(calls["thread"])
     calls["api"] = calls.pop("name_id").map(query.blocking)
     return calls[API_COLUMNS]
 
 
-def _merged_launches(parts: list) -> _Launches:
+def _merged_launches(parts: list) -> Launches:
     """The slices' launches (each sorted by key, in rowid order) as one table sorted by key,
     as one stable sort of all of them would give. `parts` are emptied as they are joined."""
     launches = [p.launches for p in parts]
@@ -460,8 +365,8 @@ def _merged_launches(parts: list) -> _Launches:
     key = _joined(launches, "launch_key")
     trim_heap()  # the slices' keys, before the sort's arrays
     if len(parts) == 1:
-        return _Launches(key, _joined(launches, "start_ns"), _joined(launches, "duration_ns"),
-                         _joined(launches, "thread_code"), threads)
+        return Launches(key, _joined(launches, "start_ns"), _joined(launches, "duration_ns"),
+                        _joined(launches, "thread_code"), threads)
     # Sorted runs, one per slice: a stable sort merges them (timsort finds the runs). The
     # order 32-bit, held through four gathers (40 MB fewer at 10 M launches, on the load's
     # peak on a many-core host, where every slice of every table is read at once).
@@ -469,7 +374,7 @@ def _merged_launches(parts: list) -> _Launches:
     key = key[order]
     start = _joined(launches, "start_ns")[order]
     duration = _joined(launches, "duration_ns")[order]
-    return _Launches(key, start, duration, _joined(launches, "thread_code")[order], threads)
+    return Launches(key, start, duration, _joined(launches, "thread_code")[order], threads)
 
 
 def _joined(slices: list[dict[str, np.ndarray]], column: str) -> np.ndarray:
@@ -477,57 +382,6 @@ def _joined(slices: list[dict[str, np.ndarray]], column: str) -> np.ndarray:
     each slice's array is dropped as it is joined."""
     arrays = [s.pop(column) for s in slices]
     return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
-
-
-def _sorted_launches(df: pd.DataFrame) -> _Launches:
-    """`df` is emptied: each column is dropped as its sorted copy is made."""
-    key = df.pop("launch_key").to_numpy(dtype="int64")
-    order = np.argsort(key, kind="stable")
-    key = key[order]
-    start = df.pop("start_ns").to_numpy(dtype="int64")[order]
-    duration = df.pop("duration_ns").to_numpy(dtype="int64")[order]
-    return _Launches(key, start, duration,
-                     *coded(df.pop("thread").to_numpy(dtype="int64")[order]))
-
-
-def launch_rows(db: Database, keys: np.ndarray) -> pd.DataFrame:
-    """Every runtime call whose correlation id is one of the launch keys' (launch_key,
-    start_ns, duration_ns, thread), in export order: a scan of the runtime table by
-    correlation id, for operations whose launching call a name filter left out."""
-    ids = sorted({int(k & LOW32) for k in keys})
-    parts = [_frame(db, f"""SELECT {launch_key_sql("globalTid", "correlationId")}
-                                   AS launch_key, start AS start_ns,
-                                   "end" - start AS duration_ns, globalTid AS thread
-                            FROM {RUNTIME_TABLE}
-                            WHERE correlationId IN ({sql_list(ids[i:i + 5000])})
-                              AND {times_present(db, RUNTIME_TABLE)}
-                            ORDER BY rowid""")
-             for i in range(0, len(ids), 5000)]
-    return pd.concat(parts, ignore_index=True) if parts else empty(
-        ["launch_key", "start_ns", "duration_ns", "thread"])
-
-
-def _attach_launches(db: Database, launches: _Launches,
-                     *ops: pd.DataFrame) -> list[pd.DataFrame]:
-    """Each operation with the start, thread and duration of the runtime call that
-    launched it (launch_start_ns, thread, launch_ns; -1 when the report has none).
-    Operations whose call the name filter of _runtime_calls left out are looked up again
-    by correlation id, so no name list can drop work."""
-    keys = [op["launch_key"].to_numpy(dtype="int64") for op in ops]
-    found = [launches.lookup(k) for k in keys]
-    missing = np.unique(np.concatenate([k[f[0] < 0] for k, f in zip(keys, found, strict=True)]
-                                       or [np.array([], "int64")]))
-    if len(missing) and RUNTIME_TABLE in db.tables:
-        launches = _sorted_launches(pd.concat([launches.frame(), launch_rows(db, missing)],
-                                              ignore_index=True))
-        found = [launches.lookup(k) for k in keys]
-    # New frames over the same columns plus the two found (assign copies each array it
-    # sets: 160 MB and 0.3 s at 10 M kernels).
-    return [pd.DataFrame({**{c: op[c] for c in op.columns
-                             if c not in ("launch_start_ns", "thread", "launch_ns")},
-                          "launch_start_ns": start, "thread": thread, "launch_ns": duration},
-                         copy=False)
-            for op, (start, thread, duration) in zip(ops, found, strict=True)]
 
 
 def _nvtx_domains(db: Database, queries: BulkQueries) -> dict[tuple[int, int], str]:

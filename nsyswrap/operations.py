@@ -29,9 +29,18 @@ import numpy as np
 import pandas as pd
 
 from .database import Database
+from .launches import (
+    device_ids,
+    full_name_ids,
+    launch_pids,
+    launch_rows,
+    short_name_ids,
+    sorted_launches,
+    stream_ids,
+    string_labels,
+    strings_of,
+)
 from .queries import (
-    ID_MASK,
-    LOW32,
     RUNTIME_TABLE,
     BulkQueries,
     RuntimeSlice,
@@ -170,20 +179,18 @@ class _Source:
         out = {"start_ns": col(start), "end_ns": col(end)}
         launch_key = col(block.pop("launch_key"))
         out["launch_key"] = launch_key
-        pid = ((launch_key >> 32) & ID_MASK).astype(np.int32)
+        pid = launch_pids(launch_key)
         self.pids.update(pd.unique(pid).tolist())
         out["pid"] = pid
         if self.code == KERNEL:
             device_stream = col(block.pop("device_stream"))
-            out["device_id"] = device_stream >> 32
-            out["stream_id"] = device_stream & LOW32
+            out["device_id"] = device_ids(device_stream)
+            out["stream_id"] = stream_ids(device_stream)
             ids = col(block.pop("name_ids"))
             # The (short, demangled) name pair's code, and the demangled name's (the kernel
             # table's key), resolved to text at the end (kernel_names).
             out["name"] = self.names(ids)
-            full = ids & LOW32
-            full[full == LOW32] = -1
-            out["full_name"] = self.full_names(full)
+            out["full_name"] = self.full_names(full_name_ids(ids))
             out["bytes"] = np.zeros(kept, "int64")
             for c in ("copy_kind", "src_kind", "dst_kind"):
                 out[c] = np.full(kept, -1, np.int8)
@@ -421,12 +428,10 @@ class OperationStream:
 
     def _looked_up(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(start, thread) of the calls with these launch keys, looked up in the runtime
-        table by correlation id (loader.launch_rows, as the loader does for calls its name
+        table by correlation id (launches.launch_rows, as the loader does for calls its name
         filter left out), -1 where none: the first in export order where several share a
         key."""
-        from .loader import _sorted_launches, launch_rows
-
-        start, thread, _ = _sorted_launches(launch_rows(self.db, keys)).lookup(keys)
+        start, thread, _ = sorted_launches(launch_rows(self.db, keys)).lookup(keys)
         return start, thread
 
     def close(self) -> None:
@@ -472,9 +477,7 @@ class OperationStream:
     def kernel_names(self) -> tuple[list[str], list[str]]:
         """(the demangled name of each `full_name` code, the short name of each `name` code)
         of OpChunk's kernels, as the loader names them (loader._kernels)."""
-        from .loader import _strings, string_labels
-
-        short_ids = self.names.ids.to_numpy(dtype="int64") >> 32
+        short_ids = short_name_ids(self.names.ids.to_numpy(dtype="int64"))
         full_ids = self.full_names.ids.to_numpy(dtype="int64")
-        strings = _strings(self.db, np.concatenate([short_ids, full_ids]))
+        strings = strings_of(self.db, np.concatenate([short_ids, full_ids]))
         return string_labels(full_ids, strings), string_labels(short_ids, strings)

@@ -201,11 +201,12 @@ def test_record_batches_of_any_size_give_the_same_report(monkeypatch):
 
 def test_text_columns_do_not_keep_the_drivers_batches(monkeypatch):
     """A text column that pandas took over as it is (zero-copy) would keep every column of
-    the driver's record batches alive (10 M NVTX ranges: 500 MB more): _pandas copies text
+    the driver's record batches alive (10 M NVTX ranges: 500 MB more): pandas_frame copies text
     read in several batches into buffers of its own, with the same values."""
     import sqlite3
 
-    from nsyswrap import database, loader
+    from nsyswrap import database
+    from nsyswrap.queries import pandas_frame
 
     monkeypatch.setattr(database, "BATCH_ROWS", 1)  # the harness's two marks, two batches
     harness = DATA / "h100_harness_clock.sqlite"
@@ -217,7 +218,7 @@ def test_text_columns_do_not_keep_the_drivers_batches(monkeypatch):
     # Held here, the read's buffers stay allocated: no address can be reused meanwhile.
     read_buffers = [b for chunk in names.chunks for b in chunk.buffers() if b is not None]
     del names
-    frame = loader._pandas(table)
+    frame = pandas_frame(table)
     del table
     text = frame["text"].array.__arrow_array__()
     own = {b.address for chunk in text.chunks for b in chunk.buffers() if b is not None}
@@ -409,7 +410,7 @@ def test_launch_lookup_in_chunks_matches_a_dictionary(monkeypatch):
     import pandas as pd
 
     from nsyswrap import chunks
-    from nsyswrap.loader import _sorted_launches
+    from nsyswrap.launches import sorted_launches
 
     rng = np.random.default_rng(3)
     calls = pd.DataFrame({"launch_key": rng.permutation(1000)[:600] * 3,
@@ -417,7 +418,7 @@ def test_launch_lookup_in_chunks_matches_a_dictionary(monkeypatch):
                           "duration_ns": rng.integers(0, 10**5, 600),
                           "thread": rng.integers(1, 9, 600)})
     table = {k: (s, t, d) for k, s, d, t in calls.itertuples(index=False)}
-    launches = _sorted_launches(calls.copy())
+    launches = sorted_launches(calls.copy())
     keys = rng.integers(0, 3000, 500)
     monkeypatch.setattr(chunks, "cores", lambda: 3)
     monkeypatch.setattr(chunks.even_bounds, "__defaults__", (7,))
