@@ -1,8 +1,9 @@
-"""Interval arithmetic on DataFrames, vectorised: which range holds which event, and how
-much time a set of possibly overlapping intervals covers.
+"""Interval arithmetic on DataFrames, vectorised: which range holds which event (the range
+search, the pairs sorted by event, lanes of nesting ranges), and the grouped sorts and
+medians the per-range numbers are made with. How much time a set of possibly overlapping
+intervals covers (their union) is union.py's.
 
-Both are sort-based (merge_asof, grouped cumulative max): O(n log n) in the number of rows,
-never a Python loop over ranges x events.
+Sort-based: O(n log n) in the number of rows, never a Python loop over ranges x events.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import pandas as pd
 
-from .chunks import STEP_ROWS, even_bounds, map_chunks, small_code_type, sort_in_place, steps
+from .chunks import map_chunks, small_code_type, sort_in_place, steps
 
 
 def assign_lanes(ranges: pd.DataFrame) -> np.ndarray:
@@ -700,79 +701,6 @@ def _stable_order(event: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return order, labels
 
 
-UNION_COLUMNS = ["busy_ns", "span_ns", "idle_ns", "first_start_ns", "last_end_ns", "gaps",
-                 "max_gap_ns", "count"]
-
-
-def union_stats(intervals: pd.DataFrame, key: str) -> pd.DataFrame:
-    """Per `key` group of [start_ns, end_ns) intervals: busy (length of their union, so
-    overlapping streams count once), span (first start to last end), idle inside the span,
-    the number of gaps and the largest one, and the count.
-    """
-    if intervals.empty:
-        return pd.DataFrame(columns=UNION_COLUMNS, index=pd.Index([], name=key), dtype="int64")
-    g0 = intervals[key].to_numpy(dtype="int64")
-    s0 = intervals["start_ns"].to_numpy(dtype="int64")
-    order = np.lexsort((s0, g0))
-    g, start = g0[order], s0[order]
-    end = intervals["end_ns"].to_numpy(dtype="int64")[order]
-    del order
-    out = union_stats_sorted(g, start, end)
-    out.index.name = key
-    return out
-
-
-def union_stats_sorted(g: np.ndarray, start: np.ndarray, end: np.ndarray,
-                       keep: np.ndarray | None = None,
-                       rows: np.ndarray | None = None,
-                       into: tuple[np.ndarray, dict[str, np.ndarray]] | None = None
-                       ) -> pd.DataFrame | None:
-    """union_stats of intervals already sorted by (group, start): for callers that sort
-    once and take several unions (all operations, a subset of them) from that order.
-    `keep`: only the rows where it is True, taken chunk by chunk (not three copies of the
-    kept rows: ~400 MB at 10 M kernels). `rows`: the intervals are start[rows] and
-    end[rows] (rows of bigger arrays, in the sorted order), gathered chunk by chunk instead
-    of held as sorted copies. `into`: (place, columns): each chunk writes its groups'
-    numbers straight into the caller's arrays (UNION_COLUMNS -> array) at their places
-    (place[group], -1 for none; groups past its end have none) and nothing is returned:
-    no frame of every group beside the caller's columns (at 10 M ranges, nine range-sized
-    arrays and their chunks' parts, on that report's peak)."""
-    if len(g) == 0:
-        if into is not None:
-            return None
-        return pd.DataFrame(columns=UNION_COLUMNS, index=pd.Index([]), dtype="int64")
-    # Whole groups at a time, about UNION_CHUNK rows each, on every core (chunks.py): the
-    # temporaries of the sweep stay bounded however many (range, operation) pairs a report
-    # has.
-
-    def chunk(lo: int, hi: int) -> dict[str, np.ndarray]:
-        at: slice | np.ndarray = slice(lo, hi) if rows is None else rows[lo:hi]
-        group = g[lo:hi]
-        if keep is not None:
-            k = keep[lo:hi]
-            group = group[k]
-            at = np.flatnonzero(k) + lo if rows is None else at[k]
-        union = _union_sorted(group, start[at], end[at])
-        if into is None:
-            return union
-        place = into[0].take(union.pop("group"), mode="clip")
-        known = place >= 0
-        place = place[known]
-        for c, values in into[1].items():
-            values[place] = union.pop(c)[known]
-        return None
-
-    parts = map_chunks(chunk, group_bounds(g, UNION_CHUNK))
-    if into is not None:
-        return None
-    # One frame from the chunks' arrays (a frame per chunk and their concat cost seconds
-    # at ten million ranges), each column's parts dropped as they are joined (the parts and
-    # the joined columns at once were sixteen range-sized arrays: 1.2 GB at 10 M ranges).
-    index = np.concatenate([p.pop("group") for p in parts])
-    return pd.DataFrame({c: np.concatenate([p.pop(c) for p in parts]).astype("int64", copy=False)
-                         for c in UNION_COLUMNS}, index=pd.Index(index), copy=False)
-
-
 def group_bounds(g: np.ndarray, size: int, heads: np.ndarray | None = None
                  ) -> list[tuple[int, int]]:
     """(lo, hi) row bounds of chunks of whole groups of `g` (sorted by group), about `size`
@@ -784,159 +712,3 @@ def group_bounds(g: np.ndarray, size: int, heads: np.ndarray | None = None
         heads = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
     cuts = np.unique(heads[np.searchsorted(heads, np.arange(0, len(g), size), "right") - 1])
     return list(zip(cuts.tolist(), np.r_[cuts[1:], len(g)].tolist(), strict=True))
-
-
-# Rows per union chunk: chunks run on every core at once, each with a dozen temporaries
-# of its size (16 cores x 128 k rows x 12 x 8 B: 200 MB); a million pairs make 8 chunks.
-UNION_CHUNK = 1 << 17
-
-
-def _union_sorted(g: np.ndarray, start: np.ndarray, end: np.ndarray,
-                  prior: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, np.ndarray]:
-    """union_stats of whole groups, sorted by (group, start), as arrays (and the groups).
-    `prior`: (seen, horizon), per group in order: groups seen before (in an earlier chunk of
-    a time-ordered stream, whose intervals all started no later than these) carry on from
-    the horizon (the latest end) their earlier intervals reached, so that a group's numbers
-    over chunks add up to the numbers over all its intervals at once: its first interval
-    here covers only what lies past that horizon, and a gap before it counts."""
-    if len(g) == 0:  # a chunk whose rows were all left out
-        return {"group": g, **{c: np.zeros(0, dtype="int64") for c in UNION_COLUMNS}}
-    first = np.r_[True, g[1:] != g[:-1]]
-    heads = np.flatnonzero(first)
-    # Running max of ends within each group, shifted by one: the covered horizon before row i.
-    running = pd.Series(end).groupby(np.cumsum(first)).cummax().to_numpy()
-    if prior is not None:
-        seen, reached = prior
-        counts = np.diff(np.r_[heads, len(g)])
-        running = np.maximum(running, np.repeat(
-            np.where(seen, reached, np.iinfo(np.int64).min), counts))
-        first = first.copy()
-        first[heads[seen]] = False  # carried on: no group's first interval overall
-    horizon = np.r_[0, running[:-1]]
-    if prior is not None:
-        horizon[heads[seen]] = reached[seen]
-    covered = np.where(first, end - start, np.clip(end - np.maximum(start, horizon), 0, None))
-    gap = np.where(first, 0, np.clip(start - horizon, 0, None))
-    busy = np.add.reduceat(covered, heads)
-    first_start = start[heads]  # sorted by start within each group
-    last_end = np.maximum.reduceat(end, heads)
-    if prior is not None:
-        last_end = np.where(seen, np.maximum(last_end, reached), last_end)
-    return {
-        "group": g[heads],
-        "busy_ns": busy,
-        "span_ns": last_end - first_start,
-        "idle_ns": last_end - first_start - busy,
-        "first_start_ns": first_start,
-        "last_end_ns": last_end,
-        "gaps": np.add.reduceat((gap > 0).astype("int64"), heads),
-        "max_gap_ns": np.maximum.reduceat(gap, heads),
-        "count": np.diff(np.r_[heads, len(g)]),
-    }
-
-
-def merge_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The union of [start, end) intervals (end >= start, as the loader guarantees) as
-    sorted, disjoint intervals, from the starts and the ends each sorted on its own (no
-    argsort, no gathers: each a copy sorted in place, sort_in_place). With both sorted,
-    the union breaks after the i-th start exactly where the i-th end falls short of the
-    next start: then the i + 1 intervals that end before it are the i + 1 that start
-    before it (an interval ends at or after its start), so none of them reaches it and
-    their merged interval ends at the i-th end, the greatest of theirs. Touching intervals
-    merge. Two input-sized arrays, and a mask of a byte a row: the rows picked are moved
-    to the front of the sorted copies themselves (_compacted), not gathered into new
-    arrays (two more input-sized arrays where most operations are apart: 170 MB at 10 M
-    kernels, on that report's peak)."""
-    if len(start) == 0:
-        return np.array([], dtype="int64"), np.array([], dtype="int64")
-    s = np.array(start, dtype="int64")
-    sort_in_place(s)
-    e = np.array(end, dtype="int64")
-    sort_in_place(e)
-    pick = np.empty(len(s), dtype=bool)
-    np.greater(s[1:], e[:-1], out=pick[1:])  # a gap before row i
-    pick[0] = True  # the merged intervals' first rows
-    merged_start = _compacted(s, pick)
-    pick[:-1] = pick[1:]  # their last rows: a gap after row i
-    pick[-1] = True
-    return merged_start, _compacted(e, pick)
-
-
-def _compacted(values: np.ndarray, keep: np.ndarray) -> np.ndarray:
-    """values[keep], made by moving the kept values to the front of `values` (the caller's
-    own array, overwritten) a step at a time: a step's temporaries, not a second array of
-    the input's size. Where few are kept, a copy of them, so that the whole input is not
-    held for them."""
-    at = 0
-    for part in steps(len(values)):
-        kept = values[part][keep[part]]
-        values[at:at + len(kept)] = kept  # at <= part.start: nothing unread is overwritten
-        at += len(kept)
-    return values[:at] if 2 * at >= len(values) else values[:at].copy()
-
-
-class Cover:
-    """Merged intervals (merge_intervals) kept as their starts and the running total of
-    their lengths: how much of any window they cover, without their ends (an end is its
-    start plus its length, read from the total). `consume`: the ends' own array becomes
-    the total (the caller's merged ends are gone): two interval-sized arrays, not three
-    (88 MB fewer at 10 M kernels, on that report's peak)."""
-
-    def __init__(self, merged_start: np.ndarray, merged_end: np.ndarray,
-                 consume: bool = False) -> None:
-        self.start = merged_start
-        own = consume and merged_end.dtype == np.int64 and merged_end.flags.writeable
-        total = merged_end if own else np.array(merged_end, dtype="int64")
-        total -= merged_start  # each interval's length
-        np.cumsum(total, out=total)
-        self.total = total  # lengths of intervals 0..k, inclusive
-
-    def _before(self, k: np.ndarray) -> np.ndarray:
-        """The lengths of the intervals before the k-th (0 for k = 0)."""
-        out = self.total.take(k - 1, mode="clip")
-        out[k == 0] = 0
-        return out
-
-    def _end(self, k: np.ndarray) -> np.ndarray:
-        """The k-th interval's end."""
-        return self.start[k] + (self.total[k] - self._before(k))
-
-    def within(self, lo: np.ndarray, hi: np.ndarray, rows: np.ndarray | None = None,
-               out: np.ndarray | None = None) -> np.ndarray:
-        """For each window [lo, hi): how much of it the intervals cover. `rows`: the
-        windows are those rows of `lo` and `hi` (columns of any number type, read as
-        int64); `out`: the results are written there at `rows`, and it is returned. In
-        chunks of windows on every core (chunks.py), sharing the one running total (a copy
-        per chunk, ten million intervals on 16 threads, cost 2 GB); each chunk gathers its
-        own windows, so the temporaries are a chunk's, at most a sixteenth of STEP_ROWS
-        windows: a chunk holds some fifteen arrays of its size, and on 16 cores chunks of a
-        quarter step held 500 MB at once (ten million windows gathered at once, each
-        step's arrays beside them, cost 700 MB)."""
-        n = len(lo) if rows is None else len(rows)
-        by_window = out is None  # results in the windows' order, else at their rows of `out`
-        if by_window:
-            out = np.zeros(n, dtype="int64")
-        start, m = self.start, len(self.start)
-        if m == 0:
-            if not by_window:
-                out[slice(None) if rows is None else rows] = 0
-            return out
-
-        def windows(a: int, b: int) -> None:
-            at = slice(a, b) if rows is None else rows[a:b]
-            w_lo, w_hi = lo[at].astype("int64", copy=False), hi[at].astype("int64", copy=False)
-            # The first interval ending after lo: the last one starting at or before lo if
-            # it reaches past lo, else the next (the merged intervals are apart, in order).
-            p = np.searchsorted(start, w_lo, side="right") - 1
-            i = np.where((p >= 0) & (self._end(np.maximum(p, 0)) > w_lo), p, p + 1)
-            j = np.searchsorted(start, w_hi, side="left")  # those before j start before hi
-            total = self._before(np.maximum(j, i)) - self._before(i)
-            some = j > i
-            first = np.minimum(i, m - 1)
-            last = np.maximum(j - 1, 0)
-            total -= np.clip(w_lo - start[first], 0, None)  # the head before lo
-            total -= np.clip(self._end(last) - w_hi, 0, None)  # the tail after hi
-            out[slice(a, b) if by_window else at] = np.where(some, total, 0)
-
-        map_chunks(windows, even_bounds(n, max_rows=STEP_ROWS // 16))
-        return out

@@ -12,12 +12,10 @@ from nsyswrap.intervals import (
     few_groups_median,
     grouped_median,
     grouped_median_by_steps,
-    merge_intervals,
     small_key_order,
-    union_stats,
-    union_stats_sorted,
     with_innermost,
 )
+from nsyswrap.union import merge_intervals, union_stats, union_stats_sorted
 
 
 def _ranges(rows):
@@ -43,9 +41,9 @@ def test_union_written_into_columns_is_the_frames_numbers(monkeypatch):
     with no place (-1), groups past the place table's end, and places of no group. The
     same numbers as the frame it returns otherwise, with rows taken through `rows` and a
     `keep` subset."""
-    from nsyswrap import intervals
+    from nsyswrap import union
 
-    monkeypatch.setattr(intervals, "UNION_CHUNK", 7)  # many chunks, each whole groups
+    monkeypatch.setattr(union, "UNION_CHUNK", 7)  # many chunks, each whole groups
     rng = np.random.default_rng(7)
     g = np.sort(rng.integers(0, 40, 600))
     start = rng.integers(0, 10_000, 600)
@@ -56,14 +54,14 @@ def test_union_written_into_columns_is_the_frames_numbers(monkeypatch):
         want = union_stats_sorted(g, start[rows], end[rows], **kw)
         place = np.full(35, -1)  # groups 35-39: past the table's end
         place[:30] = rng.permutation(60)[:30]  # groups 30-34: no place
-        columns = {c: np.full(60, -1.0) for c in intervals.UNION_COLUMNS}
+        columns = {c: np.full(60, -1.0) for c in union.UNION_COLUMNS}
         assert union_stats_sorted(g, start, end, rows=rows, into=(place, columns), **kw) is None
         written = np.zeros(60, dtype=bool)
         for group, numbers in want.iterrows():
             if group < 30:
                 written[place[group]] = True
-                assert [columns[c][place[group]] for c in intervals.UNION_COLUMNS] == [
-                    float(numbers[c]) for c in intervals.UNION_COLUMNS]
+                assert [columns[c][place[group]] for c in union.UNION_COLUMNS] == [
+                    float(numbers[c]) for c in union.UNION_COLUMNS]
         assert all((values[~written] == -1).all() for values in columns.values())
 
 
@@ -102,7 +100,7 @@ def test_range_edges_are_inclusive():
 def test_merge_and_cover_windows():
     import numpy as np
 
-    from nsyswrap.intervals import Cover, merge_intervals
+    from nsyswrap.union import Cover, merge_intervals
 
     ms, me = merge_intervals(np.array([0, 5, 20, 22, 40]), np.array([10, 12, 25, 30, 50]))
     assert ms.tolist() == [0, 20, 40] and me.tolist() == [12, 30, 50]
@@ -119,7 +117,7 @@ def test_merge_intervals_matches_a_plain_sweep(step_rows, monkeypatch):
     moved to the front a few rows at a time (fails when a step's rows land anywhere but
     after the last step's)."""
     from nsyswrap import chunks
-    from nsyswrap.intervals import Cover
+    from nsyswrap.union import Cover
 
     if step_rows is not None:
         monkeypatch.setattr(chunks, "STEP_ROWS", step_rows)
@@ -185,8 +183,8 @@ def test_chunks_on_threads_give_what_one_chunk_gives(monkeypatch):
     threads (chunks.py). With chunks of a few rows on four threads they must give exactly
     the single-chunk answer, also when the last group is longer than several chunks (a
     chunk then starts at the head at or before its cut, not past the end)."""
-    from nsyswrap import chunks, intervals
-    from nsyswrap.intervals import Cover, merge_intervals
+    from nsyswrap import chunks, union
+    from nsyswrap.union import Cover, merge_intervals
 
     rng = np.random.default_rng(7)
     sizes = [3, 1, 5, 2, 40]  # the last group spans many chunks of 4 rows
@@ -235,8 +233,8 @@ def test_chunks_on_threads_give_what_one_chunk_gives(monkeypatch):
     pd.testing.assert_frame_equal(whole[5], union_stats_sorted(g_s, s_s, e_s))
     monkeypatch.setattr(chunks, "cores", lambda: 4)
     monkeypatch.setattr(chunks, "MIN_ROWS", 4)
-    monkeypatch.setattr(intervals, "UNION_CHUNK", 4)
-    monkeypatch.setattr(intervals, "STEP_ROWS", 16)  # Cover.within: steps of windows
+    monkeypatch.setattr(union, "UNION_CHUNK", 4)
+    monkeypatch.setattr(union, "STEP_ROWS", 16)  # Cover.within: steps of windows
     monkeypatch.setattr(chunks.even_bounds, "__defaults__", (4,))
     split = answers()
     pd.testing.assert_frame_equal(split[0], whole[0])

@@ -142,7 +142,7 @@ def test_steps_and_chunks_of_a_few_rows_give_the_same_analysis(path, monkeypatch
     (launch lookups, streams and latencies by chunks of ranges, packed medians, unions,
     first launches) give exactly what one step gives; the
     per-thread sums take pandas' path where float sums might not be exact."""
-    from nsyswrap import chunks, intervals, loader
+    from nsyswrap import chunks, loader, union
     from nsyswrap.analysis import ranges
 
     def run():
@@ -152,7 +152,7 @@ def test_steps_and_chunks_of_a_few_rows_give_the_same_analysis(path, monkeypatch
     whole = run()
     monkeypatch.setattr(chunks, "STEP_ROWS", 7)
     monkeypatch.setattr(ranges, "STEP_ROWS", 7)
-    monkeypatch.setattr(intervals, "UNION_CHUNK", 16)
+    monkeypatch.setattr(union, "UNION_CHUNK", 16)
     monkeypatch.setattr(chunks, "MIN_ROWS", 16)
     monkeypatch.setattr(chunks, "cores", lambda: 4)
     for a, b in zip(run(), whole, strict=True):

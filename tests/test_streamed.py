@@ -325,10 +325,9 @@ def test_open_values_close_exactly_the_ranges_that_ended():
 
 def test_device_busy_answered_chunk_by_chunk_is_the_cover_of_every_operation():
     """B(hi) - B(lo) from DeviceBusy, fed a chunk of operations at a time (overlapping,
-    touching, long intervals that reach over many chunks), against intervals.Cover over
+    touching, long intervals that reach over many chunks), against union.Cover over
     all of them at once, for windows answered in the chunk whose starts reach them."""
-    from nsyswrap.analysis.streamed.device_busy import DeviceBusy
-    from nsyswrap.intervals import Cover, merge_intervals
+    from nsyswrap.union import Cover, DeviceBusy, merge_intervals
 
     rng = np.random.default_rng(11)
     start = np.sort(rng.integers(0, 100_000, 3000))

@@ -29,7 +29,6 @@ from .._memory import release_freed_memory
 from ..chunks import STEP_ROWS, ascending, cores, map_chunks, sort_in_place, steps
 from ..intervals import (
     FEW_GROUPS,
-    Cover,
     RangeSearch,
     assign_lanes,
     coded_by_steps,
@@ -40,14 +39,13 @@ from ..intervals import (
     group_order,
     grouped_median,
     grouped_median_by_steps,
-    merge_intervals,
     middle_of,
     no_pairs,
     range_starts,
-    union_stats_sorted,
     with_innermost,
 )
 from ..report import Report
+from ..union import Cover, merge_intervals, union_stats_sorted
 from .instance_table import InstanceTable
 
 # Copies between host and device (what a timed window should rarely contain).

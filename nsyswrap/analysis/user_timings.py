@@ -38,6 +38,7 @@ import numpy as np
 import pandas as pd
 
 from ..report import Report, thread_ids
+from ..union import union_length
 from .reconcile import BENCHMARK_COLUMNS, ITERATION_COLUMNS, benchmark_summary
 from .user_events import RunnerRecords, UserEvents, match_records
 
@@ -412,7 +413,7 @@ def _reconcile(rows: pd.DataFrame, events: UserEvents, ops: GpuOps, blocking: pd
         joined_busy[i] = float(durs[joined].sum())
         joined_last[i] = int(ends[joined].max()) if joined.any() else 0
         uncovered_ops[i] = int((~joined).sum())
-        uncovered_busy[i] = float(_union(starts[~joined], ends[~joined]))
+        uncovered_busy[i] = float(union_length(starts[~joined], ends[~joined]))
 
     # The window the trace implies: from the start record (or the work it waited for) to
     # the end record (or the last operation, joined ones included).
@@ -538,18 +539,6 @@ def _segment_gaps(start: np.ndarray, end: np.ndarray, lo: np.ndarray, hi: np.nda
     return gaps, longest
 
 
-def _union(starts: np.ndarray, ends: np.ndarray) -> float:
-    if not len(starts):
-        return 0.0
-    order = np.argsort(starts, kind="stable")
-    s, e = starts[order], np.maximum.accumulate(ends[order])
-    new = np.concatenate([[True], s[1:] > e[:-1]])
-    group = np.cumsum(new) - 1
-    first = s[new]
-    last = np.maximum.reduceat(e, np.flatnonzero(new))
-    return float((last - first).sum()) if len(group) else 0.0
-
-
 def _scopes_of(events: UserEvents) -> dict[int, list[dict]]:
     return {p.pid: p.scopes for p in events.processes}
 
@@ -604,7 +593,7 @@ def _timer_measurements(events: UserEvents, labels: _SiteLabels,
                 & (col["launch_ns"] > r["start_time_ns"]) & (col["launch_ns"] < r["end_time_ns"]))
         starts, ends = col["start_ns"][mine], col["end_ns"][mine]
         has = bool(mine.any())
-        frame.loc[i, "gpu_busy_ns"] = _union(starts, ends) if has else np.nan
+        frame.loc[i, "gpu_busy_ns"] = float(union_length(starts, ends)) if has else np.nan
         frame.loc[i, "gpu_first_start_ns"] = starts.min() if has else np.nan
         frame.loc[i, "gpu_last_end_ns"] = ends.max() if has else np.nan
         frame.loc[i, "gpu_span_ns"] = (ends.max() - starts.min()) if has else np.nan

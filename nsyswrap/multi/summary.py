@@ -18,8 +18,8 @@ import pandas as pd
 from ..analysis.families import family_numbers
 from ..compare import Comparison, compare
 from ..diagnose import Thresholds
-from ..intervals import union_stats
 from ..render.document import document
+from ..union import union_stats
 from .identify import identify_ranks
 
 # NCCL names its device kernels ncclKernel_* (up to 2.18) and ncclDevKernel_* (2.19 on);

@@ -21,8 +21,9 @@ import pandas as pd
 
 from ..compare import Comparison
 from ..diagnose import range_label
-from ..intervals import assign_lanes, merge_intervals
+from ..intervals import assign_lanes
 from ..report import thread_ids
+from ..union import merge_intervals
 from ..units import fmt_bytes, fmt_ns, plural
 from .page import finite
 

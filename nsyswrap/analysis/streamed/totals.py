@@ -1,13 +1,13 @@
 """Per-range numbers of range_instances, added up a chunk of operations at a time.
 
 Chunks come in GPU start order (operations.OperationStream), so each range's union sweep
-goes on from the horizon its earlier intervals reached (intervals._union_sorted's `prior`),
+goes on from the horizon its earlier intervals reached (union.union_sorted's `prior`),
 its first operation is the first one seen, and counts, sums, least and greatest values add
 up. What does not add up (each range's median launch latency, its distinct streams) is
 kept per range until the range can receive no more operations: every operation starts
 within LAUNCH_LAG_NS of its launch (the stream checks it), so a range that ended that long
 before the chunks reached is complete. Device busy time is answered as the stream passes
-each window's edges (device_busy.py).
+each window's edges (union.DeviceBusy).
 
 The numbers are kept only for the ranges open now (Slots: one slot per range from the
 moment the stream passes its start until it closes), GPU numbers as float64 from the start
@@ -28,18 +28,16 @@ import pandas as pd
 from ..._memory import trim_heap
 from ...compressed import CompressedSequence, compressed, decompressed
 from ...intervals import (
-    _union_sorted,
     compact_ids,
     grouped_median,
     ids_are_rows,
-    merge_intervals,
     rows_of_runs,
 )
 from ...loader import COPY_KINDS
 from ...operations import END_OF_TIME, KERNEL, MEMCPY, FirstSeenCodes, OpChunk, StreamFallback
+from ...union import DeviceBusy, merge_intervals, union_sorted
 from ..instance_table import pack, unpack
 from ..ranges import HOST_COPY_KINDS, RELATIVE_TO, Attributor, innermost_of, work_per_thread
-from .device_busy import DeviceBusy
 from .open_values import OpenValues, PooledCounts
 from .slots import Slots
 
@@ -205,7 +203,7 @@ class RangeTotals:
         heads = np.flatnonzero(np.r_[True, row[1:] != row[:-1]])
         out = {"row": row, "event": event, "heads": heads, "rows": row[heads],
                "other_any": bool(other.any()),
-               "union": _union_sorted(row, start[event], end[event]),
+               "union": union_sorted(row, start[event], end[event]),
                "first_device": chunk["device_id"][event[heads]]}
         if self.has_own:
             own = ~other
@@ -213,7 +211,7 @@ class RangeTotals:
             g = row[own]
             own_heads = np.flatnonzero(np.r_[True, g[1:] != g[:-1]]) if len(g) else g
             out["own_heads"], out["own_rows"] = own_heads, g[own_heads]
-            out["own_union"] = _union_sorted(g, start[event[own]], end[event[own]])
+            out["own_union"] = union_sorted(g, start[event[own]], end[event[own]])
         kernel = is_kernel[event]
         launch = chunk["launch_start_ns"]
         out["kernels"] = np.add.reduceat(kernel.astype("int64"), heads)
@@ -556,16 +554,16 @@ class RangeTotals:
 def _carried_on(union: dict[str, np.ndarray], g: np.ndarray, start: np.ndarray,
                 end: np.ndarray, heads: np.ndarray, seen: np.ndarray,
                 reached: np.ndarray) -> dict[str, np.ndarray]:
-    """A chunk's union numbers per range (_union_sorted's, as if each range began here),
+    """A chunk's union numbers per range (union_sorted's, as if each range began here),
     with the ranges `seen` before taken again from the horizon their earlier work
-    `reached` (intervals._union_sorted's `prior`): only those ranges' pairs are swept
+    `reached` (union.union_sorted's `prior`): only those ranges' pairs are swept
     again (a few that span chunks)."""
     if not seen.any():
         return union
     at = np.flatnonzero(seen)
     counts = np.diff(np.r_[heads, len(g)])[at]
     rows = rows_of_runs(heads[at], counts)
-    again = _union_sorted(g[rows], start[rows], end[rows],
+    again = union_sorted(g[rows], start[rows], end[rows],
                           prior=(np.ones(len(at), bool), reached[at].astype("int64")))
     out = {c: v.copy() for c, v in union.items()}
     for c in ("busy_ns", "gaps", "max_gap_ns", "last_end_ns", "count"):
