@@ -17,7 +17,7 @@ import tracemalloc
 import numpy as np
 
 import nsyswrap.cli  # noqa: F401  (the CLI's start-up: allocator settings)
-from nsyswrap.analysis import library_mask
+from nsyswrap.analysis.domains import library_mask
 from nsyswrap.analysis.ranges import _RangeOrder, attribute
 from nsyswrap.intervals import compact_ids
 from nsyswrap.loader import load

@@ -27,6 +27,13 @@ STAGES = ["durations_summary", "attribute", "range_instances", "range_summary",
           "process_summary", "iterations", "benchmark_summary"]
 # Steps as older versions named them (to time them side by side).
 OLDER_NAMES = {"durations_summary": "kernel_summary"}
+# The modules that call the steps: analyze's and finished's (older versions: the package).
+try:
+    from nsyswrap.analysis import finish, whole  # noqa: E402
+
+    CALLERS = [whole, finish]
+except ImportError:
+    CALLERS = [analysis]
 
 
 def memory() -> str:
@@ -56,9 +63,10 @@ def main() -> None:
     a = p.parse_args()
     print(f"{'import':24s} {time.perf_counter() - T0:7.2f} s   {memory()}")
     for name in STAGES:  # each analysis step, timed where analyze calls it
-        if not hasattr(analysis, name):  # an older version's name for the step
-            name = OLDER_NAMES[name]
-        setattr(analysis, name, stage(name, getattr(analysis, name)))
+        for caller in CALLERS:
+            step = name if hasattr(caller, name) else OLDER_NAMES.get(name)  # older name
+            if step is not None and hasattr(caller, step):
+                setattr(caller, step, stage(step, getattr(caller, step)))
     report = timed("load", load, a.report)
     if a.load_only:
         return

@@ -1,0 +1,302 @@
+"""The analysis of a report whose GPU operations arrive as a stream of time-ordered chunks
+(operations.OperationStream), holding per-range numbers, never every operation or
+(range, operation) pair: the same Analysis as `analyze`, in memory bounded by the ranges
+and the chunks instead of by the operations (docs/performance.md, "The streamed analysis").
+
+What it keeps of the operations is what the outputs need: the host copies (few), the
+blocking calls, per-thread totals, and the kernels' durations for the kernel table. Its
+Attribution has no `gpu_ops` or `op_pairs` rows (`streamed` is true): the formats that draw
+every operation (html, trace) and the many-report summaries analyse the report whole.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pandas as pd
+
+from ..._memory import trim_heap
+from ...chunks import cores
+from ...compressed import decompressed
+from ...intervals import no_pairs
+from ...loader import (
+    COPY_KINDS,
+    MEMORY_KINDS,
+    WithoutOperations,
+    blocking_calls,
+    has_runner_records,
+    kind_names,
+)
+from ...operations import LAUNCH_LAG_NS, OperationStream, StreamFallback
+from ...report import Report
+from ..domains import library_mask
+from ..finish import Analysis, finished, with_families
+from ..instance_table import InstanceTable
+from ..kernels import summary_of_names
+from ..ranges import (
+    HOST_WAIT_COLUMNS,
+    INSTANCE_COLUMNS,
+    OP_KINDS,
+    RELATIVE_TO,
+    REPORT_RANGE_COLUMNS,
+    Attribution,
+    Attributor,
+    call_waits,
+    innermost_of,
+    lookup_table,
+    other_threads_frame,
+    process_summary,
+    summary_groups,
+    zero_where_known,
+)
+from .totals import RangeTotals
+
+# Chunks prepared at once at most, beside the one applied (each holds its pairs' arrays,
+# ~10 MB at 64 k operations, and waits for its turn once prepared). 10 M kernels on 16
+# cores: one worker ~1.5 s slower than two or three, each ~10 MB more (docs/performance.md,
+# "The streamed analysis"). On 2 cores: one.
+MAX_PREPARING = 3
+
+# Operations applied between two trims of the heap (malloc_trim walks the whole heap:
+# ~8 ms a call, 1.4 s of 18.5 at 10 M kernels when every 64 k-operation chunk trimmed;
+# every 256 k: 16.8 s and the same peak, 575 MiB).
+TRIM_OPERATIONS = 1 << 18
+
+
+def analyze_streamed(report: Report, stream: OperationStream, rest: WithoutOperations, *,
+                     by_process: bool = False, attribution: str = "process",
+                     all_domains: bool = False, lag_ns: int = LAUNCH_LAG_NS,
+                     consume: bool = False) -> Analysis:
+    """All analyses of a report read without its operations (loader.read_without_
+    operations: `report` and what is `rest` to do), its operations from `stream`. The
+    arguments are analyze's (`consume`: the report's ranges are let go once the instances
+    hold them). Raises operations.StreamFallback where the report cannot be streamed (then
+    analyse it whole: the results are the same)."""
+    if has_runner_records(report.marks):
+        # The reconciliation of the program's own timings reads the operations around
+        # each of its windows: held whole (analysis/user_timings.py).
+        raise StreamFallback("the report holds the program's own CUDA-event timings")
+    ranges = report.ranges
+    library = library_mask(ranges["domain"], ranges["name"])
+    attributor = Attributor(ranges, library, attribution)
+    # Families first: they need only the ranges' names, and the summary's pooled latency
+    # is gathered per family group as ranges close.
+    families = ranges[["range_id", "domain", "name", "pid", "start_ns"]].copy(deep=False)
+    runs = with_families(families, report.marks, library, notes=report.info.notes)
+    group_of_row = summary_groups(families, by_process)
+    # The families' columns packed now, as the instance table keeps them, not held as
+    # int64 through the stream (~12 MB at 1.2 M ranges).
+    family_columns = InstanceTable.of(families[list(_FAMILY_COLUMNS)])
+    del families
+    totals = RangeTotals(ranges, attributor, group_of_row, lag_ns)
+    _add_chunks(totals, stream)
+    totals.finish()
+    pooled = totals.pooled.medians()
+    # What only the stream needed (the open ranges' slots, the edges, the process rule's
+    # search), let go before the blocking calls are read and attributed (~60 MB at 10 M
+    # kernels).
+    totals.release_stream_state()
+    attributor.calls_only()
+    trim_heap()
+    report.api_calls = blocking_calls(stream.take_blocking_tables(), stream.queries.runtime)
+    rest.complete(report, stream.notes, stream.last_call_ns, stream.operations, stream.pids)
+    att = _attribution(report, attributor, totals, stream)
+    # The range search: the blocking calls' ranges were its last use.
+    del attributor
+    trim_heap()
+    kernels = _kernel_summary(totals, stream)
+    # The kernels' durations, grouped a name at a time, are freed to glibc's heap, which
+    # keeps them resident (~100 MB at 10 M kernels) under the instances' packing.
+    trim_heap()
+    instances = _instances(report, totals, att)
+    instances.update(family_columns)  # both the ranges' rows, in order
+    processes = process_summary(report, _per_thread(totals))
+    # What is left of the totals, and the report's ranges (the instances hold their
+    # columns; 48 MB at 1.2 M ranges): freed before the summary and the findings decode
+    # their columns.
+    del totals, ranges
+    if consume:
+        report.ranges = report.ranges.iloc[:0].copy()
+    trim_heap()
+
+    def latency(group_of_range: np.ndarray) -> pd.Series:
+        # The groups the medians were gathered by are the summary's own.
+        expected = lookup_table(instances.values("range_id"), group_of_row)
+        if not np.array_equal(group_of_range, expected):
+            raise AssertionError("streamed analysis: summary groups changed")
+        return pooled
+
+    return finished(report, instances, runs, kernels=kernels, attribution=att,
+                    processes=processes, latency=latency, by_process=by_process,
+                    all_domains=all_domains)
+
+
+# with_families' columns, which follow the instance columns.
+_FAMILY_COLUMNS = ("benchmark", "library", "family", "index", "family_id")
+
+
+def _add_chunks(totals: RangeTotals, stream: OperationStream) -> None:
+    """Every chunk of the stream into the totals: each chunk prepared on a worker thread
+    (its attribution, sorts and per-range numbers: numpy and SQLite work, mostly without
+    the GIL) while this thread reads the next ones and applies the prepared ones in order.
+    On one thread the chunks' work took 21.8 s at 10 M kernels on 16 cores, where the whole
+    analysis, on every core, took 12.9 s; the reads run on the reader threads."""
+    workers = max(1, min(cores() - 1, MAX_PREPARING))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        prepared: deque = deque()
+        try:
+            for chunk in stream:
+                prepared.append(pool.submit(totals.prepare, chunk))
+                del chunk
+                while len(prepared) > workers:
+                    _apply(totals, prepared.popleft())
+            while prepared:
+                _apply(totals, prepared.popleft())
+            trim_heap()
+        finally:
+            for future in prepared:
+                future.cancel()
+
+
+def _apply(totals: RangeTotals, prepared) -> None:
+    chunk = prepared.result()
+    totals.apply(chunk)
+    # The chunks' temporaries are freed to glibc's heap, which keeps them resident; the
+    # next ones do not always fit there (10 M kernels: ~140 MB more at the peak untrimmed).
+    totals.untrimmed += len(chunk["chunk"])
+    if totals.untrimmed >= TRIM_OPERATIONS:
+        trim_heap()
+        totals.untrimmed = 0
+
+
+def _attribution(report: Report, attributor: Attributor, totals: RangeTotals,
+                 stream: OperationStream) -> Attribution:
+    """The Attribution of the streamed analysis: blocking calls and host copies with their
+    innermost ranges, the threads whose work went to other threads' ranges; no operation
+    or pair rows."""
+    calls = report.api_calls.reset_index(drop=True)
+    call_pairs = attributor.call_pairs(calls)
+    calls["range_id"] = innermost_of(call_pairs, np.arange(len(calls)))
+    kernels = stream.kernels
+    gpu_ops = pd.DataFrame({c: pd.Series(dtype="int64") for c in (
+        "start_ns", "end_ns", "thread", "launch_start_ns", "device_id", "stream_id",
+        "bytes", "kind", "name", "copy_kind", "src_kind", "dst_kind")})
+    att = Attribution(gpu_ops, no_pairs("other_thread", "innermost"), call_pairs, calls,
+                      _host_copies(totals, kernels), attributor.rule,
+                      operations=stream.operations, streamed=True)
+    if attributor.rule == "process":
+        # Most first, ties in order of first appearance: other_thread_counts' order, from
+        # the counts themselves (not a value count of every taken operation's thread
+        # again: 140 MB at 10 M kernels, on that report's peak).
+        taken = sorted(totals.taken.items(), key=lambda t: (-t[1][0], t[1][1]))
+        att.other_threads = other_threads_frame([t for t, _ in taken],
+                                                [n for _, (n, _) in taken])
+    return att
+
+
+def _host_copies(totals: RangeTotals, kernels: int) -> pd.DataFrame:
+    """Attribution.host_copies: the host copies' rows as gpu_ops has them (indexed by its
+    rows: the kernels', then the transfers' in order), with their innermost range."""
+    parts = totals.copy_parts
+    # Each column's parts let go as it is joined.
+    columns = {c: np.concatenate([decompressed(p.pop(c)) for p in parts]) if parts
+               else np.zeros(0, "int64")
+               for c in ("start_ns", "end_ns", "thread", "launch_start_ns", "device_id",
+                         "stream_id", "bytes", "copy_kind", "src_kind", "dst_kind", "rank",
+                         "range_id")}
+    totals.copy_parts = []
+    n = len(columns["start_ns"])
+    index = pd.Index(kernels + columns.pop("rank"))
+    frame = pd.DataFrame({
+        "start_ns": columns["start_ns"], "end_ns": columns["end_ns"],
+        "thread": columns["thread"], "launch_start_ns": columns["launch_start_ns"],
+        "device_id": columns["device_id"], "stream_id": columns["stream_id"],
+        "bytes": columns["bytes"],
+        "kind": pd.Categorical(["memcpy"] * n, categories=OP_KINDS),
+        "name": pd.Categorical(["memcpy"] * n),
+        "copy_kind": pd.Categorical(kind_names(columns["copy_kind"], COPY_KINDS)),
+        "src_kind": pd.Categorical(kind_names(columns["src_kind"], MEMORY_KINDS)),
+        "dst_kind": pd.Categorical(kind_names(columns["dst_kind"], MEMORY_KINDS)),
+        "range_id": columns["range_id"].astype("int64", copy=False),
+    }, index=index, copy=False)  # the columns as they are, not copied into one block
+    return frame
+
+
+def _kernel_summary(totals: RangeTotals, stream: OperationStream) -> pd.DataFrame:
+    """The kernel table from the kernels the stream read, a demangled name at a time
+    (kernels.summary_of_names): each name's durations (kept compressed, in order) are
+    dropped once summed up."""
+    full, short = stream.kernel_names()
+    if len(set(full)) < len(full):
+        # Two string ids with one text: their kernels' order among each other is lost.
+        raise StreamFallback("kernel names repeat in the string table")
+    parts = totals.kernel_durations
+
+    def groups():
+        for code in list(parts):
+            durations = parts.pop(code).values()
+            yield full[code], short[totals.kernel_first_pair[code]], durations
+
+    return summary_of_names(groups())
+
+
+def _per_thread(totals: RangeTotals) -> pd.DataFrame:
+    """ranges._work_per_thread's frame from the stream's totals per launching thread."""
+    threads = sorted(totals.threads)
+    rows = [totals.threads[t] for t in threads]
+    return pd.DataFrame({
+        "gpu_ops": np.array([r[0] for r in rows], dtype="int64"),
+        "kernels": np.array([r[1] for r in rows], dtype="int64"),
+        "kernel_ns": np.array([r[2] for r in rows], dtype="int64"),
+        "devices": [r[3] for r in rows],
+    }, index=pd.Index(threads, dtype="int64"))
+
+
+def _instances(report: Report, totals: RangeTotals, att: Attribution) -> InstanceTable:
+    """range_instances' table from the totals (the report's ranges' rows, in order): the
+    closed ranges' columns put together a column at a time (RangeTotals.instance_columns)
+    and packed whole; what those batches could not know is filled here (a report without
+    GPU activity: unknown, not 0, where a range saw no work; the other threads' busy time
+    where none of their work went to other threads' ranges)."""
+    r = report.ranges
+    has_gpu = report.info.has_gpu_activity
+    out = InstanceTable(len(r))
+    for c in REPORT_RANGE_COLUMNS:
+        out[c] = r[c]
+    out["cpu_ns"] = r["end_ns"].to_numpy() - r["start_ns"].to_numpy()
+    unseen = None
+    for c, values in totals.instance_columns():
+        if c == "gpu_first_start_ns":  # the first: no GPU work where NaN
+            unseen = np.isnan(values)
+        if not has_gpu:  # as ranges._filled fills a range without work
+            if c in _UNKNOWN_WITHOUT_WORK:
+                values[unseen] = np.nan
+            elif c in HOST_WAIT_COLUMNS:
+                values = np.full(len(out), np.nan)
+        out.set(c, values, relative_to=RELATIVE_TO.get(c))
+        del values
+    if not (totals.has_own and totals.other_thread_pairs):
+        out["gpu_busy_other_threads_ns"] = zero_where_known(out.values("gpu_busy_ns"))
+    waits = call_waits(att)
+    for c in HOST_WAIT_COLUMNS:
+        if c in out:  # the totals' own
+            continue
+        if not has_gpu:
+            out[c] = np.nan
+            continue
+        values = np.zeros(len(out), dtype="int64")
+        by_range = waits[c]
+        values[totals.rows_of(by_range.index.to_numpy(dtype="int64"))] = by_range.to_numpy()
+        out[c] = values
+        del values
+    return out.reordered(INSTANCE_COLUMNS)
+
+
+# The closed ranges' columns that are unknown (NaN) where a range saw no GPU work, in a
+# report without GPU activity (range_instances': the union's counts and times, and what
+# follows from them).
+_UNKNOWN_WITHOUT_WORK = frozenset((
+    "gpu_ops", "kernels", "gpu_busy_ns", "gaps", "max_gap_ns", "streams", "gpu_span_ns",
+    "gpu_idle_ns", "gpu_busy_other_threads_ns"))
