@@ -28,16 +28,15 @@ from .diagnose import Thresholds
 from .errors import BadInputError, NsysWrapError
 from .files import atomic_write, refuse_input_as_output
 from .multi.thresholds import DiffThresholds, RankThresholds
-from .render import RANKS_SECTIONS, RENDERERS, SECTIONS, render_pieces
+from .render import FORMATS, RANKS_SECTIONS, SECTIONS, render_pieces
 
 # Exit codes: 0 fine, 1 failure, 2 bad input or usage, 3 findings matched --fail-on.
 EXIT_FINDINGS = 3
 EXIT_INTERRUPTED = 130  # as a shell reports a program ended by Ctrl-C
 EXIT_BROKEN_PIPE = 141  # as a shell reports a program ended by SIGPIPE
 DEMO_REPORT = "scenarios-h100.sqlite"
-# Formats that make a file to open elsewhere (a browser, Perfetto), not text to read here.
-FILE_FORMATS = {"html": "FILE.html", "trace": "FILE.json"}
-PRINT_FORMATS = sorted(f for f in RENDERERS if f not in FILE_FORMATS)
+# What `run` and `import` print (the page they write is a file of its own).
+PRINT_FORMATS = sorted(name for name, f in FORMATS.items() if not f.makes_file)
 
 
 class _Command(click.Command):
@@ -291,7 +290,7 @@ def _exit_for_ranks(analysis, fail_codes: set[str] | None) -> None:
               "  nsyswrap compare run.sqlite --format html -o report.html\n"
               "  nsyswrap compare run.sqlite --format trace -o trace.json   # for Perfetto")
 @click.argument("reports", nargs=-1, type=click.Path(path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(sorted(RENDERERS)), default="table",
+@click.option("--format", "fmt", type=click.Choice(sorted(FORMATS)), default="table",
               show_default=True, help="Output format. json is the CI contract "
               "(schema nsyswrap.compare/1; nsyswrap.ranks/1 for several reports); html a "
               "self-contained page; trace Chrome trace-event JSON for ui.perfetto.dev or "
@@ -375,9 +374,9 @@ def compare_command(reports, fmt, output, section, instances, top, full_names, t
     # the others get the same numbers from the streamed analysis, in memory bounded by
     # the report's ranges, not its operations (docs/performance.md).
     with open_report(report, cache_dir=cache_dir, nsys=nsys, progress=steps,
-                     stream_operations=fmt not in FILE_FORMATS) as opened:
+                     stream_operations=not FORMATS[fmt].makes_file) as opened:
         fail_codes = _parse_fail_on(fail_on)
-        from .compare import compare
+        from .single import compare
 
         result = compare(opened, limits, by_process=by_process, attribution=attribution,
                          all_domains=all_domains, progress=steps)
@@ -435,7 +434,7 @@ def _output(result, fmt: str, output: Path | None, top: int, color: bool | None,
     _check_destination(fmt, output)
     use_color = color if color is not None else (to_terminal and "NO_COLOR" not in os.environ)
     width = _text_width(to_terminal)
-    if steps is not None and fmt in FILE_FORMATS:
+    if steps is not None and FORMATS[fmt].makes_file:
         with steps.step(f"writing the {fmt} output"):
             text = renderer(result, fmt, color=use_color, width=width, top=top, **options)
     else:
@@ -447,8 +446,8 @@ def _output(result, fmt: str, output: Path | None, top: int, color: bool | None,
         click.echo(first, nl=False)
         for piece in pieces:
             click.echo(piece, nl=False)
-        if fmt in FILE_FORMATS:
-            _say(f"wrote the {fmt} output to standard output (-o {FILE_FORMATS[fmt]} writes "
+        if FORMATS[fmt].makes_file:
+            _say(f"wrote the {fmt} output to standard output (-o {_file_hint(fmt)} writes "
                  "a file)")
         return
     _write_pieces(output, first, pieces, inputs)
@@ -462,9 +461,14 @@ def _write_pieces(output: Path, first: str, rest, inputs=()) -> None:
 
 
 def _check_destination(fmt: str, output: Path | None) -> None:
-    if fmt in FILE_FORMATS and output is None and sys.stdout.isatty():
-        raise BadInputError(f"--format {fmt} makes a file: give -o {FILE_FORMATS[fmt]} "
+    if FORMATS[fmt].makes_file and output is None and sys.stdout.isatty():
+        raise BadInputError(f"--format {fmt} makes a file: give -o {_file_hint(fmt)} "
                             "(or redirect standard output)")
+
+
+def _file_hint(fmt: str) -> str:
+    """The -o a format that makes a file suggests: FILE.html."""
+    return f"FILE.{FORMATS[fmt].output_file_extension}"
 
 
 def _exit_for(results, fail_codes: set[str] | None, workload_exit: int | None = None,

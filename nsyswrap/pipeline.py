@@ -23,7 +23,6 @@ from .capture import (
     profile_ranks,
     target_stem,
 )
-from .compare import Comparison, compare
 from .diagnose import Thresholds
 from .errors import BadInputError, Interrupted, NsysWrapError
 from .files import atomic_write
@@ -34,7 +33,9 @@ from .nsys import find_nsys, nsys_version
 from .progress import NO_PROGRESS, Progress
 from .render.html import HtmlRenderer
 from .render.json import JsonRenderer
+from .result import Comparison
 from .run_folder import RunFolder
+from .single import compare
 
 ANALYSIS_JSON = "analysis.json"
 REPORT_HTML = "report.html"

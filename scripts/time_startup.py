@@ -37,6 +37,7 @@ def main() -> None:
     if not os.path.exists(os.path.join(os.path.dirname(nsyswrap.cli.__file__), "database.py")):
         # The older code: imports first, then the reads.
         import nsyswrap.compare  # noqa: F401
+
         from nsyswrap.loader import load
 
         mark("pandas and the analysis imported")
@@ -46,7 +47,7 @@ def main() -> None:
 
         opened = open_report(path)
         mark("reads started")
-        import nsyswrap.compare  # noqa: F401
+        import nsyswrap.single  # noqa: F401
         from nsyswrap.loader import load
 
         slices = [f for fs in opened.db._prefetched.values() for f in fs]

@@ -12,8 +12,8 @@ from browser import load_page
 from click.testing import CliRunner
 from conftest import CPU_HOSTILE, DATA, DEMO, GPU_MIX, USER_SEED, needs_browser, sql
 
+from nsyswrap import compare
 from nsyswrap.cli import main
-from nsyswrap.compare import compare
 from nsyswrap.render import html as html_renderer
 from nsyswrap.render import render
 from nsyswrap.render.html import MAX_FAMILY_BARS, MAX_FAMILY_TIMELINES, MAX_USER_GROUPS

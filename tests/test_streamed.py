@@ -20,9 +20,9 @@ from conftest import ALL_REPORTS, DATA, DEMO, GPU_MIX, has_table, sql
 import nsyswrap
 from nsyswrap.analysis import analyze
 from nsyswrap.analysis.streamed import analyze_streamed
-from nsyswrap.compare import compare
 from nsyswrap.database import open_report
 from nsyswrap.diagnose import Thresholds, diagnose
+from nsyswrap.document import document
 from nsyswrap.loader import read_without_operations
 from nsyswrap.operations import (
     CHUNK_OPERATIONS,
@@ -30,7 +30,7 @@ from nsyswrap.operations import (
     OperationStream,
     StreamFallback,
 )
-from nsyswrap.render.document import document
+from nsyswrap.single import compare
 
 DDP_ONE = DATA / "h200x2_ddp_straggler_one.sqlite"
 # Reports holding `nsyswrap run`'s records of the program's own timings are analysed whole

@@ -17,9 +17,8 @@ from conftest import GPU_MIX
 
 import nsyswrap
 from nsyswrap import cli
-from nsyswrap.render import document as doc_module
-from nsyswrap.render.csv import CsvRenderer, _frame_pieces
-from nsyswrap.render.document import (
+from nsyswrap import document as doc_module
+from nsyswrap.document import (
     INSTANCE_FIELDS,
     ITERATION_FIELDS,
     document,
@@ -27,6 +26,7 @@ from nsyswrap.render.document import (
     records,
     section_frame,
 )
+from nsyswrap.render.csv import CsvRenderer, _frame_pieces
 from nsyswrap.render.json import JsonRenderer, _json_array
 
 

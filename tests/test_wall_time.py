@@ -9,8 +9,8 @@ import pytest
 from conftest import CPU_2022, sql
 
 import nsyswrap
-from nsyswrap.compare import compare
 from nsyswrap.render import render
+from nsyswrap.single import compare
 from nsyswrap.units import fmt_ns
 
 

@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..compare import SCHEMA, Comparison
 from ..diagnose.finding import range_label
 from ..errors import BadInputError
+from ..result import SCHEMA, Comparison
 from .stats import cap_samples
 
 # torch.cuda._sleep, the harness's back-pressure: its length is chosen by the harness from

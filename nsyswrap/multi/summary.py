@@ -16,9 +16,10 @@ import numpy as np
 import pandas as pd
 
 from ..analysis.families import family_numbers
-from ..compare import Comparison, compare
 from ..diagnose import Thresholds
-from ..render.document import document
+from ..document import document
+from ..result import Comparison
+from ..single import compare
 from ..union import union_stats
 from .identify import identify_ranks
 

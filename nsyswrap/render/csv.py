@@ -13,17 +13,15 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ..compare import Comparison
-from .document import FINDING_FIELDS, column_chunks, section_chunks, section_frame
+from ..document import FINDING_FIELDS, column_chunks, section_chunks, section_frame
+from ..result import Comparison
+from .base import StreamingRenderer
 from .names import printable
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
-class CsvRenderer:
-    def render(self, c: Comparison, **options) -> str:
-        return "".join(self.pieces(c, **options))
-
+class CsvRenderer(StreamingRenderer):
     def pieces(self, c: Comparison, *, section: str | None = None, **_) -> Iterator[str]:
         """The section's CSV a chunk of rows at a time (millions of instances stream); its
         header alone where it has no rows."""

@@ -19,11 +19,12 @@ import numpy as np
 import pandas as pd
 
 from .._version import __version__
-from ..compare import Comparison
 from ..diagnose import range_label
+from ..document import refuse_streamed, report_block, section_rows
+from ..result import Comparison
 from ..units import fmt_ns, fmt_share
 from . import charts
-from .document import refuse_streamed, report_block, section_rows
+from .base import Renderer
 from .page import (
     HtmlPage,
     empty_section,
@@ -707,7 +708,7 @@ def _family_rows(inst: pd.DataFrame, cold: int) -> list[dict[str, Any]]:
     return rows
 
 
-class HtmlRenderer:
+class HtmlRenderer(Renderer):
     def render(self, c: Comparison, *, notebook: bool = False, full_names: bool = False,
                **_) -> str:
         refuse_streamed(c, "the HTML page")

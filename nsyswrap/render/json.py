@@ -8,8 +8,9 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
-from ..compare import Comparison
-from .document import column_chunks, document, section_frame
+from ..document import column_chunks, document, section_frame
+from ..result import Comparison
+from .base import StreamingRenderer
 
 # Sections streamed after the document's own (--instances), as (key, section): millions of
 # rows are written a chunk at a time, never held as one list of dicts or one string.
@@ -19,10 +20,7 @@ STREAMED_SECTIONS = (("instances", "instances"), ("iterations", "iterations"),
 _text = json.encoder.encode_basestring
 
 
-class JsonRenderer:
-    def render(self, c: Comparison, **options) -> str:
-        return "".join(self.pieces(c, **options))
-
+class JsonRenderer(StreamingRenderer):
     def pieces(self, c: Comparison, *, instances: bool = False,
                extra: dict[str, Any] | None = None, **_) -> Iterator[str]:
         """The document's text in pieces: with `instances`, exactly what json.dumps(indent=2)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 
-from ..compare import Comparison
+from ..result import Comparison
+from .base import Renderer
 from .names import printable
 from .views import (
     BENCHMARK_COLUMNS,
@@ -56,7 +57,7 @@ def table_lines(columns: list[Column], data: list[dict]) -> list[str]:
     return [head, rule, *body]
 
 
-class MarkdownRenderer:
+class MarkdownRenderer(Renderer):
     def render(self, c: Comparison, *, top: int = 10, full_names: bool = False, **_) -> str:
         lines = header_lines(c)
         out = [f"## nsyswrap compare: {escape(lines[0])}", "", escape(lines[1]), ""]

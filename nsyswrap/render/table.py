@@ -10,7 +10,8 @@ from functools import cache
 from rich.console import Console
 from rich.text import Text
 
-from ..compare import Comparison
+from ..result import Comparison
+from .base import Renderer
 from .grid import GAP, Grid, grid_lines, wrapped
 from .names import printable
 from .views import (
@@ -55,7 +56,7 @@ def print_grid(console: Console, grid: Grid, width: int) -> None:
         console.print(line, no_wrap=True, overflow="ignore", crop=False)
 
 
-class TableRenderer:
+class TableRenderer(Renderer):
     def render(self, c: Comparison, *, color: bool = False, width: int | None = None,
                top: int = 10, full_names: bool = False, **_) -> str:
         width = width or DEFAULT_WIDTH

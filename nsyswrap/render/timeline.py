@@ -19,10 +19,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..compare import Comparison
 from ..diagnose import range_label
 from ..intervals import assign_lanes
 from ..report import thread_ids
+from ..result import Comparison
 from ..union import merge_intervals
 from ..units import fmt_bytes, fmt_ns, plural
 from .page import finite

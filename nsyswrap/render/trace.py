@@ -21,11 +21,12 @@ import numpy as np
 import pandas as pd
 
 from .._version import __version__
-from ..compare import Comparison
 from ..diagnose import range_label
+from ..document import origin_ns, plain, refuse_streamed
 from ..intervals import assign_lanes
 from ..report import thread_ids
-from .document import origin_ns, plain, refuse_streamed
+from ..result import Comparison
+from .base import Renderer
 
 # Synthetic pids for GPUs: above any Linux pid (pid_max is at most 2^22).
 GPU_PID_BASE = 10_000_000
@@ -33,7 +34,7 @@ LANE_TID_STEP = 1_000_000  # tid of an overflow lane: stream + lane * step
 OP_CATEGORIES = ("kernel", "memcpy", "memset", "graph")
 
 
-class TraceRenderer:
+class TraceRenderer(Renderer):
     def render(self, c: Comparison, **_) -> str:
         refuse_streamed(c, "a trace")
         return json.dumps(trace_document(c), ensure_ascii=False, separators=(",", ":"),

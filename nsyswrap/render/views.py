@@ -7,10 +7,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..compare import Comparison
 from ..diagnose import range_label
+from ..document import origin_ns, report_block, section_rows, user_timings_block
+from ..result import Comparison
 from ..units import fmt_bytes, fmt_ns, fmt_share, plural
-from .document import origin_ns, report_block, section_rows, user_timings_block
 from .names import printable, short_names
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..._version import __version__
+from ...document import plain, records
 from ...multi import DIFF_SCHEMA, RANKS_SCHEMA, Diff, RankAnalysis
 from ...multi.ranks import RANK_COLUMNS
-from ..document import plain, records
 
 FAMILY_FIELDS = ["family", "rank", "count", "cpu_median_ns", "work_median_ns",
                  "gpu_busy_median_ns", "compute_median_ns"]

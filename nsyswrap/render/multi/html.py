@@ -19,6 +19,7 @@ from urllib.parse import quote
 
 from ..._version import __version__
 from ...units import fmt_ns, fmt_share
+from ..base import Renderer
 from ..page import (
     HtmlPage,
     empty_section,
@@ -338,7 +339,7 @@ class _RanksPage(HtmlPage):
                 + "</section>")
 
 
-class RanksHtml:
+class RanksHtml(Renderer):
     def render(self, a, *, pages: dict[str, str] | None = None, **_) -> str:
         """`pages`: report source -> href of that rank's own page (relative to this page)."""
         return _RanksPage(a, pages).render()
@@ -554,6 +555,6 @@ def _mhz(value: Any) -> str:
     return "not sampled" if f is None else f"{f:,.0f} MHz"
 
 
-class DiffHtml:
+class DiffHtml(Renderer):
     def render(self, d, *, full_names: bool = False, **_) -> str:
         return _DiffPage(d, full_names).render()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..base import Renderer
 from ..markdown import KERNEL_NAME_WIDTH, escape, table_lines
 from ..names import printable
 from .document import diff_section, ranks_section
@@ -14,7 +15,7 @@ def _findings(findings: list[dict]) -> list[str]:
     return [f"- **{f['severity']} {f['code']}**: {escape(f['message'])}" for f in findings]
 
 
-class RanksMarkdown:
+class RanksMarkdown(Renderer):
     def render(self, a, **_) -> str:
         ranks = ranks_section(a, "ranks")
         out = [f"## nsyswrap: {len(ranks)} ranks side by side", ""]
@@ -28,7 +29,7 @@ class RanksMarkdown:
         return "\n".join(out) + "\n"
 
 
-class DiffMarkdown:
+class DiffMarkdown(Renderer):
     def render(self, d, *, top: int = 0, full_names: bool = False, **_) -> str:
         comp = d.comparability
         rows = diff_section(d, "rows")

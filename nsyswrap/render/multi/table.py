@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.text import Text
 
 from ...units import fmt_ns
+from ..base import Renderer
 from ..grid import Grid, wrapped
 from ..names import printable
 from ..table import (
@@ -45,7 +46,7 @@ def _findings(console: Console, findings: list[dict], title: str) -> None:
             console.print(terminal_text(f"  {'':<21}→ {f['suggestion']}", style="dim"))
 
 
-class RanksTable:
+class RanksTable(Renderer):
     def render(self, a, *, color: bool = False, width: int | None = None, **_) -> str:
         width = width or DEFAULT_WIDTH
         console, buf = terminal_console(color, width)
@@ -79,7 +80,7 @@ class RanksTable:
         return buf.getvalue()
 
 
-class DiffTable:
+class DiffTable(Renderer):
     def render(self, d, *, color: bool = False, width: int | None = None, top: int = 0,
                full_names: bool = False, **_) -> str:
         width = width or DEFAULT_WIDTH

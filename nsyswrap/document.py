@@ -1,5 +1,6 @@
-"""The Comparison as plain rows and dicts: the JSON contract, and the rows every other
-format lays out. One place decides what each section holds."""
+"""The Comparison as plain rows and dicts: the JSON contract, and the rows every format in
+render/ lays out. One place decides what each section holds. Below render/: the summaries
+of many reports (multi/summary.py) keep each report's document too."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._version import __version__
-from ..compare import SCHEMA, Comparison
+from ._version import __version__
+from .result import SCHEMA, Comparison
 
 KERNEL_FIELDS = ["name", "short_name", "count", "total_ns", "mean_ns", "median_ns", "min_ns",
                  "max_ns", "std_ns", "share"]

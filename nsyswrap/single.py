@@ -1,11 +1,9 @@
-"""`compare`: load -> analyse -> diagnose, as one call. The CLI and the Python API share it."""
+"""One report's analysis, `compare`: load -> analyse -> diagnose, as one call, giving a
+`result.Comparison`. The CLI and the Python API share it; multi/ calls it per report."""
 
 from __future__ import annotations
 
-import collections
 import os
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import pandas as pd
 
@@ -13,94 +11,11 @@ from .analysis import Analysis, analyze
 from .database import OpenReport
 from .diagnose import Finding, Thresholds, diagnose
 from .diagnose.verdict import codes_by_range, verdict
-from .files import atomic_write
 from .loader import load
 from .progress import NO_PROGRESS, Progress
 from .report import Report
+from .result import Comparison
 from .units import fmt_ns
-
-SCHEMA = "nsyswrap.compare/1"
-
-
-# Lines of each kind a Comparison's repr lists before "and N more".
-REPR_ROWS = 5
-
-
-@dataclass(repr=False)
-class Comparison:
-    """Everything a renderer shows: the analyses, the findings, the thresholds used.
-
-        c = nsyswrap.compare("run.sqlite")
-        c                       # the verdicts in a few lines (a notebook shows the page)
-        c.findings, c.benchmarks, c.user_timings, c.analysis.kernels, c.analysis.ranges
-        c.to_json("analysis.json"); c.save_html("report.html")
-    """
-
-    analysis: Analysis
-    findings: list[Finding]
-    thresholds: Thresholds = field(default_factory=Thresholds)
-    benchmarks: pd.DataFrame = field(default_factory=pd.DataFrame)  # with trusted_ns, verdict
-    # The program's own timings by group (user_timings.GROUP_COLUMNS) with codes, verdict.
-    user_timings: pd.DataFrame = field(default_factory=pd.DataFrame)
-    _notebook_html: str | None = field(default=None, init=False, compare=False)
-
-    @property
-    def info(self):
-        return self.analysis.info
-
-    def __repr__(self) -> str:
-        a, info = self.analysis, self.info
-        kernels = int(a.kernels["count"].sum()) if len(a.kernels) else 0
-        user = int((~a.ranges["harness"]).sum()) if "harness" in a.ranges else len(a.ranges)
-        lines = [f"<Comparison of {info.source.name}: {kernels:,} kernels, "
-                 f"{len(a.instances):,} NVTX ranges"
-                 + (f" ({user:,} range families of yours)" if user else "")
-                 + f", {len(self.benchmarks):,} benchmarks, {len(self.user_timings):,} "
-                 "timing groups"]
-        codes = collections.Counter(f.code for f in self.findings)
-        lines.append(f"  findings ({len(self.findings)}): " + (", ".join(
-            code + (f" x{n}" if n > 1 else "") for code, n in codes.items()) or "none"))
-        for kind, frame, name, trusted in (("benchmark", self.benchmarks, "benchmark",
-                                            "trusted_ns"),
-                                           ("timing", self.user_timings, "label",
-                                            "kernels_median_ns")):
-            if frame.empty:
-                continue
-            for row in frame.head(REPR_ROWS).itertuples(index=False):
-                lines.append(f"  {kind} {getattr(row, name)}: {fmt_ns(getattr(row, trusted))}"
-                             f" of kernels; {row.verdict}")
-            if len(frame) > REPR_ROWS:
-                lines.append(f"  ... and {len(frame) - REPR_ROWS} more {kind}s")
-        return "\n".join(lines) + ">"
-
-    def to_json(self, path: str | os.PathLike | None = None, *,
-                instances: bool = False) -> str | Path:
-        """The `nsyswrap.compare/1` document (docs/json.md), strict JSON: its text, or
-        written to `path` atomically (never over the report it was read from) and the path
-        returned. `instances`: with the per-instance rows (compare --instances)."""
-        from .render.json import JsonRenderer
-
-        pieces = JsonRenderer().pieces(self, instances=instances)
-        if path is None:
-            return "".join(pieces)
-        return atomic_write(path, pieces, inputs=(self.info.path, self.info.source))
-
-    def save_html(self, path: str | os.PathLike) -> Path:
-        """The whole HTML report (what `nsyswrap compare --format html` writes), written to
-        `path` atomically; returns the path."""
-        from .render.html import HtmlRenderer
-
-        return atomic_write(path, HtmlRenderer().render(self),
-                            inputs=(self.info.path, self.info.source))
-
-    def _repr_html_(self) -> str:
-        """Jupyter: the HTML report's findings, tables and plots, without its timelines
-        (save_html has them), made once per Comparison: a notebook asks on every display."""
-        if self._notebook_html is None:
-            from .render.html import notebook_html  # the render layer, only when displayed
-
-            self._notebook_html = notebook_html(self)
-        return self._notebook_html
 
 
 def compare(report: Report | OpenReport | str | os.PathLike,
