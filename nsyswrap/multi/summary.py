@@ -20,7 +20,7 @@ from ..diagnose import Thresholds
 from ..document import document
 from ..result import Comparison
 from ..single import compare
-from ..union import union_stats
+from ..union import union_length, union_stats
 from .identify import identify_ranks
 
 # NCCL names its device kernels ncclKernel_* (up to 2.18) and ncclDevKernel_* (2.19 on);
@@ -152,12 +152,8 @@ def _rank_summary(c: Comparison, pid: int, name: str, devices: list[int], rank: 
 
 
 def _union_length(ops: pd.DataFrame) -> int:
-    if ops.empty:
-        return 0
-    frame = pd.DataFrame({"k": np.zeros(len(ops), "int64"),
-                          "start_ns": ops["start_ns"].to_numpy(dtype="int64"),
-                          "end_ns": ops["end_ns"].to_numpy(dtype="int64")})
-    return int(union_stats(frame, "k")["busy_ns"].iloc[0])
+    return union_length(ops["start_ns"].to_numpy(dtype="int64"),
+                        ops["end_ns"].to_numpy(dtype="int64")) if len(ops) else 0
 
 
 def _with_comm_split(inst: pd.DataFrame, att, nccl_op: np.ndarray) -> pd.DataFrame:
