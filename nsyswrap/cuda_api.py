@@ -1,9 +1,20 @@
-"""What CUDA API names mean for timing. Shared by the loader (which calls to read) and the
-analyses (how to classify them), so the two can never disagree."""
+"""What CUDA API names and CUPTI's enums mean for timing. Shared by the loader (which calls
+to read, how to name copies) and the analyses (how to classify them), so the two can never
+disagree."""
 
 from __future__ import annotations
 
 import re
+
+# CUPTI enums (stable across CUPTI versions): ENUM_CUDA_MEMCPY_OPER, ENUM_CUDA_MEM_KIND.
+COPY_KINDS = {
+    0: "unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
+    8: "DtoD", 9: "HtoH", 10: "PtoP", 11: "UVM HtoD", 12: "UVM DtoH", 13: "UVM DtoD",
+}
+MEMORY_KINDS = {
+    0: "pageable", 1: "pinned", 2: "device", 3: "array", 4: "managed", 5: "device static",
+    6: "managed static", 7: "unknown",
+}
 
 # nsys records runtime API names with a version suffix: cudaStreamSynchronize_v3020.
 _VERSION_SUFFIX = re.compile(r"_v\d+$")

@@ -22,6 +22,7 @@ import pandas as pd
 from . import cuda_api
 from ._memory import release_freed_memory, trim_heap
 from .chunks import ascending, small_code_type, steps
+from .cuda_api import COPY_KINDS, MEMORY_KINDS
 from .database import Database, OpenReport, open_report
 from .intervals import compact_ids
 from .launches import (
@@ -63,16 +64,6 @@ from .report import (
 from .schema import USER_EVENTS_SCHEMA
 from .summaries import SummaryQueries
 from .summaries import collect as collect_summaries
-
-# CUPTI enums (stable across CUPTI versions): ENUM_CUDA_MEMCPY_OPER, ENUM_CUDA_MEM_KIND.
-COPY_KINDS = {
-    0: "unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
-    8: "DtoD", 9: "HtoH", 10: "PtoP", 11: "UVM HtoD", 12: "UVM DtoH", 13: "UVM DtoD",
-}
-MEMORY_KINDS = {
-    0: "pageable", 1: "pinned", 2: "device", 3: "array", 4: "managed", 5: "device static",
-    6: "managed static", 7: "unknown",
-}
 
 
 def load(path: str | os.PathLike | OpenReport, *,

@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from .queries import (
     MEMCPY_TABLE,
@@ -40,8 +40,25 @@ if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
 
-    from .database import Database
     from .report import CallSummaries
+
+
+class Database(Protocol):
+    """What the summaries need of a connection (database.Database, which imports this
+    module: a Protocol keeps the two from importing each other)."""
+
+    tables: set[str]
+
+    def columns(self, table: str) -> set[str]: ...
+
+    def rows(self, sql: str, params=()) -> list[tuple]: ...
+
+    def prefetch(self, *sql: str, **options) -> None: ...
+
+    def slices(self, sql: str) -> list: ...
+
+    def slice_conditions(self, sql: str) -> list[str]: ...
+
 
 OSRT_TABLE = "OSRT_API"
 # ENUM_NSYS_EVENT_CLASS: an OS runtime call. The table's other rows (31, 32) mark where
@@ -305,7 +322,7 @@ def _names(db: Database, read: _Read, api: bool) -> Callable[[int], str]:
 
 
 def _copy_label(kind: int) -> str:
-    from .loader import COPY_KINDS  # the load layer's names of CUPTI's copy kinds
+    from .cuda_api import COPY_KINDS
 
     return f"memcpy {COPY_KINDS.get(kind, 'unknown')}"
 

@@ -20,10 +20,9 @@ import pandas as pd
 from ..._memory import trim_heap
 from ...chunks import cores
 from ...compressed import decompressed
+from ...cuda_api import COPY_KINDS, MEMORY_KINDS
 from ...intervals import no_pairs
 from ...loader import (
-    COPY_KINDS,
-    MEMORY_KINDS,
     WithoutOperations,
     blocking_calls,
     has_runner_records,

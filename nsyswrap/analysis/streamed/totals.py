@@ -27,13 +27,13 @@ import pandas as pd
 
 from ..._memory import trim_heap
 from ...compressed import CompressedSequence, compressed, decompressed
+from ...cuda_api import COPY_KINDS
 from ...intervals import (
     compact_ids,
     grouped_median,
     ids_are_rows,
     rows_of_runs,
 )
-from ...loader import COPY_KINDS
 from ...operations import END_OF_TIME, KERNEL, MEMCPY, FirstSeenCodes, OpChunk, StreamFallback
 from ...union import DeviceBusy, merge_intervals, union_sorted
 from ..instance_table import pack, unpack
