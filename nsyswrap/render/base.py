@@ -4,16 +4,18 @@ CLI reads at start-up, refers to it."""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from typing import Any
 
 
-class Renderer:
+class Renderer(ABC):
     """Turns a result (a Comparison; ranks side by side or a diff in render/multi/) into
     the text of one format."""
 
+    @abstractmethod
     def render(self, result: Any, **options) -> str:
-        raise NotImplementedError
+        """The whole text of the format."""
 
     def pieces(self, result: Any, **options) -> Iterator[str]:
         """The text in pieces, for writing as they come: here one piece, made at the call
@@ -28,5 +30,6 @@ class StreamingRenderer(Renderer):
     def render(self, result: Any, **options) -> str:
         return "".join(self.pieces(result, **options))
 
+    @abstractmethod
     def pieces(self, result: Any, **options) -> Iterator[str]:
-        raise NotImplementedError
+        """The text a chunk of rows at a time."""

@@ -384,6 +384,15 @@ def _more(shown: int, total: int, what: str, section: str) -> str:
             f"(--section {section}).")
 
 
+def _heaviest_calls(title: str, name: str, calls: list[dict], top: int) -> SummarySection:
+    """A call summary's `top` heaviest rows (0: all), as nsys stats' *_sum reports."""
+    shown = calls[:top] if top else calls
+    return SummarySection(
+        f"{title} (top {len(shown)} of {len(calls)} by total time)",
+        [Column(name, lambda r: r["name"], numeric=False), *CALL_NUMBERS], shown,
+        optional=(("StdDev",), ("Min", "Max")))
+
+
 def summary_sections(c: Comparison, top: int = 10) -> list[SummarySection]:
     """The CUDA API calls (the `top` heaviest, 0: all), the slowest CUDA API calls, the
     copies and memsets, the OS runtime calls (the `top` heaviest) and the program's marks
@@ -392,11 +401,7 @@ def summary_sections(c: Comparison, top: int = 10) -> list[SummarySection]:
     at = _since(origin_ns(c))
     apis = rows(c, "cuda_api")
     if apis:
-        shown = apis[:top] if top else apis
-        out.append(SummarySection(
-            f"CUDA API calls (top {len(shown)} of {len(apis)} by total time)",
-            [Column("CUDA API", lambda r: r["name"], numeric=False), *CALL_NUMBERS], shown,
-            optional=(("StdDev",), ("Min", "Max"))))
+        out.append(_heaviest_calls("CUDA API calls", "CUDA API", apis, top))
         slowest = rows(c, "cuda_api_slowest")
         out.append(SummarySection(
             f"Slowest CUDA API calls ({len(slowest)})",
@@ -415,11 +420,7 @@ def summary_sections(c: Comparison, top: int = 10) -> list[SummarySection]:
             optional=(("Min", "Max"), ("Avg",), ("Median",))))
     osrt = rows(c, "os_runtime")
     if osrt:
-        shown = osrt[:top] if top else osrt
-        out.append(SummarySection(
-            f"OS runtime calls (top {len(shown)} of {len(osrt)} by total time)",
-            [Column("OS call", lambda r: r["name"], numeric=False), *CALL_NUMBERS], shown,
-            optional=(("StdDev",), ("Min", "Max"))))
+        out.append(_heaviest_calls("OS runtime calls", "OS call", osrt, top))
     marks = rows(c, "marks")
     if marks:
         shown = marks[:MARKS_SHOWN]
