@@ -94,6 +94,9 @@ class OpenReport:
     stream_operations: bool = False
     # The call summaries' reads, under way on a thread of their own (summaries.py).
     summaries: SummaryQueries | None = None
+    # Whether the caller draws every operation (html, trace): every (range, operation)
+    # pair is then kept. Not where it asked for a stream, even if the report is read whole.
+    pairs_wanted: bool = True
 
     def read_whole(self) -> None:
         """Start the reads a stream left out (the whole analysis after all: a report the
@@ -121,6 +124,7 @@ def open_report(path: str | os.PathLike, *, cache_dir: str | os.PathLike | None 
     usable report. `stream_operations`: the GPU operations and runtime calls will be read
     as a stream (operations.OperationStream), a few slices at a time, so only the other
     reads start here."""
+    asked_to_stream = stream_operations
     source = Path(path)
     if not source.exists():
         raise BadInputError(f"{source}: no such file")
@@ -164,7 +168,8 @@ def open_report(path: str | os.PathLike, *, cache_dir: str | os.PathLike | None 
     except BaseException:
         db.close()
         raise
-    return OpenReport(source, db, queries, notes, stream_operations, summaries)
+    return OpenReport(source, db, queries, notes, stream_operations, summaries,
+                      pairs_wanted=not asked_to_stream)
 
 
 def check_sqlite_file(path: Path) -> None:

@@ -275,12 +275,13 @@ def origin_ns(c: Comparison) -> int:
     return int(min((int(s) for s in starts if s is not None), default=0))
 
 
-def refuse_streamed(c: Comparison, what: str) -> None:
-    """Formats that draw every GPU operation (a page's timeline, a trace) need the
-    operations the streamed analysis does not keep: say so rather than draw none."""
-    if c.analysis.attribution.streamed:
-        raise ValueError(f"{what} draws every GPU operation, which a streamed analysis does "
-                         "not keep: compare the report with operations=True")
+def refuse_without_pairs(c: Comparison, what: str) -> None:
+    """Formats that draw every GPU operation (a page's timeline, a trace) need every
+    operation and (range, operation) pair, which an analysis keeps only where asked: say
+    so rather than draw none."""
+    if not c.analysis.attribution.pairs_kept:
+        raise ValueError(f"{what} draws every GPU operation, which this analysis did not "
+                         "keep: compare the report with operations=True")
 
 
 def user_timings_block(c: Comparison) -> dict[str, Any]:

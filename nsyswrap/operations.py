@@ -107,6 +107,9 @@ class OpChunk:
     columns: dict[str, np.ndarray]
     # Every later chunk's operations start at or after this (END_OF_TIME after the last).
     until_ns: int = END_OF_TIME
+    # Each operation's row of a loaded report's gpu_ops (engine/sources.LoadedOperations);
+    # None in a stream, which keeps no such rows.
+    rows: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.columns["start_ns"])

@@ -34,10 +34,11 @@ def compare(report: Report | OpenReport | str | os.PathLike,
     progress: shows the long steps (nsyswrap.progress).
     operations: keep every GPU operation and (range, operation) pair in the analysis
         (`analysis.attribution.gpu_ops`, `op_pairs`), as the html and trace formats and
-        the many-report summaries need. False streams them instead (analysis.streamed):
-        the same numbers in memory bounded by the report's ranges, not its operations. A
-        report opened with open_report(..., stream_operations=True) is streamed; a loaded
-        Report is analysed whole.
+        the many-report summaries need. False streams them from the export where that
+        pays (analysis.analyze_streamed): the same numbers in memory bounded by the
+        report's ranges, not its operations. A report opened with open_report(...,
+        stream_operations=True) is streamed where it pays, and keeps no pair; a loaded
+        Report is analysed as it is.
     """
     thresholds = thresholds or Thresholds()
     if not isinstance(report, Report | OpenReport) and not operations:
@@ -55,10 +56,11 @@ def compare(report: Report | OpenReport | str | os.PathLike,
         done = _streamed(report, thresholds, progress, options)
     if done is None:
         owned = not isinstance(report, Report)  # loaded here: nobody else holds it
+        keep_pairs = report.pairs_wanted if isinstance(report, OpenReport) else operations
         if owned:
             report = load(report, progress=progress, **load_options)
         with progress.step("analysing"):
-            analysis = analyze(report, consume=owned, **options)
+            analysis = analyze(report, consume=owned, keep_pairs=keep_pairs, **options)
             findings = diagnose(analysis, thresholds)
     else:
         analysis, findings = done
@@ -72,7 +74,7 @@ def _streamed(opened: OpenReport, thresholds: Thresholds, progress: Progress,
     the report cannot be streamed (operations.StreamFallback), with its reads started for
     the whole analysis."""
     from ._memory import trim_heap
-    from .analysis.streamed import analyze_streamed
+    from .analysis import analyze_streamed
     from .loader import read_without_operations
     from .operations import OperationStream, StreamFallback
 

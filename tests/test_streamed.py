@@ -18,8 +18,7 @@ import pytest
 from conftest import ALL_REPORTS, DATA, DEMO, GPU_MIX, has_table, sql
 
 import nsyswrap
-from nsyswrap.analysis import analyze
-from nsyswrap.analysis.streamed import analyze_streamed
+from nsyswrap.analysis import analyze, analyze_streamed
 from nsyswrap.database import open_report
 from nsyswrap.diagnose import Thresholds, diagnose
 from nsyswrap.document import document
@@ -56,7 +55,7 @@ def assert_same_analysis(s, w):
     for name in ("kernels", "ranges", "processes", "iterations", "benchmarks"):
         pd.testing.assert_frame_equal(getattr(s, name), getattr(w, name), obj=name)
     sa, wa = s.attribution, w.attribution
-    assert sa.streamed and not wa.streamed
+    assert not sa.pairs_kept and wa.pairs_kept and len(sa.gpu_ops) == 0
     assert sa.operations == len(wa.gpu_ops)
     pd.testing.assert_frame_equal(sa.other_threads, wa.other_threads, obj="other_threads")
     pd.testing.assert_frame_equal(sa.blocking_calls, wa.blocking_calls, obj="blocking_calls")
@@ -125,7 +124,7 @@ def test_closed_ranges_are_packed_in_batches_and_their_slots_reused(path, monkey
     batch of one range and up), from a single slot at first: the numbers of ranges still
     open, those whose last end's device busy time is still to come and those packed in
     many small batches put together give the same analysis."""
-    from nsyswrap.analysis.streamed import slots, totals
+    from nsyswrap.analysis.engine import slots, totals
 
     monkeypatch.setattr(totals, "CLOSE_BATCH", 1)
     monkeypatch.setattr(slots, "FIRST_SLOTS", 1)
@@ -137,8 +136,8 @@ def test_closed_ranges_are_packed_in_batches_and_their_slots_reused(path, monkey
         most_open.append(self.slots.capacity)
         pack_closed(self, rows)
 
-    monkeypatch.setattr(totals.RangeTotals, "_pack_closed", counted)
     whole = analyze(nsyswrap.load(path))
+    monkeypatch.setattr(totals.RangeTotals, "_pack_closed", counted)
     assert_same_analysis(streamed(path, chunk=SMALL_CHUNK, lag_ns=max_launch_lag(path) + 1),
                          whole)
     assert sum(batches) == len(whole.instances) and len(batches) > 10
@@ -233,7 +232,7 @@ def test_a_report_out_of_start_order_is_analysed_whole(report_copy, stream_small
     with pytest.raises(StreamFallback, match="start order"):
         streamed(path)
     streamed_doc = document(compare(path, operations=False))
-    assert not compare(path, operations=False).analysis.attribution.streamed
+    assert len(compare(path, operations=False).analysis.attribution.gpu_ops)
     assert (json.dumps(streamed_doc, default=str)
             == json.dumps(document(compare(path)), default=str))
 
@@ -266,7 +265,7 @@ def test_outputs_that_draw_every_operation_refuse_a_streamed_analysis(stream_sma
     from nsyswrap.render.trace import TraceRenderer
 
     c = compare(GPU_MIX, operations=False)
-    assert c.analysis.attribution.streamed
+    assert not c.analysis.attribution.pairs_kept
     for renderer in (HtmlRenderer(), TraceRenderer()):
         with pytest.raises(ValueError, match="operations=True"):
             renderer.render(c)
@@ -277,7 +276,7 @@ def test_pooled_counts_give_pandas_median_whatever_the_batches():
     """PooledCounts (value counts per group, folded as batches come) against pandas'
     grouped median of all the values: ties, even and odd counts, negative values, a
     group with one value, batches small enough to fold many times."""
-    from nsyswrap.analysis.streamed import open_values
+    from nsyswrap.analysis.engine import open_values
 
     rng = np.random.default_rng(7)
     groups = rng.integers(-1, 6, 20_000)
@@ -304,7 +303,7 @@ def test_pooled_counts_give_pandas_median_whatever_the_batches():
 def test_open_values_close_exactly_the_ranges_that_ended():
     """OpenValues hands back, at each close, every entry of the ranges that ended before
     the moment and only those, however the entries were added."""
-    from nsyswrap.analysis.streamed.open_values import OpenValues
+    from nsyswrap.analysis.engine.open_values import OpenValues
 
     rng = np.random.default_rng(3)
     ends = rng.integers(0, 1000, 300)  # per range

@@ -20,8 +20,7 @@ import pytest
 from conftest import CPU_2022, DATA, GPU_MIX, USER_SEED, has_table, needs_nsys, sql
 
 import nsyswrap
-from nsyswrap.analysis import analyze
-from nsyswrap.analysis.streamed import analyze_streamed
+from nsyswrap.analysis import analyze, analyze_streamed
 from nsyswrap.database import open_report
 from nsyswrap.loader import read_without_operations
 from nsyswrap.operations import OperationStream

@@ -1,5 +1,5 @@
 """What both analyses of a report end with, once each NVTX range's instance columns are
-made (the whole one: whole.py; the streamed one: streamed/engine.py): the families the
+made (engine/analyze.py): the families the
 summary and the findings group instances by (with_families), then the range summary, the
 harness's iterations and benchmarks and the program's own timings (finished), and the
 `Analysis` they return, which diagnose and render read."""
@@ -187,9 +187,10 @@ def finished(report: Report, instances: InstanceTable, runs: list[dict], *,
     ranges["harness"] = pairs_in(ranges, harness) | runner_ranges(ranges["domain"],
                                                                    ranges["name"])
     ranges["library"] = library_mask(ranges["domain"], ranges["name"])
-    # The streamed analysis keeps no operation: it leaves reports with the runner's
-    # records to the whole one (streamed.analyze_streamed).
-    ops = GpuOps.of(attribution.gpu_ops) if not attribution.streamed else None
+    # An analysis of the export as it is read keeps no operation: it leaves reports with
+    # the runner's records to the loaded one (engine.analyze.analyze_streamed).
+    kept = len(attribution.gpu_ops) == attribution.operations
+    ops = GpuOps.of(attribution.gpu_ops) if kept else None
     floor_windows = instances.rows(
         np.flatnonzero(instances["name"].to_numpy() == USER_FLOOR_RANGE),
         ["pid", "start_ns", "gpu_busy_ns"])

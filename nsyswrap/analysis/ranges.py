@@ -66,11 +66,12 @@ class Attribution:
     # Threads whose GPU work went to ranges of other threads (process rule): thread, gpu_ops
     other_threads: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(
         {"thread": pd.Series(dtype="int64"), "gpu_ops": pd.Series(dtype="int64")}))
-    # How many GPU operations the report has: len(gpu_ops), unless the streamed analysis
-    # made this attribution, which keeps no operation or pair (gpu_ops and op_pairs are
-    # empty frames; `streamed` says so).
+    # How many GPU operations the report has: len(gpu_ops), unless the analysis streamed
+    # them from the export and kept none (gpu_ops is then an empty frame).
     operations: int | None = None
-    streamed: bool = False
+    # Whether op_pairs holds every (range, operation) pair: only where asked for the
+    # formats that draw them (analysis.analyze's keep_pairs); else an empty frame.
+    pairs_kept: bool = True
 
     def __post_init__(self) -> None:
         if self.operations is None:
@@ -143,8 +144,8 @@ def gpu_ops(report: Report, consume: bool = False) -> pd.DataFrame:
     # Categoricals built from codes: factorizing a million repeated strings would cost more
     # than everything else here.
     data["kind"] = _stack_categoricals([("kernel", n)], t["op"], OP_KINDS)
-    short = _text_categorical(k["short_name"])
-    ops = _text_categorical(t["op"])
+    short = text_categorical(k["short_name"])
+    ops = text_categorical(t["op"])
     names = list(short.categories) + [c for c in ops.categories if c not in set(short.categories)]
     data["name"] = pd.Categorical.from_codes(
         np.concatenate([short.codes, pd.Index(names).get_indexer(ops.categories)[ops.codes]
@@ -183,7 +184,7 @@ def _stack_categoricals(constant: list[tuple[str, int]], values: pd.Series,
                         categories: list[str] | None = None) -> pd.Categorical:
     """`n` copies of a constant followed by `values`, as one categorical, from codes."""
     (fill, n), = constant
-    vals = _text_categorical(values)
+    vals = text_categorical(values)
     cats = list(categories or [])
     for c in [fill, *vals.categories]:
         if c not in cats:
@@ -196,7 +197,7 @@ def _stack_categoricals(constant: list[tuple[str, int]], values: pd.Series,
     return pd.Categorical.from_codes(codes, categories=cats)
 
 
-def _text_categorical(values: pd.Series) -> pd.Categorical:
+def text_categorical(values: pd.Series) -> pd.Categorical:
     """A categorical of text whose categories are plain object strings, so that any two
     of them (also from empty frames) can be unioned."""
     cat = pd.Categorical(values.astype(str) if not isinstance(values.dtype, pd.CategoricalDtype)

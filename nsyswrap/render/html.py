@@ -20,7 +20,7 @@ import pandas as pd
 
 from .._version import __version__
 from ..diagnose import range_label
-from ..document import refuse_streamed, report_block, section_rows
+from ..document import refuse_without_pairs, report_block, section_rows
 from ..result import Comparison
 from ..units import fmt_ns, fmt_share
 from . import charts
@@ -711,7 +711,7 @@ def _family_rows(inst: pd.DataFrame, cold: int) -> list[dict[str, Any]]:
 class HtmlRenderer(Renderer):
     def render(self, c: Comparison, *, notebook: bool = False, full_names: bool = False,
                **_) -> str:
-        refuse_streamed(c, "the HTML page")
+        refuse_without_pairs(c, "the HTML page")
         return _Page(c, notebook, full_names).render()
 
 

@@ -22,7 +22,7 @@ import pandas as pd
 
 from .._version import __version__
 from ..diagnose import range_label
-from ..document import origin_ns, plain, refuse_streamed
+from ..document import origin_ns, plain, refuse_without_pairs
 from ..intervals import assign_lanes
 from ..report import thread_ids
 from ..result import Comparison
@@ -36,7 +36,7 @@ OP_CATEGORIES = ("kernel", "memcpy", "memset", "graph")
 
 class TraceRenderer(Renderer):
     def render(self, c: Comparison, **_) -> str:
-        refuse_streamed(c, "a trace")
+        refuse_without_pairs(c, "a trace")
         return json.dumps(trace_document(c), ensure_ascii=False, separators=(",", ":"),
                           allow_nan=False) + "\n"
 

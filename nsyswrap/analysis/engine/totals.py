@@ -185,6 +185,7 @@ class RangeTotals:
         if pairs is not None and len(pairs):
             out["pairs"] = self._prepared_pairs(chunk, pairs, is_kernel)
         out["copies"] = self._prepared_copies(chunk, pairs)
+        out["attributed"] = pairs  # for a source that keeps them (engine/sources.py)
         return out
 
     def _prepared_pairs(self, chunk: OpChunk, pairs: pd.DataFrame,

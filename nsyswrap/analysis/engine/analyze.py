@@ -1,12 +1,15 @@
-"""The analysis of a report whose GPU operations arrive as a stream of time-ordered chunks
-(operations.OperationStream), holding per-range numbers, never every operation or
-(range, operation) pair: the same Analysis as `analyze`, in memory bounded by the ranges
-and the chunks instead of by the operations (docs/performance.md, "The streamed analysis").
+"""The one per-range engine: a report's GPU operations in time-ordered chunks (from a
+source: sources.py) in, every per-range number out, and the same `Analysis` whichever the
+source. Each chunk is attributed to the ranges open then and added to running numbers per
+range (totals.RangeTotals): only the ranges open at the moment hold running numbers, so
+memory is bounded by the ranges and the chunks, not by the operations
+(docs/performance.md, "The analysis engine").
 
-What it keeps of the operations is what the outputs need: the host copies (few), the
-blocking calls, per-thread totals, and the kernels' durations for the kernel table. Its
-Attribution has no `gpu_ops` or `op_pairs` rows (`streamed` is true): the formats that draw
-every operation (html, trace) and the many-report summaries analyse the report whole.
+`analyze` runs it over a loaded report (every operation kept for the formats that draw
+them, and every (range, operation) pair where asked); `analyze_streamed` over the export
+as it is read, keeping what the outputs need of the operations (the host copies, the
+blocking calls, per-thread totals, the kernels' durations for the kernel table) and no
+operation or pair rows.
 """
 
 from __future__ import annotations
@@ -22,12 +25,7 @@ from ...chunks import cores
 from ...compressed import decompressed
 from ...cuda_api import COPY_KINDS, MEMORY_KINDS
 from ...intervals import no_pairs
-from ...loader import (
-    WithoutOperations,
-    blocking_calls,
-    has_runner_records,
-    kind_names,
-)
+from ...loader import WithoutOperations, has_runner_records, kind_names
 from ...operations import LAUNCH_LAG_NS, OperationStream, StreamFallback
 from ...report import Report
 from ..domains import library_mask
@@ -50,7 +48,43 @@ from ..ranges import (
     summary_groups,
     zero_where_known,
 )
+from .sources import ExportOperations, LoadedOperations, OperationSource
 from .totals import RangeTotals
+
+
+def analyze(report: Report, by_process: bool = False, attribution: str = "process",
+            all_domains: bool = False, *, consume: bool = False,
+            keep_pairs: bool = True) -> Analysis:
+    """All analyses of one loaded report. `attribution`: "process" (a range owns the GPU
+    work other threads of its process launched while it was open) or "thread" (nsys's
+    rule); `all_domains`: findings also cover libraries' NVTX ranges; `by_process`: the
+    range summary per process. `consume`: the caller has no further use for `report`, so
+    its tables are emptied as soon as the analysis holds what it needs of them.
+    `keep_pairs`: keep every (range, operation) pair (Attribution.op_pairs) for the
+    formats that draw them (html, trace, the many-report summaries)."""
+    source = LoadedOperations(report, keep_pairs=keep_pairs, consume=consume)
+    return analyze_operations(report, source, by_process=by_process,
+                              attribution=attribution, all_domains=all_domains,
+                              consume=consume)
+
+
+def analyze_streamed(report: Report, stream: OperationStream, rest: WithoutOperations, *,
+                     by_process: bool = False, attribution: str = "process",
+                     all_domains: bool = False, lag_ns: int = LAUNCH_LAG_NS,
+                     consume: bool = False) -> Analysis:
+    """All analyses of a report read without its operations (loader.read_without_
+    operations: `report` and what is `rest` to do), its operations from `stream`. The
+    arguments are analyze's (`consume`: the report's ranges are let go once the instances
+    hold them). Raises operations.StreamFallback where the report cannot be streamed (then
+    analyse it loaded: the results are the same)."""
+    if has_runner_records(report.marks):
+        # The reconciliation of the program's own timings reads the operations around
+        # each of its windows: held whole (analysis/user_timings.py).
+        raise StreamFallback("the report holds the program's own CUDA-event timings")
+    return analyze_operations(report, ExportOperations(stream, rest, lag_ns),
+                              by_process=by_process, attribution=attribution,
+                              all_domains=all_domains, consume=consume)
+
 
 # Chunks prepared at once at most, beside the one applied (each holds its pairs' arrays,
 # ~10 MB at 64 k operations, and waits for its turn once prepared). 10 M kernels on 16
@@ -64,19 +98,10 @@ MAX_PREPARING = 3
 TRIM_OPERATIONS = 1 << 18
 
 
-def analyze_streamed(report: Report, stream: OperationStream, rest: WithoutOperations, *,
-                     by_process: bool = False, attribution: str = "process",
-                     all_domains: bool = False, lag_ns: int = LAUNCH_LAG_NS,
-                     consume: bool = False) -> Analysis:
-    """All analyses of a report read without its operations (loader.read_without_
-    operations: `report` and what is `rest` to do), its operations from `stream`. The
-    arguments are analyze's (`consume`: the report's ranges are let go once the instances
-    hold them). Raises operations.StreamFallback where the report cannot be streamed (then
-    analyse it whole: the results are the same)."""
-    if has_runner_records(report.marks):
-        # The reconciliation of the program's own timings reads the operations around
-        # each of its windows: held whole (analysis/user_timings.py).
-        raise StreamFallback("the report holds the program's own CUDA-event timings")
+def analyze_operations(report: Report, source: OperationSource, *, by_process: bool,
+                       attribution: str, all_domains: bool, consume: bool) -> Analysis:
+    """The engine: `report` without its operations (or with them, already copied by a
+    LoadedOperations `source`), its operations from `source`."""
     ranges = report.ranges
     library = library_mask(ranges["domain"], ranges["name"])
     attributor = Attributor(ranges, library, attribution)
@@ -89,8 +114,8 @@ def analyze_streamed(report: Report, stream: OperationStream, rest: WithoutOpera
     # int64 through the stream (~12 MB at 1.2 M ranges).
     family_columns = InstanceTable.of(families[list(_FAMILY_COLUMNS)])
     del families
-    totals = RangeTotals(ranges, attributor, group_of_row, lag_ns)
-    _add_chunks(totals, stream)
+    totals = RangeTotals(ranges, attributor, group_of_row, source.lag_ns)
+    _add_chunks(totals, source)
     totals.finish()
     pooled = totals.pooled.medians()
     # What only the stream needed (the open ranges' slots, the edges, the process rule's
@@ -99,13 +124,12 @@ def analyze_streamed(report: Report, stream: OperationStream, rest: WithoutOpera
     totals.release_stream_state()
     attributor.calls_only()
     trim_heap()
-    report.api_calls = blocking_calls(stream.take_blocking_tables(), stream.queries.runtime)
-    rest.complete(report, stream.notes, stream.last_call_ns, stream.operations, stream.pids)
-    att = _attribution(report, attributor, totals, stream)
+    source.complete(report)
+    att = _attribution(report, attributor, totals, source)
     # The range search: the blocking calls' ranges were its last use.
     del attributor
     trim_heap()
-    kernels = _kernel_summary(totals, stream)
+    kernels = _kernel_summary(totals, source)
     # The kernels' durations, grouped a name at a time, are freed to glibc's heap, which
     # keeps them resident (~100 MB at 10 M kernels) under the instances' packing.
     trim_heap()
@@ -136,31 +160,33 @@ def analyze_streamed(report: Report, stream: OperationStream, rest: WithoutOpera
 _FAMILY_COLUMNS = ("benchmark", "library", "family", "index", "family_id")
 
 
-def _add_chunks(totals: RangeTotals, stream: OperationStream) -> None:
-    """Every chunk of the stream into the totals: each chunk prepared on a worker thread
+def _add_chunks(totals: RangeTotals, source: OperationSource) -> None:
+    """Every chunk of the source into the totals: each chunk prepared on a worker thread
     (its attribution, sorts and per-range numbers: numpy and SQLite work, mostly without
-    the GIL) while this thread reads the next ones and applies the prepared ones in order.
+    the GIL) while this thread reads the next ones and applies the prepared ones in order
+    (and hands its pairs to the source, which keeps them where asked).
     On one thread the chunks' work took 21.8 s at 10 M kernels on 16 cores, where the whole
     analysis, on every core, took 12.9 s; the reads run on the reader threads."""
     workers = max(1, min(cores() - 1, MAX_PREPARING))
     with ThreadPoolExecutor(max_workers=workers) as pool:
         prepared: deque = deque()
         try:
-            for chunk in stream:
+            for chunk in source:
                 prepared.append(pool.submit(totals.prepare, chunk))
                 del chunk
                 while len(prepared) > workers:
-                    _apply(totals, prepared.popleft())
+                    _apply(totals, prepared.popleft(), source)
             while prepared:
-                _apply(totals, prepared.popleft())
+                _apply(totals, prepared.popleft(), source)
             trim_heap()
         finally:
             for future in prepared:
                 future.cancel()
 
 
-def _apply(totals: RangeTotals, prepared) -> None:
+def _apply(totals: RangeTotals, prepared, source: OperationSource) -> None:
     chunk = prepared.result()
+    source.take_pairs(chunk["chunk"], chunk.pop("attributed", None))
     totals.apply(chunk)
     # The chunks' temporaries are freed to glibc's heap, which keeps them resident; the
     # next ones do not always fit there (10 M kernels: ~140 MB more at the peak untrimmed).
@@ -171,20 +197,24 @@ def _apply(totals: RangeTotals, prepared) -> None:
 
 
 def _attribution(report: Report, attributor: Attributor, totals: RangeTotals,
-                 stream: OperationStream) -> Attribution:
-    """The Attribution of the streamed analysis: blocking calls and host copies with their
-    innermost ranges, the threads whose work went to other threads' ranges; no operation
-    or pair rows."""
+                 source: OperationSource) -> Attribution:
+    """The Attribution: blocking calls and host copies with their innermost ranges, the
+    threads whose work went to other threads' ranges, and the operations and pairs where
+    the source kept them."""
     calls = report.api_calls.reset_index(drop=True)
     call_pairs = attributor.call_pairs(calls)
     calls["range_id"] = innermost_of(call_pairs, np.arange(len(calls)))
-    kernels = stream.kernels
-    gpu_ops = pd.DataFrame({c: pd.Series(dtype="int64") for c in (
-        "start_ns", "end_ns", "thread", "launch_start_ns", "device_id", "stream_id",
-        "bytes", "kind", "name", "copy_kind", "src_kind", "dst_kind")})
-    att = Attribution(gpu_ops, no_pairs("other_thread", "innermost"), call_pairs, calls,
-                      _host_copies(totals, kernels), attributor.rule,
-                      operations=stream.operations, streamed=True)
+    kept = source.kept()
+    if kept is None:
+        gpu_ops = pd.DataFrame({c: pd.Series(dtype="int64") for c in (
+            "start_ns", "end_ns", "thread", "launch_start_ns", "device_id", "stream_id",
+            "bytes", "kind", "name", "copy_kind", "src_kind", "dst_kind")})
+        op_pairs = no_pairs("other_thread", "innermost")
+    else:
+        gpu_ops, op_pairs = kept
+    att = Attribution(gpu_ops, op_pairs, call_pairs, calls,
+                      _host_copies(totals, source.kernels), attributor.rule,
+                      operations=source.operations, pairs_kept=source.keeps_pairs)
     if attributor.rule == "process":
         # Most first, ties in order of first appearance: other_thread_counts' order, from
         # the counts themselves (not a value count of every taken operation's thread
@@ -223,14 +253,11 @@ def _host_copies(totals: RangeTotals, kernels: int) -> pd.DataFrame:
     return frame
 
 
-def _kernel_summary(totals: RangeTotals, stream: OperationStream) -> pd.DataFrame:
-    """The kernel table from the kernels the stream read, a demangled name at a time
+def _kernel_summary(totals: RangeTotals, source: OperationSource) -> pd.DataFrame:
+    """The kernel table from the kernels the chunks held, a demangled name at a time
     (kernels.summary_of_names): each name's durations (kept compressed, in order) are
     dropped once summed up."""
-    full, short = stream.kernel_names()
-    if len(set(full)) < len(full):
-        # Two string ids with one text: their kernels' order among each other is lost.
-        raise StreamFallback("kernel names repeat in the string table")
+    full, short = source.kernel_names()
     parts = totals.kernel_durations
 
     def groups():
