@@ -154,10 +154,10 @@ def open_report(path: str | os.PathLike, *, cache_dir: str | os.PathLike | None 
                 "(no StringIds or export metadata table)"
             )
         queries = BulkQueries.of(db)
-        # The streamed analysis holds per-range numbers in place of every operation: it
-        # pays where operations are many and outnumber ranges (a long training run's
-        # report), not in a range-heavy one, whose ranges the whole analysis holds more
-        # compactly, nor in a small one (docs/performance.md, "The streamed analysis").
+        # Streaming the operations from the export (not loading them) pays where they are
+        # many and outnumber the ranges (a long training run's report), not in a
+        # range-heavy report, nor in a small one (docs/performance.md, "The analysis
+        # engine").
         operations = sum(db.row_estimate(t) for t in queries.operation_tables())
         stream_operations = stream_operations and (
             operations >= STREAM_MIN_OPERATIONS and operations >= db.row_estimate(NVTX_TABLE))

@@ -163,43 +163,6 @@ def middle_of(values: np.ndarray) -> float:
     return (np.float64(values[below]) + np.float64(values[above])) / 2
 
 
-def grouped_median_by_steps(values: np.ndarray,
-                            group_steps: Callable[[], Iterator[np.ndarray]]) -> pd.Series:
-    """grouped_median(groups, values, consume=True) where the groups come a step at a time
-    (each call of `group_steps` yields them anew, in `values`' order, in consecutive
-    parts), so that no input-sized array of groups is ever held: `values` (the caller's
-    own int64 array) is overwritten with the packed keys, and is the only one. Groups are
-    non-negative integers, or -1 for values that belong to no group (left out)."""
-    counts = np.zeros(0, dtype="int64")  # values per group, by group id
-    for g in group_steps():
-        c = np.bincount(g[g >= 0]) if len(g) else counts[:0]
-        if len(c) > len(counts):
-            c[:len(counts)] += counts
-            counts = c
-        else:
-            counts[:len(c)] += c
-    if len(values) == 0 or values.dtype != np.int64 or not values.flags.writeable:
-        return _grouped_median_of_steps(group_steps, values)
-    # Ungrouped values go to one group past the rest, sorted last and left out.
-    outside = len(counts)
-    low, high = int(values.min()), int(values.max())
-    value_bits = (high - low).bit_length()
-    if outside.bit_length() + value_bits > 63:
-        return _grouped_median_of_steps(group_steps, values)
-    packed = _packed_in_place(values, (np.where(g >= 0, g, outside) for g in group_steps()),
-                              value_bits, low)
-    return _medians_of_packed(packed, counts, value_bits, low)
-
-
-def _grouped_median_of_steps(group_steps: Callable[[], Iterator[np.ndarray]],
-                             values: np.ndarray) -> pd.Series:
-    """grouped_median_by_steps the plain way: the groups joined, ungrouped values left out."""
-    parts = list(group_steps())
-    groups = np.concatenate(parts) if parts else np.array([], dtype="int64")
-    keep = groups >= 0
-    return grouped_median(groups[keep], values[keep])
-
-
 def coded_by_steps(values: Callable[[], Iterator[np.ndarray]], n: int
                    ) -> tuple[np.ndarray, np.ndarray]:
     """(codes, sorted distinct values) of `n` integers that take a few values, given a step
@@ -333,29 +296,6 @@ def _greedy_lanes(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     return lanes
 
 
-def events_in_ranges(ranges: pd.DataFrame, events: pd.DataFrame,
-                     key: str = "thread", *, by_event: bool = True) -> pd.DataFrame:
-    """All (range, event) pairs where the event happened inside the range (start <= t <=
-    end) and has the range's `key`: its thread (the default), or any column both frames
-    carry that is constant per thread (the process, to match events of other threads).
-
-    ranges: range_id, thread, start_ns, end_ns, lane (from assign_lanes) and `key`.
-    events: time_ns and `key`; the row label identifies the event.
-    Returns columns range_id, event (the event's row label) and innermost (True for the
-    latest-starting range that holds the event: with nesting, the innermost), sorted by
-    event (with_innermost). Without `by_event`, range_id and event alone, in the search's
-    order: for a caller that joins them with other pairs and sorts them all at once.
-    Per lane and thread of the ranges (where they never overlap), a binary search of the
-    events' times among the ranges' starts (RangeSearch, prepared for this one search).
-    """
-    columns = RangeSearch(ranges, key).pairs(events)
-    if columns is None:
-        return no_pairs("innermost") if by_event else no_pairs()
-    if not by_event:
-        return pd.DataFrame(columns, copy=False)
-    return _sorted_by_event(columns, range_starts(ranges))
-
-
 def no_pairs(*flags: str) -> pd.DataFrame:
     """A frame of no (range, event) pairs: range_id and event, and the boolean `flags`."""
     return pd.DataFrame({"range_id": pd.Series(dtype="int64"), "event": pd.Series(dtype="int64"),
@@ -365,7 +305,7 @@ def no_pairs(*flags: str) -> pd.DataFrame:
 class RangeSearch:
     """Ranges prepared for events_in_ranges' search once, for any number of event sets:
     sorted by (lane, thread, start) and cut into (lane, thread) segments, whose ranges never
-    overlap. The streamed analysis searches each chunk of operations in turn; a search
+    overlap. The engine searches each chunk of operations in turn; a search
     looks only at the ranges of each segment that reach the events' time span (binary
     searches of the segment's starts and ends), so a chunk costs its own pairs, not a pass
     over every range.
@@ -701,14 +641,3 @@ def _stable_order(event: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return order, labels
 
 
-def group_bounds(g: np.ndarray, size: int, heads: np.ndarray | None = None
-                 ) -> list[tuple[int, int]]:
-    """(lo, hi) row bounds of chunks of whole groups of `g` (sorted by group), about `size`
-    rows each: each chunk starts at the group head at or before a multiple of `size`.
-    `heads`: where each group begins, when the caller has them."""
-    if len(g) == 0:
-        return []
-    if heads is None:
-        heads = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
-    cuts = np.unique(heads[np.searchsorted(heads, np.arange(0, len(g), size), "right") - 1])
-    return list(zip(cuts.tolist(), np.r_[cuts[1:], len(g)].tolist(), strict=True))

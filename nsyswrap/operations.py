@@ -2,8 +2,8 @@
 to the runtime call that launched it, with only a few reader slices in memory at a time.
 
 `loader.load` holds every kernel, copy and launch at once (10 M kernels: ~550 MB of
-kernels and ~190 MB of launches while they are joined). The streamed analysis
-(analysis/streamed/) needs each operation once, in GPU start order, with its launch's
+kernels and ~190 MB of launches while they are joined). The analysis engine
+(analysis/engine/) needs each operation once, in GPU start order, with its launch's
 start and thread: this module reads the kernel, memcpy, memset and graph tables slice by
 slice (database.Database.stream), merges them by start, and joins each chunk to a window
 of the runtime calls read so far.
@@ -11,12 +11,13 @@ of the runtime calls read so far.
 It relies on what nsys's exporter does and checks it as it reads (docs/nsys-quirks.md,
 "Export order"): every activity table, and the runtime calls, come in start order. Where a
 check fails, or a launch is not where the window says it must be, it raises
-StreamFallback, and the caller analyses the report whole (loader.load), which assumes
-nothing of the order: the results are the same either way, only the memory differs.
+StreamFallback, and the caller loads the report whole (loader.load), whose operations
+the engine reads in start order however they were exported: the results are the same
+either way, only the memory differs.
 
 Each chunk's operations are ordered as the loader numbers them (its `gpu_ops` rows) among
 equal starts: kernels first, in export order, then copies, memsets and graphs, so that
-anything that breaks ties by row does the same in either analysis.
+anything that breaks ties by row does the same from either source.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ SOURCE_KINDS = {"memcpy": MEMCPY, "memset": MEMSET, "graph": GRAPH}
 # (about two per operation), and a few chunks are in flight at once (read, prepared,
 # applied), which makes the chunks in flight much of the stream's peak: 10 M kernels,
 # 2 cores, 64 k held ~45 MB less than 128 k in about the same time (docs/performance.md,
-# "The streamed analysis").
+# "The analysis engine").
 CHUNK_OPERATIONS = 1 << 16
 
 # The latest an operation may start after the call that launched it, in the stream's

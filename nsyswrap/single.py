@@ -70,9 +70,9 @@ def compare(report: Report | OpenReport | str | os.PathLike,
 
 def _streamed(opened: OpenReport, thresholds: Thresholds, progress: Progress,
               options: dict) -> tuple[Analysis, list[Finding]] | None:
-    """The streamed analysis of a report opened for it, and its findings; or None where
-    the report cannot be streamed (operations.StreamFallback), with its reads started for
-    the whole analysis."""
+    """The analysis of a report opened for streaming its operations, and its findings; or
+    None where the report cannot be streamed (operations.StreamFallback), with its reads
+    started for loading it whole."""
     from ._memory import trim_heap
     from .analysis import analyze_streamed
     from .loader import read_without_operations

@@ -4,28 +4,22 @@ lives here; which one serves which case:
 
   merge_intervals(start, end)     one set, in any order -> the union as sorted, disjoint
                                   intervals (busy time and the gaps between). A device's
-                                  operations (ranges' device busy time, the stream's chunks),
+                                  operations in a chunk (DeviceBusy's input),
                                   a thread's drawn operations (the timeline).
   union_length(start, end)        one set, in any order -> its busy time only. A timed
                                   window's operations (analysis/user_timings.py).
-  Cover(merged)                   merged intervals -> how much of each of many windows
-                                  [lo, hi) they cover. Device busy time within each range.
   union_stats(frame, key)         groups, rows in any order -> per group busy, span, idle,
                                   gaps, the longest gap, count (UNION_COLUMNS). Few rows:
                                   the many-report summaries.
-  union_stats_sorted(g, ...)      groups already sorted by (group, start) -> the same numbers,
-                                  whole groups a chunk at a time on every core; a subset of
-                                  rows, rows of bigger arrays, results written into the
-                                  caller's columns. Each range's operations (the whole
-                                  analysis's instance columns).
   union_sorted(g, start, end,     one chunk of whole sorted groups -> the same numbers as
                prior)             arrays; `prior` carries each group on from the horizon an
                                   earlier chunk reached, so that a time-ordered stream's
-                                  chunks add up to the whole. The streamed analysis's unions.
+                                  chunks add up to the whole. Each range's operations (the
+                                  engine's instance columns: analysis/engine/totals.py).
   DeviceBusy                      operations a chunk at a time, in start order -> each
                                   device's busy time before a moment (B(t)), so that busy
-                                  time in [lo, hi) is B(hi) - B(lo): Cover for a stream,
-                                  without every interval held.
+                                  time in [lo, hi) is B(hi) - B(lo), without every interval
+                                  held. Device busy time within each range.
 
 All are sort-based, O(n log n) in the intervals, never a Python loop over them; touching
 intervals merge.
@@ -36,8 +30,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .chunks import STEP_ROWS, even_bounds, map_chunks, sort_in_place, steps
-from .intervals import group_bounds
+from .chunks import sort_in_place, steps
 
 UNION_COLUMNS = ["busy_ns", "span_ns", "idle_ns", "first_start_ns", "last_end_ns", "gaps",
                  "max_gap_ns", "count"]
@@ -56,65 +49,10 @@ def union_stats(intervals: pd.DataFrame, key: str) -> pd.DataFrame:
     g, start = g0[order], s0[order]
     end = intervals["end_ns"].to_numpy(dtype="int64")[order]
     del order
-    out = union_stats_sorted(g, start, end)
-    out.index.name = key
-    return out
-
-
-def union_stats_sorted(g: np.ndarray, start: np.ndarray, end: np.ndarray,
-                       keep: np.ndarray | None = None,
-                       rows: np.ndarray | None = None,
-                       into: tuple[np.ndarray, dict[str, np.ndarray]] | None = None
-                       ) -> pd.DataFrame | None:
-    """union_stats of intervals already sorted by (group, start): for callers that sort
-    once and take several unions (all operations, a subset of them) from that order.
-    `keep`: only the rows where it is True, taken chunk by chunk (not three copies of the
-    kept rows: ~400 MB at 10 M kernels). `rows`: the intervals are start[rows] and
-    end[rows] (rows of bigger arrays, in the sorted order), gathered chunk by chunk instead
-    of held as sorted copies. `into`: (place, columns): each chunk writes its groups'
-    numbers straight into the caller's arrays (UNION_COLUMNS -> array) at their places
-    (place[group], -1 for none; groups past its end have none) and nothing is returned:
-    no frame of every group beside the caller's columns (at 10 M ranges, nine range-sized
-    arrays and their chunks' parts, on that report's peak)."""
-    if len(g) == 0:
-        if into is not None:
-            return None
-        return pd.DataFrame(columns=UNION_COLUMNS, index=pd.Index([]), dtype="int64")
-    # Whole groups at a time, about UNION_CHUNK rows each, on every core (chunks.py): the
-    # temporaries of the sweep stay bounded however many (range, operation) pairs a report
-    # has.
-
-    def chunk(lo: int, hi: int) -> dict[str, np.ndarray]:
-        at: slice | np.ndarray = slice(lo, hi) if rows is None else rows[lo:hi]
-        group = g[lo:hi]
-        if keep is not None:
-            k = keep[lo:hi]
-            group = group[k]
-            at = np.flatnonzero(k) + lo if rows is None else at[k]
-        union = union_sorted(group, start[at], end[at])
-        if into is None:
-            return union
-        place = into[0].take(union.pop("group"), mode="clip")
-        known = place >= 0
-        place = place[known]
-        for c, values in into[1].items():
-            values[place] = union.pop(c)[known]
-        return None
-
-    parts = map_chunks(chunk, group_bounds(g, UNION_CHUNK))
-    if into is not None:
-        return None
-    # One frame from the chunks' arrays (a frame per chunk and their concat cost seconds
-    # at ten million ranges), each column's parts dropped as they are joined (the parts and
-    # the joined columns at once were sixteen range-sized arrays: 1.2 GB at 10 M ranges).
-    index = np.concatenate([p.pop("group") for p in parts])
-    return pd.DataFrame({c: np.concatenate([p.pop(c) for p in parts]).astype("int64", copy=False)
-                         for c in UNION_COLUMNS}, index=pd.Index(index), copy=False)
-
-
-# Rows per union chunk: chunks run on every core at once, each with a dozen temporaries
-# of its size (16 cores x 128 k rows x 12 x 8 B: 200 MB); a million pairs make 8 chunks.
-UNION_CHUNK = 1 << 17
+    union = union_sorted(g, start, end)
+    index = pd.Index(union.pop("group"), name=key)
+    return pd.DataFrame({c: union[c].astype("int64", copy=False) for c in UNION_COLUMNS},
+                        index=index)
 
 
 def union_sorted(g: np.ndarray, start: np.ndarray, end: np.ndarray,
@@ -206,72 +144,6 @@ def union_length(start: np.ndarray, end: np.ndarray) -> int:
     merged_start, merged_end = merge_intervals(start, end)
     return int((merged_end - merged_start).sum())
 
-
-class Cover:
-    """Merged intervals (merge_intervals) kept as their starts and the running total of
-    their lengths: how much of any window they cover, without their ends (an end is its
-    start plus its length, read from the total). `consume`: the ends' own array becomes
-    the total (the caller's merged ends are gone): two interval-sized arrays, not three
-    (88 MB fewer at 10 M kernels, on that report's peak)."""
-
-    def __init__(self, merged_start: np.ndarray, merged_end: np.ndarray,
-                 consume: bool = False) -> None:
-        self.start = merged_start
-        own = consume and merged_end.dtype == np.int64 and merged_end.flags.writeable
-        total = merged_end if own else np.array(merged_end, dtype="int64")
-        total -= merged_start  # each interval's length
-        np.cumsum(total, out=total)
-        self.total = total  # lengths of intervals 0..k, inclusive
-
-    def _before(self, k: np.ndarray) -> np.ndarray:
-        """The lengths of the intervals before the k-th (0 for k = 0)."""
-        out = self.total.take(k - 1, mode="clip")
-        out[k == 0] = 0
-        return out
-
-    def _end(self, k: np.ndarray) -> np.ndarray:
-        """The k-th interval's end."""
-        return self.start[k] + (self.total[k] - self._before(k))
-
-    def within(self, lo: np.ndarray, hi: np.ndarray, rows: np.ndarray | None = None,
-               out: np.ndarray | None = None) -> np.ndarray:
-        """For each window [lo, hi): how much of it the intervals cover. `rows`: the
-        windows are those rows of `lo` and `hi` (columns of any number type, read as
-        int64); `out`: the results are written there at `rows`, and it is returned. In
-        chunks of windows on every core (chunks.py), sharing the one running total (a copy
-        per chunk, ten million intervals on 16 threads, cost 2 GB); each chunk gathers its
-        own windows, so the temporaries are a chunk's, at most a sixteenth of STEP_ROWS
-        windows: a chunk holds some fifteen arrays of its size, and on 16 cores chunks of a
-        quarter step held 500 MB at once (ten million windows gathered at once, each
-        step's arrays beside them, cost 700 MB)."""
-        n = len(lo) if rows is None else len(rows)
-        by_window = out is None  # results in the windows' order, else at their rows of `out`
-        if by_window:
-            out = np.zeros(n, dtype="int64")
-        start, m = self.start, len(self.start)
-        if m == 0:
-            if not by_window:
-                out[slice(None) if rows is None else rows] = 0
-            return out
-
-        def windows(a: int, b: int) -> None:
-            at = slice(a, b) if rows is None else rows[a:b]
-            w_lo, w_hi = lo[at].astype("int64", copy=False), hi[at].astype("int64", copy=False)
-            # The first interval ending after lo: the last one starting at or before lo if
-            # it reaches past lo, else the next (the merged intervals are apart, in order).
-            p = np.searchsorted(start, w_lo, side="right") - 1
-            i = np.where((p >= 0) & (self._end(np.maximum(p, 0)) > w_lo), p, p + 1)
-            j = np.searchsorted(start, w_hi, side="left")  # those before j start before hi
-            total = self._before(np.maximum(j, i)) - self._before(i)
-            some = j > i
-            first = np.minimum(i, m - 1)
-            last = np.maximum(j - 1, 0)
-            total -= np.clip(w_lo - start[first], 0, None)  # the head before lo
-            total -= np.clip(self._end(last) - w_hi, 0, None)  # the tail after hi
-            out[slice(a, b) if by_window else at] = np.where(some, total, 0)
-
-        map_chunks(windows, even_bounds(n, max_rows=STEP_ROWS // 16))
-        return out
 
 # Device busy time in a window [lo, hi) is B(hi) - B(lo), where B(t) is the length of the
 # union of the device's operations before t. B(t) is known once every operation that starts

@@ -4,10 +4,10 @@
 
 Runs what `nsyswrap compare` runs (the same start-up, `load`, `analyze(consume=True)`,
 `diagnose`) in this process and prints, per stage, its wall time and the resident and peak
-memory after it (from /proc and getrusage). With --load-only, stops after `load`. Put
-another version's code first on PYTHONPATH to time it: compare versions in one run, in
-turns, since these machines drift by ±20% through the day. Note that the kernel table is
-built on a thread beside the attribution, so those two stages overlap.
+memory after it (from /proc and getrusage). With --load-only, stops after `load`. Compare
+versions in one run, in turns (scripts/bench_compare.py --old), since these machines drift
+by ±20% through the day. `_add_chunks` is the engine's pass over the operations: each
+chunk's attribution and per-range numbers.
 """
 
 from __future__ import annotations
@@ -23,17 +23,13 @@ from nsyswrap import analysis  # noqa: E402
 from nsyswrap.diagnose import Thresholds, diagnose  # noqa: E402
 from nsyswrap.loader import load  # noqa: E402
 
-STAGES = ["durations_summary", "attribute", "range_instances", "range_summary",
-          "process_summary", "iterations", "benchmark_summary"]
-# Steps as older versions named them (to time them side by side).
-OLDER_NAMES = {"durations_summary": "kernel_summary"}
-# The modules that call the steps: analyze's and finished's (older versions: the package).
-try:
-    from nsyswrap.analysis import finish, whole  # noqa: E402
+# The engine's steps (analysis/engine/analyze.py) and finished's (analysis/finish.py).
+STAGES = ["LoadedOperations", "_add_chunks", "_attribution", "_kernel_summary", "_instances",
+          "process_summary", "range_summary", "iterations", "benchmark_summary"]
+from nsyswrap.analysis import finish  # noqa: E402
+from nsyswrap.analysis.engine import analyze as engine  # noqa: E402
 
-    CALLERS = [whole, finish]
-except ImportError:
-    CALLERS = [analysis]
+CALLERS = [engine, finish]
 
 
 def memory() -> str:
@@ -64,9 +60,8 @@ def main() -> None:
     print(f"{'import':24s} {time.perf_counter() - T0:7.2f} s   {memory()}")
     for name in STAGES:  # each analysis step, timed where analyze calls it
         for caller in CALLERS:
-            step = name if hasattr(caller, name) else OLDER_NAMES.get(name)  # older name
-            if step is not None and hasattr(caller, step):
-                setattr(caller, step, stage(step, getattr(caller, step)))
+            if hasattr(caller, name):
+                setattr(caller, name, stage(name, getattr(caller, name)))
     report = timed("load", load, a.report)
     if a.load_only:
         return

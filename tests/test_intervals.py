@@ -7,15 +7,25 @@ import pandas as pd
 import pytest
 
 from nsyswrap.intervals import (
+    RangeSearch,
     assign_lanes,
-    events_in_ranges,
     few_groups_median,
     grouped_median,
-    grouped_median_by_steps,
+    no_pairs,
+    range_starts,
     small_key_order,
     with_innermost,
 )
-from nsyswrap.union import merge_intervals, union_stats, union_stats_sorted
+from nsyswrap.union import merge_intervals, union_stats
+
+
+def events_in_ranges(ranges: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame:
+    """The (range, event) pairs as the attribution makes them: the ranges' search by thread
+    (RangeSearch), sorted by event with the innermost marked (with_innermost)."""
+    columns = RangeSearch(ranges).pairs(events)
+    if columns is None:
+        return no_pairs("innermost")
+    return with_innermost(range_starts(ranges), pd.DataFrame(columns))
 
 
 def _ranges(rows):
@@ -33,36 +43,6 @@ def test_union_of_overlaps_and_gaps():
                                   "first_start_ns": 0, "last_end_ns": 30, "gaps": 1,
                                   "max_gap_ns": 8, "count": 3}
     assert s.loc[2, "busy_ns"] == 1
-
-
-def test_union_written_into_columns_is_the_frames_numbers(monkeypatch):
-    """union_stats_sorted(..., into=(place, columns)) writes each group's numbers at its
-    place, chunk by chunk on several threads, and leaves the rest as they were: groups
-    with no place (-1), groups past the place table's end, and places of no group. The
-    same numbers as the frame it returns otherwise, with rows taken through `rows` and a
-    `keep` subset."""
-    from nsyswrap import union
-
-    monkeypatch.setattr(union, "UNION_CHUNK", 7)  # many chunks, each whole groups
-    rng = np.random.default_rng(7)
-    g = np.sort(rng.integers(0, 40, 600))
-    start = rng.integers(0, 10_000, 600)
-    end = start + rng.integers(0, 500, 600)
-    rows = rng.permutation(600)  # the intervals are start[rows], end[rows], in g's order
-    keep = rng.random(600) < 0.7
-    for kw in ({}, {"keep": keep}):
-        want = union_stats_sorted(g, start[rows], end[rows], **kw)
-        place = np.full(35, -1)  # groups 35-39: past the table's end
-        place[:30] = rng.permutation(60)[:30]  # groups 30-34: no place
-        columns = {c: np.full(60, -1.0) for c in union.UNION_COLUMNS}
-        assert union_stats_sorted(g, start, end, rows=rows, into=(place, columns), **kw) is None
-        written = np.zeros(60, dtype=bool)
-        for group, numbers in want.iterrows():
-            if group < 30:
-                written[place[group]] = True
-                assert [columns[c][place[group]] for c in union.UNION_COLUMNS] == [
-                    float(numbers[c]) for c in union.UNION_COLUMNS]
-        assert all((values[~written] == -1).all() for values in columns.values())
 
 
 def test_contained_interval_adds_nothing():
@@ -97,19 +77,6 @@ def test_range_edges_are_inclusive():
     assert sorted(events_in_ranges(r, ev)["event"]) == [1, 2]
 
 
-def test_merge_and_cover_windows():
-    import numpy as np
-
-    from nsyswrap.union import Cover, merge_intervals
-
-    ms, me = merge_intervals(np.array([0, 5, 20, 22, 40]), np.array([10, 12, 25, 30, 50]))
-    assert ms.tolist() == [0, 20, 40] and me.tolist() == [12, 30, 50]
-    lo = np.array([0, 6, 11, 13, 25, 0, 100])
-    hi = np.array([50, 21, 13, 19, 45, 5, 110])
-    # by hand: [0,50) 12+10+10; [6,21) 6+1; [11,13) 1; [13,19) 0; [25,45) 5+5; [0,5) 5; none
-    assert Cover(ms, me).within(lo, hi).tolist() == [32, 7, 1, 0, 10, 5, 0]
-
-
 @pytest.mark.parametrize("step_rows", [None, 7])
 def test_merge_intervals_matches_a_plain_sweep(step_rows, monkeypatch):
     """Random intervals, nested, touching and zero-length ones among them, in no order,
@@ -117,7 +84,6 @@ def test_merge_intervals_matches_a_plain_sweep(step_rows, monkeypatch):
     moved to the front a few rows at a time (fails when a step's rows land anywhere but
     after the last step's)."""
     from nsyswrap import chunks
-    from nsyswrap.union import Cover
 
     if step_rows is not None:
         monkeypatch.setattr(chunks, "STEP_ROWS", step_rows)
@@ -133,17 +99,6 @@ def test_merge_intervals_matches_a_plain_sweep(step_rows, monkeypatch):
                 want.append([s, e])
         ms, me = merge_intervals(start, end)
         assert [list(p) for p in zip(ms.tolist(), me.tolist(), strict=True)] == want
-        # How much of each window they cover, counted in Python, against Cover reading
-        # ends from the running total that took the ends' own array (consume). Windows
-        # start and end inside intervals, at their edges and in gaps; some are empty.
-        lo = rng.integers(-5, 5 * n + 45, 300)
-        hi = lo + rng.integers(0, 60, 300)
-        covered = [sum(max(0, min(e, h) - max(s, w)) for s, e in want)
-                   for w, h in zip(lo.tolist(), hi.tolist(), strict=True)]
-        cover = Cover(ms, me, consume=True)
-        assert cover.within(lo, hi).tolist() == covered
-        assert cover.total is me  # the ends are gone: their array holds the total
-        assert cover.total.tolist() == np.cumsum([e - s for s, e in want]).tolist()
 
 
 def test_with_innermost_sorts_the_frames_rows_as_lexsort_does(monkeypatch):
@@ -179,71 +134,21 @@ def test_with_innermost_sorts_the_frames_rows_as_lexsort_does(monkeypatch):
 
 
 def test_chunks_on_threads_give_what_one_chunk_gives(monkeypatch):
-    """union_stats, Cover.within and events_in_ranges split their work into chunks on
-    threads (chunks.py). With chunks of a few rows on four threads they must give exactly
-    the single-chunk answer, also when the last group is longer than several chunks (a
-    chunk then starts at the head at or before its cut, not past the end)."""
-    from nsyswrap import chunks, union
-    from nsyswrap.union import Cover, merge_intervals
+    """The range search splits its work into chunks on threads (chunks.py). With chunks of
+    a few rows on four threads it must give exactly the single-chunk answer."""
+    from nsyswrap import chunks
 
     rng = np.random.default_rng(7)
-    sizes = [3, 1, 5, 2, 40]  # the last group spans many chunks of 4 rows
-    g = np.repeat(np.arange(len(sizes)), sizes)
-    start = rng.integers(0, 1000, len(g))
-    iv = pd.DataFrame({"g": g, "start_ns": start, "end_ns": start + rng.integers(1, 50, len(g))})
     ranges = _ranges([(i, 1 + i % 3, s, s + d) for i, (s, d) in enumerate(
         zip(rng.integers(0, 1000, 60).tolist(), rng.integers(0, 300, 60).tolist(), strict=True))])
     events = pd.DataFrame({"thread": rng.integers(1, 4, 500),
                            "time_ns": rng.integers(0, 1300, 500)})
-    ms, me = merge_intervals(iv["start_ns"].to_numpy(), iv["end_ns"].to_numpy())
-    lo = rng.integers(0, 1000, 300)
-    hi = lo + rng.integers(0, 200, 300)
-
-    by_group = iv.sort_values(["g", "start_ns"], kind="stable")
-    g_s, s_s, e_s = (by_group[c].to_numpy() for c in ("g", "start_ns", "end_ns"))
-    keep = (rng.random(len(g)) < 0.6) & (g_s != 1)  # group 1 left out whole
-
-    # The same intervals as rows of bigger arrays, in no order, with other rows between.
-    rows = rng.permutation(3 * len(g))[:len(g)]
-    start_all, end_all = np.zeros(3 * len(g), "int64"), np.zeros(3 * len(g), "int64")
-    start_all[rows], end_all[rows] = s_s, e_s
-
-    # The windows as rows of bigger float columns (an instance frame's), results written
-    # at those rows of an output whose other rows must stay as they were.
-    at = rng.permutation(2 * len(lo))[:len(lo)]
-    lo_all, hi_all = np.full(2 * len(lo), np.nan), np.full(2 * len(lo), np.nan)
-    lo_all[at], hi_all[at] = lo, hi
-
-    def answers():
-        into = np.full(2 * len(lo), -1.0)
-        Cover(ms, me).within(lo_all, hi_all, at, into)
-        return (union_stats(iv, "g"), Cover(ms, me).within(lo, hi),
-                events_in_ranges(ranges, events), union_stats_sorted(g_s, s_s, e_s, keep),
-                union_stats_sorted(g_s, start_all, end_all, keep, rows=rows),
-                union_stats_sorted(g_s, start_all, end_all, rows=rows), into)
-
-    whole = answers()
-    assert whole[6][at].tolist() == whole[1].tolist()
-    assert (np.delete(whole[6], at) == -1).all()
-    # Kept rows taken chunk by chunk: as the union of a copy of those rows; rows gathered
-    # chunk by chunk: as the union of the gathered copy.
-    pd.testing.assert_frame_equal(
-        whole[3], union_stats_sorted(g_s[keep], s_s[keep], e_s[keep]))
-    pd.testing.assert_frame_equal(whole[4], whole[3])
-    pd.testing.assert_frame_equal(whole[5], union_stats_sorted(g_s, s_s, e_s))
+    whole = events_in_ranges(ranges, events)
+    assert len(whole) > 100
     monkeypatch.setattr(chunks, "cores", lambda: 4)
     monkeypatch.setattr(chunks, "MIN_ROWS", 4)
-    monkeypatch.setattr(union, "UNION_CHUNK", 4)
-    monkeypatch.setattr(union, "STEP_ROWS", 16)  # Cover.within: steps of windows
     monkeypatch.setattr(chunks.even_bounds, "__defaults__", (4,))
-    split = answers()
-    pd.testing.assert_frame_equal(split[0], whole[0])
-    assert split[1].tolist() == whole[1].tolist()
-    pd.testing.assert_frame_equal(split[2], whole[2])
-    for i in (3, 4, 5):
-        pd.testing.assert_frame_equal(split[i], whole[i])
-    assert split[6].tolist() == whole[6].tolist()
-    assert len(chunks.even_bounds(300)) == 8  # two per core: the windows were split
+    pd.testing.assert_frame_equal(events_in_ranges(ranges, events), whole)
 
 
 def test_events_in_ranges_matches_a_loop_over_lanes_with_touching_and_empty_ranges():
@@ -343,35 +248,6 @@ def test_few_groups_median_is_pandas_bit_for_bit():
     assert few_groups_median(np.array([], "int64"), np.array([], "int64")).empty
 
 
-def test_grouped_median_by_steps_is_pandas_without_the_ungrouped():
-    """Groups given a step at a time (steps of unequal size, an empty one, -1 for values of
-    no group) give pandas' grouped median of the grouped values, bit for bit: packed in the
-    values' own array, or by pandas when the packing does not fit (wide values) or cannot be
-    written in place (floats, a read-only array)."""
-    rng = np.random.default_rng(5)
-    groups = rng.integers(-1, 300, 4000)
-    cuts = [0, 1, 1, 999, 2500, 4000]  # the empty step at 1
-
-    def steps_of(g):
-        return lambda: (g[a:b] for a, b in zip(cuts[:-1], cuts[1:], strict=True))
-
-    keep = groups >= 0
-    ties = rng.integers(-30, 30, 4000)
-    wide = rng.integers(-2**61, 2**61, 4000)  # 62 bits beside 9 of groups: pandas
-    floats = rng.normal(size=4000)
-    frozen = ties.copy()
-    frozen.flags.writeable = False
-    for values in (ties, wide, floats, frozen):
-        want = pd.Series(values[keep]).groupby(groups[keep]).median()
-        got = grouped_median_by_steps(values.copy() if values.flags.writeable else values,
-                                      steps_of(groups))
-        pd.testing.assert_series_equal(got, want, check_exact=True)
-    assert (ties == frozen).all()  # the read-only input was left as it was
-    none = np.full(4000, -1)
-    assert grouped_median_by_steps(ties.copy(), steps_of(none)).empty
-    assert grouped_median_by_steps(np.array([], "int64"), lambda: iter([])).empty
-
-
 def test_distinct_per_group_is_pandas_nunique(monkeypatch):
     """Distinct values per group from one packed key: groups in ascending order, repeated
     values counted once, groups with one value, in any input order; and the summary's
@@ -469,41 +345,6 @@ def test_sorted_by_event_is_lexsorts_permutation(monkeypatch):
         assert np.array_equal(got["event"].to_numpy(), ev[order])
         assert np.array_equal(got["innermost"].to_numpy(),
                               np.r_[ev[order][1:] != ev[order][:-1], True])
-
-
-def test_range_order_is_lexsorts_permutation(monkeypatch):
-    """The pairs (distinct, and sorted by event, as with_innermost makes them) by (range, their
-    operation's GPU start), ties in pair order: np.lexsort((start, range_id))'s order, from
-    one packed integer per pair sorted in place, or from lexsort where the pairs are not by
-    event. Operations whose starts follow their rows (the usual export) and starts in no
-    order, both with ties; some pairs another thread's; a few rows a step."""
-    from nsyswrap import chunks
-    from nsyswrap.analysis.ranges import Attribution, _RangeOrder
-
-    monkeypatch.setattr(chunks, "STEP_ROWS", 4)
-    rng = np.random.default_rng(11)
-    n_ops = 80
-    for start in (np.sort(rng.integers(0, 10**4, n_ops)) // 100,  # in row order, ties
-                  rng.integers(0, 10**4, n_ops) // 100):  # in no order, ties
-        for by_event in (True, False):
-            # Distinct (range, operation) pairs, as the attribution makes them.
-            pair = rng.choice(40 * n_ops, 300, replace=False)
-            if by_event:
-                pair = pair[np.argsort(pair % n_ops, kind="stable")]
-            event, range_id = (pair % n_ops).astype("int32"), (pair // n_ops).astype("int32")
-            other = rng.random(300) < 0.3
-            ops = pd.DataFrame({"start_ns": start, "end_ns": start + 5})
-            pairs = pd.DataFrame({"range_id": range_id, "event": event, "other_thread": other})
-            att = Attribution(ops, pairs, *(pd.DataFrame() for _ in range(3)))
-            got = _RangeOrder.of(att)
-            order = np.lexsort((start[event], range_id))
-            assert np.array_equal(got.range_id, range_id[order])
-            assert np.array_equal(got.rows, event[order])
-            assert np.array_equal(got.other_thread, other[order])
-            heads = np.r_[True, range_id[order][1:] != range_id[order][:-1]]
-            first_range, first_op = got.firsts()
-            assert np.array_equal(first_range, range_id[order][heads])
-            assert np.array_equal(first_op, event[order][heads])
 
 
 def test_sorts_on_every_core_give_one_sorts_answer(monkeypatch):

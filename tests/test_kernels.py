@@ -9,12 +9,17 @@ import reference
 from conftest import DATA, GPU_GRAPH_NODES, GPU_MIX
 
 import nsyswrap
-from nsyswrap.analysis.kernels import kernel_summary
+from nsyswrap.analysis import analyze
+
+
+def kernel_table(path):
+    """The analysis's kernel table (the engine's, a demangled name at a time)."""
+    return analyze(nsyswrap.load(path)).kernels.set_index("name")
 
 
 @pytest.mark.parametrize("path", [GPU_MIX, GPU_GRAPH_NODES], ids=lambda p: p.name)
 def test_kernel_summary_matches_sql(path):
-    got = kernel_summary(nsyswrap.load(path).kernels).set_index("name")
+    got = kernel_table(path)
     expected = reference.kernel_totals(path)
     assert set(got.index) == set(expected)
     for name, e in expected.items():
@@ -29,7 +34,7 @@ def test_kernel_summary_matches_sql(path):
 def test_kernel_summary_matches_nsys_stats(path):
     """The same numbers as `nsys stats -r cuda_gpu_kern_sum` printed on the GPU host."""
     stats = DATA / (path.stem + ".nsys_stats_cuda_gpu_kern_sum.csv")
-    got = kernel_summary(nsyswrap.load(path).kernels).set_index("name")
+    got = kernel_table(path)
     with open(stats, newline="") as f:
         for row in csv.DictReader(f):
             mine = got.loc[row["Name"]]
@@ -41,21 +46,16 @@ def test_kernel_summary_matches_nsys_stats(path):
 
 @pytest.mark.parametrize("path", [GPU_MIX, GPU_GRAPH_NODES, DATA / "h100_torch_train.sqlite"],
                          ids=lambda p: p.name)
-def test_summary_that_consumes_its_durations_matches_sql(path):
-    """The analysis's kernel table sorts the durations in place for its medians
-    (durations_summary(..., consume=True)): each median equals SQL's exactly, and the
-    table is pandas' own (the plain path) bit for bit."""
+def test_kernel_medians_and_counts_are_sqls_exactly(path):
+    """Each name's median is middle_of its durations: SQL's median exactly, not within a
+    rounding; and the same from the export streamed in small chunks."""
     import pandas as pd
+    from test_streamed import SMALL_CHUNK, streamed
 
-    from nsyswrap.analysis.kernels import durations_summary, kernel_durations
-
-    kernels = nsyswrap.load(path).kernels
-    frame = kernel_durations(kernels)
-    plain = durations_summary(frame)
-    got = durations_summary(frame, consume=True)
-    pd.testing.assert_frame_equal(got, plain)
+    got = kernel_table(path)
     expected = reference.kernel_totals(path)
-    got = got.set_index("name")
     for name, e in expected.items():
         assert got.loc[name, "median_ns"] == e["median"]
         assert got.loc[name, "count"] == e["count"]
+    pd.testing.assert_frame_equal(streamed(path, chunk=SMALL_CHUNK).kernels.set_index("name"),
+                                  got)

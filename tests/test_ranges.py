@@ -92,57 +92,14 @@ def test_no_cuda_report_keeps_cpu_analysis():
     assert a.ranges["gpu_busy_median_ns"].isna().all()
 
 
-def test_host_wait_columns_are_reindexed_values_with_zeros():
-    """range_instances' per-range counts start from untouched zeros (_by_row with a fill of
-    0) and write only the ranges that have a value: the column is what reindexing, filling
-    0 and casting give, values of ids outside the index left out."""
-    import numpy as np
-
-    from nsyswrap.analysis.ranges import _by_row, lookup_table
-
-    index = pd.Index([3, 7, 8, 12, 20], name="range_id")
-    position = lookup_table(index.to_numpy(), np.arange(len(index)))
-
-    def _zeros_but(index, values):  # as range_instances makes each host-wait column
-        return pd.Series(_by_row(values, index.to_numpy(), position, 0, "int64"),
-                         index=index, copy=False)
-
-    values = pd.Series([5, 2**40 + 1, 9], index=[8, 3, 99])
-    got = _zeros_but(index, values)
-    expected = values.reindex(index).fillna(0).astype("int64")
-    pd.testing.assert_series_equal(got, expected, check_names=False)
-    assert got.to_numpy().dtype == np.int64
-    empty = _zeros_but(index, pd.Series([], dtype="int64"))
-    assert (empty.to_numpy() == 0).all() and len(empty) == len(index)
-
-
-def test_per_range_columns_are_reindexed_values():
-    """range_instances places each per-range result at its rows by gathers (_by_row): what
-    reindexing, casting to float and filling give, for some ranges, ids outside the index,
-    every range in order (the shortcut), and every range in another order."""
-    import numpy as np
-
-    from nsyswrap.analysis.ranges import _by_row, lookup_table
-
-    ids = np.array([3, 7, 8, 12, 20])
-    position = lookup_table(ids, np.arange(len(ids)))
-    for values in (pd.Series([5, 2**40 + 1, 9], index=[8, 3, 99]),
-                   pd.Series([1, 2, 3, 4, 5], index=ids),
-                   pd.Series([1, 2, 3, 4, 5], index=ids[::-1]),
-                   pd.Series([], dtype="int64")):
-        for fill in (0.0, np.nan):
-            expected = values.reindex(ids).astype("float64").fillna(fill).to_numpy()
-            np.testing.assert_array_equal(_by_row(values, ids, position, fill), expected)
-
-
 @pytest.mark.parametrize("path", [DATA / "h100_torch_train.sqlite",
                                   DATA / "h200x2_ddp_straggler_one.sqlite"])
 def test_steps_and_chunks_of_a_few_rows_give_the_same_analysis(path, monkeypatch):
     """The passes that bound their temporaries by working a step or a chunk at a time
-    (launch lookups, streams and latencies by chunks of ranges, packed medians, unions,
-    first launches) give exactly what one step gives; the
-    per-thread sums take pandas' path where float sums might not be exact."""
-    from nsyswrap import chunks, loader, union
+    (launch lookups, the range search, packed medians, the summary's groups) give exactly
+    what one step gives; the per-thread sums take pandas' path where float sums might not
+    be exact."""
+    from nsyswrap import chunks, loader
     from nsyswrap.analysis import ranges
 
     def run():
@@ -151,8 +108,6 @@ def test_steps_and_chunks_of_a_few_rows_give_the_same_analysis(path, monkeypatch
 
     whole = run()
     monkeypatch.setattr(chunks, "STEP_ROWS", 7)
-    monkeypatch.setattr(ranges, "STEP_ROWS", 7)
-    monkeypatch.setattr(union, "UNION_CHUNK", 16)
     monkeypatch.setattr(chunks, "MIN_ROWS", 16)
     monkeypatch.setattr(chunks, "cores", lambda: 4)
     for a, b in zip(run(), whole, strict=True):

@@ -41,10 +41,6 @@ EMIT_NVTX_COUNTER = re.compile(r"(, (?:seq|op_id) = )-?\d+")  # group 1: the lab
 EMIT_NVTX_SUFFIX = re.compile(EMIT_NVTX_COUNTER.pattern + r"(?:,|$)")
 
 
-def is_library_domain(domain: str) -> bool:
-    return domain.lower() in LIBRARY_DOMAINS
-
-
 def library_mask(domains: pd.Series, names: pd.Series) -> np.ndarray:
     """True for ranges that belong to a library (see the module docstring)."""
     # Decided once per distinct (domain, name): millions of ranges share a few.

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ..loader import has_runner_records
 from ..report import CallSummaries, Report, ReportInfo
 from ..schema import USER_FLOOR_RANGE
 from .completeness import lost_tail
@@ -189,10 +190,13 @@ def finished(report: Report, instances: InstanceTable, runs: list[dict], *,
     ranges["library"] = library_mask(ranges["domain"], ranges["name"])
     # An analysis of the export as it is read keeps no operation: it leaves reports with
     # the runner's records to the loaded one (engine.analyze.analyze_streamed).
+    # Only a report with the runner's records reads them (as text columns: ~0.3 GB more
+    # at 2 M operations otherwise).
     kept = len(attribution.gpu_ops) == attribution.operations
-    ops = GpuOps.of(attribution.gpu_ops) if kept else None
+    ops = (GpuOps.of(attribution.gpu_ops) if kept and has_runner_records(report.marks)
+           else None)
     floor_windows = instances.rows(
-        np.flatnonzero(instances["name"].to_numpy() == USER_FLOOR_RANGE),
+        np.flatnonzero((instances["name"] == USER_FLOOR_RANGE).to_numpy()),
         ["pid", "start_ns", "gpu_busy_ns"])
     mine = user_timings(report, ops, attribution.blocking_calls, floor_windows)
     report.info.notes.extend(mine.notes)

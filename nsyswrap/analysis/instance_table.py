@@ -20,13 +20,12 @@ on reports small enough to analyse whole.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from ..chunks import cores, steps
+from ..chunks import steps
 
 __all__ = ["InstanceTable", "pack", "unpack"]
 
@@ -244,25 +243,6 @@ class InstanceTable:
         self._columns[name] = pack(values, base, relative_to)
 
     __setitem__ = set
-
-    def set_many(self, columns: dict[str, np.ndarray], relative_to: dict[str, str]) -> None:
-        """set() of each of `columns` (name -> values; `relative_to`: name -> base column,
-        for those that have one), packed on worker threads at once (numpy's passes run
-        without the GIL): the union's columns at 10 M ranges took 0.1 s each on one."""
-        names = list(columns)
-        bases = {b: self._read_only(b) for b in set(relative_to.values())}
-        for n in names:
-            self._columns.pop(n, None)
-
-        def pack_one(name: str) -> _Plain | _Packed:
-            # Taken from `columns` here, so that each array is freed once packed.
-            base = relative_to.get(name)
-            return pack(columns.pop(name), bases.get(base), base)
-
-        with ThreadPoolExecutor(max_workers=max(1, min(cores(), len(names)))) as pool:
-            packed = list(pool.map(pack_one, names))
-        for n, stored in zip(names, packed, strict=True):
-            self._columns[n] = stored
 
     def set_rows(self, columns: Iterable[str], rows: np.ndarray, value: float) -> None:
         """Write `value` at positions `rows` of `columns` (the lost tail's NaN)."""

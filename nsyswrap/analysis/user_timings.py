@@ -518,13 +518,6 @@ def _key_starts(by: _ByKey, key: np.ndarray) -> np.ndarray:
     return np.where(found, by.starts[at], len(by.key))
 
 
-def _segment_max(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    out = np.zeros(len(lo), "int64")
-    for i in np.flatnonzero(hi > lo):
-        out[i] = values[lo[i]:hi[i]].max()
-    return out
-
-
 def _segment_gaps(start: np.ndarray, end: np.ndarray, lo: np.ndarray, hi: np.ndarray,
                   ) -> tuple[np.ndarray, np.ndarray]:
     """Per window, the idle gaps between consecutive operations (count, longest)."""

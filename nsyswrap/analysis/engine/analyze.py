@@ -89,7 +89,7 @@ def analyze_streamed(report: Report, stream: OperationStream, rest: WithoutOpera
 # Chunks prepared at once at most, beside the one applied (each holds its pairs' arrays,
 # ~10 MB at 64 k operations, and waits for its turn once prepared). 10 M kernels on 16
 # cores: one worker ~1.5 s slower than two or three, each ~10 MB more (docs/performance.md,
-# "The streamed analysis"). On 2 cores: one.
+# "The analysis engine"). On 2 cores: one.
 MAX_PREPARING = 3
 
 # Operations applied between two trims of the heap (malloc_trim walks the whole heap:

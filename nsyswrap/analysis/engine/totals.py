@@ -15,7 +15,7 @@ moment the stream passes its start until it closes), GPU numbers as float64 from
 fills a range without work. Closed ranges' instance columns are packed a batch at a time
 (instance_table.pack) and put together, a column at a time, at the end
 (`instance_columns`): at 10 M kernels every range's running numbers as float64 would be
-~180 MB of the stream's peak (docs/performance.md, "The streamed analysis").
+~180 MB of the stream's peak (docs/performance.md, "The analysis engine").
 """
 
 from __future__ import annotations
@@ -174,7 +174,7 @@ class RangeTotals:
             launches = pd.DataFrame(
                 {"thread": pd.Categorical.from_codes(codes[known], categories=pd.Index(threads)),
                  "time_ns": launch[known]}, index=pd.Index(known), copy=False)
-            pairs, taken = self.attributor.op_pairs(launches, release=False)
+            pairs, taken = self.attributor.op_pairs(launches)
         if taken is not None:
             taken = np.flatnonzero(taken)
             out["taken"] = (taken, codes[taken], threads)
