@@ -114,3 +114,36 @@ def test_steps_and_chunks_of_a_few_rows_give_the_same_analysis(path, monkeypatch
         pd.testing.assert_frame_equal(a, b)
     monkeypatch.setattr(ranges, "EXACT_FLOAT_SUM", 0)
     pd.testing.assert_frame_equal(run()[3], whole[3])
+
+
+@pytest.mark.parametrize("path", [DATA / "h100_torch_emit_nvtx.sqlite",
+                                  DATA / "h100_torch_train.sqlite", GPU_NO_CUDA],
+                         ids=lambda p: p.name)
+def test_every_instance_column_is_what_its_spec_says(path):
+    """analysis/columns.py is the one spec of the instance columns: the table has them in
+    its order, and a range that saw no GPU work has each column's `no_work` value where
+    the report traced CUDA, unknown (NaN) where it did not (its blocking calls and copies
+    too). Fails if the engine fills a column otherwise than the spec says."""
+    import numpy as np
+
+    from nsyswrap.analysis.columns import COLUMNS, INSTANCE_COLUMNS
+
+    a = analyze(nsyswrap.load(path))
+    inst = a.instances
+    assert list(inst.columns)[:len(INSTANCE_COLUMNS)] == INSTANCE_COLUMNS
+    unseen = np.isnan(inst.values("gpu_first_start_ns"))
+    assert unseen.any()
+    traced = a.info.has_gpu_activity
+    for c in COLUMNS:
+        values = inst.values(c.name)
+        if c.made_from == "range":
+            assert not np.isnan(values.astype("float64", copy=False)).any() \
+                if values.dtype.kind in "iuf" else True
+            continue
+        if not traced:
+            rows = unseen if c.made_from == "gpu" else slice(None)
+            assert np.isnan(values[rows]).all(), c.name
+        elif c.made_from != "calls":  # a range that launched nothing may still wait
+            np.testing.assert_array_equal(values[unseen], np.full(unseen.sum(), c.no_work),
+                                          err_msg=c.name)
+    assert traced == (path != GPU_NO_CUDA)

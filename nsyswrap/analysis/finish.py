@@ -15,12 +15,13 @@ import pandas as pd
 from ..loader import has_runner_records
 from ..report import CallSummaries, Report, ReportInfo
 from ..schema import USER_FLOOR_RANGE
+from .columns import GPU_INSTANCE_COLUMNS
 from .completeness import lost_tail
 from .domains import library_mask, runner_ranges
 from .families import family_names, family_numbers, family_positions, user_rows
 from .instance_table import InstanceTable
 from .marks import MARK_COLUMNS, user_marks
-from .ranges import GPU_INSTANCE_COLUMNS, Attribution, range_summary
+from .ranges import Attribution, range_summary
 from .reconcile import (
     benchmark_runs,
     benchmark_summary,
@@ -89,7 +90,7 @@ class TimedWindows:
 class Analysis:
     info: ReportInfo
     kernels: pd.DataFrame  # kernel_summary
-    instances: InstanceTable  # range_instances: one row per NVTX range instance, packed
+    instances: InstanceTable  # one row per NVTX range instance (columns.py), packed
     ranges: pd.DataFrame  # range_summary: one row per (domain, name)
     attribution: Attribution  # the pairs behind the numbers, for the checks
     gpu_metrics: pd.DataFrame  # clock samples, when captured
@@ -155,8 +156,8 @@ def estimated_floor(iterations: pd.DataFrame, runs: list[dict]) -> float | None:
 
 def with_families(instances: InstanceTable | pd.DataFrame, marks: pd.DataFrame, library: np.ndarray,
                   *, notes: list[str] | None = None) -> list[dict]:
-    """Give the instances (range_instances' rows, or the report's ranges' own columns:
-    these need only names, domains and pids) what the summary and the findings group them
+    """Give the instances (the report's ranges' own columns: these need only names,
+    domains and pids) what the summary and the findings group them
     by: `benchmark` (the harness benchmark a range belongs to, "" for the user's own),
     `library`, `family`, `index` and `family_id`. Returns the harness runs the marks
     hold (reconcile.benchmark_runs; marks it cannot use are said in `notes`)."""
@@ -164,7 +165,7 @@ def with_families(instances: InstanceTable | pd.DataFrame, marks: pd.DataFrame, 
     harness = harness_range_names(runs)
     # Which harness benchmark a range belongs to ("" for the user's own ranges).
     instances["benchmark"] = text_where(instances["name"], pairs_in(instances, harness), "")
-    instances["library"] = library  # range_instances keeps the report's ranges' order
+    instances["library"] = library  # the instances keep the report's ranges' order
     instances["family"] = family_names(
         instances, (instances["benchmark"] == "").to_numpy() & ~library, library)
     family_id, index = family_numbers(instances["domain"], instances["family"])
@@ -176,9 +177,8 @@ def with_families(instances: InstanceTable | pd.DataFrame, marks: pd.DataFrame, 
 def finished(report: Report, instances: InstanceTable, runs: list[dict], *,
              kernels: pd.DataFrame, attribution: Attribution, processes: pd.DataFrame,
              latency, by_process: bool, all_domains: bool) -> Analysis:
-    """The Analysis from its per-range instances (with_families done) and the rest: what
-    both the whole and the streamed analysis make the same way. `latency`: the pooled
-    launch latency per summary group (ranges.pooled_latency)."""
+    """The Analysis from its per-range instances (with_families done) and the rest.
+    `latency`: the pooled launch latency per summary group (range_summary's)."""
     instances.set_rows(GPU_INSTANCE_COLUMNS, lost_tail(report.info, instances).to_numpy(),
                        np.nan)
     its = iterations(instances, runs)

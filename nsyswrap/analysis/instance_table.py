@@ -182,7 +182,7 @@ def unpack(stored: _Plain | _Packed, n: int, codes: np.ndarray | None = None,
 
 
 class InstanceTable:
-    """One row per NVTX range instance (ranges.INSTANCE_COLUMNS and the families'
+    """One row per NVTX range instance (columns.INSTANCE_COLUMNS and the families'
     columns), in the report's range order, each column stored as pack keeps it. Reads
     give pandas objects indexed 0..n-1, as the instance frame was."""
 

@@ -348,46 +348,6 @@ def innermost_of(pairs: pd.DataFrame, events: np.ndarray) -> np.ndarray:
     return out
 
 
-INSTANCE_COLUMNS = [
-    "range_id", "domain", "name", "pid", "tid", "style", "start_ns", "end_ns", "cpu_ns",
-    "gpu_ops", "kernels", "gpu_busy_ns", "gpu_span_ns", "gpu_idle_ns",
-    "gpu_first_start_ns", "gpu_last_end_ns", "gaps", "max_gap_ns", "launch_latency_ns",
-    "first_launch_ns", "streams", "gpu_device_busy_ns", "gpu_device_busy_cpu_ns",
-    "gpu_busy_other_threads_ns",
-    "syncs", "sync_ns", "copies", "copy_bytes", "copy_ns", "pageable_copies",
-]
-
-
-# What an instance's GPU work makes: unknown (NaN) where the report lost it.
-GPU_INSTANCE_COLUMNS = [
-    "gpu_ops", "kernels", "gpu_busy_ns", "gpu_span_ns", "gpu_idle_ns", "gpu_first_start_ns",
-    "gpu_last_end_ns", "gaps", "max_gap_ns", "launch_latency_ns", "first_launch_ns",
-    "streams", "gpu_device_busy_ns", "gpu_device_busy_cpu_ns", "gpu_busy_other_threads_ns",
-]
-
-
-# Columns of range_instances that come from the report's ranges as they are.
-REPORT_RANGE_COLUMNS = ["range_id", "domain", "name", "pid", "tid", "style", "start_ns", "end_ns"]
-
-# Instance columns that are moments of the GPU's, kept as offsets from the range's start
-# where narrower (InstanceTable.set).
-RELATIVE_TO = {"gpu_first_start_ns": "start_ns", "gpu_last_end_ns": "start_ns",
-               "first_launch_ns": "start_ns"}
-
-
-def zero_where_known(values: np.ndarray) -> np.ndarray:
-    """`values * 0`: 0 where known, NaN where not (never -0.0)."""
-    out = np.zeros(len(values))
-    unknown = np.isnan(values)
-    if unknown.any():
-        out[unknown] = np.nan
-    return out
-
-
-# Syncs and host copies: runtime calls and copies, known only where the CUDA trace is.
-HOST_WAIT_COLUMNS = ("syncs", "sync_ns", "copies", "copy_bytes", "copy_ns", "pageable_copies")
-
-
 def call_waits(att: Attribution) -> dict[str, pd.Series]:
     """syncs and sync_ns per range id (only ranges that have any): the blocking calls
     inside each range, nested ranges included."""

@@ -28,16 +28,20 @@ from ...intervals import no_pairs
 from ...loader import WithoutOperations, has_runner_records, kind_names
 from ...operations import LAUNCH_LAG_NS, OperationStream, StreamFallback
 from ...report import Report
+from ..columns import (
+    BY_NAME,
+    HOST_WAIT_COLUMNS,
+    INSTANCE_COLUMNS,
+    RELATIVE_TO,
+    REPORT_RANGE_COLUMNS,
+    known_gpu_values,
+)
 from ..domains import library_mask
 from ..finish import Analysis, finished, with_families
 from ..instance_table import InstanceTable
 from ..kernels import summary_of_names
 from ..ranges import (
-    HOST_WAIT_COLUMNS,
-    INSTANCE_COLUMNS,
     OP_KINDS,
-    RELATIVE_TO,
-    REPORT_RANGE_COLUMNS,
     Attribution,
     Attributor,
     call_waits,
@@ -46,7 +50,6 @@ from ..ranges import (
     other_threads_frame,
     process_summary,
     summary_groups,
-    zero_where_known,
 )
 from .sources import ExportOperations, LoadedOperations, OperationSource
 from .totals import RangeTotals
@@ -281,48 +284,35 @@ def _per_thread(totals: RangeTotals) -> pd.DataFrame:
 
 
 def _instances(report: Report, totals: RangeTotals, att: Attribution) -> InstanceTable:
-    """range_instances' table from the totals (the report's ranges' rows, in order): the
-    closed ranges' columns put together a column at a time (RangeTotals.instance_columns)
-    and packed whole; what those batches could not know is filled here (a report without
-    GPU activity: unknown, not 0, where a range saw no work; the other threads' busy time
-    where none of their work went to other threads' ranges)."""
+    """The instance table (columns.py: the report's ranges' rows, in order): the closed
+    ranges' columns put together a column at a time (RangeTotals.instance_columns) and
+    packed whole; what those batches could not know is added here (a report without a GPU
+    trace: unknown where a range saw no work; the blocking calls; the other threads' busy
+    time where none of their work went to other threads' ranges)."""
     r = report.ranges
     has_gpu = report.info.has_gpu_activity
     out = InstanceTable(len(r))
     for c in REPORT_RANGE_COLUMNS:
-        out[c] = r[c]
+        out.set(c, r[c], relative_to=RELATIVE_TO.get(c))
     out["cpu_ns"] = r["end_ns"].to_numpy() - r["start_ns"].to_numpy()
-    unseen = None
+    seen = None
     for c, values in totals.instance_columns():
         if c == "gpu_first_start_ns":  # the first: no GPU work where NaN
-            unseen = np.isnan(values)
-        if not has_gpu:  # as ranges._filled fills a range without work
-            if c in _UNKNOWN_WITHOUT_WORK:
-                values[unseen] = np.nan
-            elif c in HOST_WAIT_COLUMNS:
-                values = np.full(len(out), np.nan)
-        out.set(c, values, relative_to=RELATIVE_TO.get(c))
+            seen = ~np.isnan(values)
+        out.set(c, known_gpu_values(c, values, seen, has_gpu), relative_to=RELATIVE_TO.get(c))
         del values
     if not (totals.has_own and totals.other_thread_pairs):
-        out["gpu_busy_other_threads_ns"] = zero_where_known(out.values("gpu_busy_ns"))
+        # No other thread's work in any range: 0 where the busy time is known.
+        busy = out.values("gpu_busy_ns")
+        out["gpu_busy_other_threads_ns"] = np.where(np.isnan(busy), np.nan, 0.0)
+        del busy
     waits = call_waits(att)
     for c in HOST_WAIT_COLUMNS:
         if c in out:  # the totals' own
             continue
-        if not has_gpu:
-            out[c] = np.nan
-            continue
-        values = np.zeros(len(out), dtype="int64")
+        values = np.zeros(len(out), dtype=BY_NAME[c].dtype)
         by_range = waits[c]
         values[totals.rows_of(by_range.index.to_numpy(dtype="int64"))] = by_range.to_numpy()
-        out[c] = values
+        out[c] = known_gpu_values(c, values, seen, has_gpu)
         del values
     return out.reordered(INSTANCE_COLUMNS)
-
-
-# The closed ranges' columns that are unknown (NaN) where a range saw no GPU work, in a
-# report without GPU activity (range_instances': the union's counts and times, and what
-# follows from them).
-_UNKNOWN_WITHOUT_WORK = frozenset((
-    "gpu_ops", "kernels", "gpu_busy_ns", "gaps", "max_gap_ns", "streams", "gpu_span_ns",
-    "gpu_idle_ns", "gpu_busy_other_threads_ns"))

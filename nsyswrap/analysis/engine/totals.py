@@ -1,18 +1,20 @@
-"""Per-range numbers of range_instances, added up a chunk of operations at a time.
+"""Every per-range number of the instance columns (columns.py), added up a chunk of
+operations at a time.
 
-Chunks come in GPU start order (operations.OperationStream), so each range's union sweep
+Chunks come in GPU start order (sources.py), so each range's union sweep
 goes on from the horizon its earlier intervals reached (union.union_sorted's `prior`),
 its first operation is the first one seen, and counts, sums, least and greatest values add
 up. What does not add up (each range's median launch latency, its distinct streams) is
 kept per range until the range can receive no more operations: every operation starts
-within LAUNCH_LAG_NS of its launch (the stream checks it), so a range that ended that long
-before the chunks reached is complete. Device busy time is answered as the stream passes
+within the source's lag of its launch (the stream checks LAUNCH_LAG_NS; a loaded report
+knows its longest), so a range that ended that long before the chunks reached is
+complete. Device busy time is answered as the stream passes
 each window's edges (union.DeviceBusy).
 
 The numbers are kept only for the ranges open now (Slots: one slot per range from the
 moment the stream passes its start until it closes), GPU numbers as float64 from the start
-(the instance columns' type: integers below 2**53 add exactly), filled as range_instances
-fills a range without work. Closed ranges' instance columns are packed a batch at a time
+(the instance columns' type: integers below 2**53 add exactly), starting from each
+column's value for a range without work (columns.py). Closed ranges' instance columns are packed a batch at a time
 (instance_table.pack) and put together, a column at a time, at the end
 (`instance_columns`): at 10 M kernels every range's running numbers as float64 would be
 ~180 MB of the stream's peak (docs/performance.md, "The analysis engine").
@@ -36,8 +38,9 @@ from ...intervals import (
 )
 from ...operations import END_OF_TIME, KERNEL, MEMCPY, FirstSeenCodes, OpChunk, StreamFallback
 from ...union import DeviceBusy, merge_intervals, union_sorted
+from ..columns import COLUMNS, RELATIVE_TO
 from ..instance_table import pack, unpack
-from ..ranges import HOST_COPY_KINDS, RELATIVE_TO, Attributor, innermost_of, work_per_thread
+from ..ranges import HOST_COPY_KINDS, Attributor, innermost_of, work_per_thread
 from .open_values import OpenValues, PooledCounts
 from .slots import Slots
 
@@ -72,13 +75,9 @@ OWN_ACCUMULATORS = {"own_busy": ("float64", 0.0), "own_last_end": ("float64", np
 # Busy time of each device in the range's CPU window (key: ("cpu_busy", device)).
 CPU_BUSY = ("float64", 0.0)
 
-# The instance columns the closed ranges' batches hold, and their types.
-COPY_COLUMNS = ("copies", "copy_bytes", "copy_ns", "pageable_copies")
-CLOSED_COLUMNS = {c: "float64" for c in (
-    "gpu_first_start_ns", "gpu_last_end_ns", "gpu_ops", "kernels", "gpu_busy_ns", "gaps",
-    "max_gap_ns", "launch_latency_ns", "first_launch_ns", "streams", "gpu_span_ns",
-    "gpu_idle_ns", "gpu_device_busy_ns", "gpu_device_busy_cpu_ns",
-    "gpu_busy_other_threads_ns")} | {c: "int64" for c in COPY_COLUMNS}
+# The instance columns the closed ranges' batches hold, and their types (columns.py).
+CLOSED_COLUMNS = {c.name: c.dtype for c in COLUMNS if c.made_from in ("gpu", "copies")}
+COPY_COLUMNS = [c.name for c in COLUMNS if c.made_from == "copies"]
 
 
 class RangeTotals:
@@ -439,8 +438,9 @@ class RangeTotals:
             self._pack_closed(rows)
 
     def _pack_closed(self, rows: np.ndarray) -> None:
-        """The closed ranges' instance columns (range_instances' for a range whose GPU work
-        is known; `instance_columns` fills the rest), packed, and their slots given back."""
+        """The closed ranges' instance columns (as columns.py says for a range whose GPU
+        work is known; engine._instances adds the rest), packed, and their slots given
+        back."""
         at = self._slots(rows)
         a = self.slots.arrays
         first, last, busy = a["first_start"][at], a["last_end"][at], a["busy"][at]
@@ -497,6 +497,8 @@ class RangeTotals:
         # (else _instances makes it from the busy time: 0 where known).
         names = [c for c in CLOSED_COLUMNS if c != "gpu_busy_other_threads_ns"
                  or (self.has_own and self.other_thread_pairs)]
+        # gpu_first_start_ns first: where it is NaN, the range saw no GPU work.
+        names.sort(key=lambda c: c != "gpu_first_start_ns")
         for c in names:
             values = np.empty(n, dtype=CLOSED_COLUMNS[c])
             for rows, packed in self.closed:
