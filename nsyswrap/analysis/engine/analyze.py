@@ -24,7 +24,7 @@ from ..._memory import trim_heap
 from ...chunks import cores
 from ...compressed import decompressed
 from ...cuda_api import COPY_KINDS, MEMORY_KINDS
-from ...intervals import no_pairs
+from ...intervals import compact_ids, no_pairs
 from ...loader import WithoutOperations, has_runner_records, kind_names
 from ...operations import LAUNCH_LAG_NS, OperationStream, StreamFallback
 from ...report import Report
@@ -112,7 +112,8 @@ def analyze_operations(report: Report, source: OperationSource, *, by_process: b
     # is gathered per family group as ranges close.
     families = ranges[["range_id", "domain", "name", "pid", "start_ns"]].copy(deep=False)
     runs = with_families(families, report.marks, library, notes=report.info.notes)
-    group_of_row = summary_groups(families, by_process)
+    # Held through the stream: 32-bit where it fits (40 MB fewer at 10 M ranges).
+    group_of_row = compact_ids(summary_groups(families, by_process))
     # The families' columns packed now, as the instance table keeps them, not held as
     # int64 through the stream (~12 MB at 1.2 M ranges).
     family_columns = InstanceTable.of(families[list(_FAMILY_COLUMNS)])
