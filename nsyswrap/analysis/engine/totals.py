@@ -23,6 +23,7 @@ column's value for a range without work (columns.py). Closed ranges' instance co
 from __future__ import annotations
 
 import dataclasses
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 import pandas as pd
@@ -118,8 +119,10 @@ class RangeTotals:
         self.starts = (order, start if order is None else start[order])
         self.opened = 0  # how far the starts are taken
         self.pending_last = np.zeros(0, dtype=np.int64)  # rows whose last end waits
-        # The closed ranges: (rows, their instance columns packed), a batch at a time.
-        self.closed: list[tuple[np.ndarray, dict]] = []
+        # The closed ranges: (rows, their instance columns packed), a batch at a time, each
+        # packed by `packer` (a future until instance_columns).
+        self.closed: list[tuple[np.ndarray, Future | dict]] = []
+        self.packer = ThreadPoolExecutor(max_workers=1)
         self.open_latency = OpenValues()
         self.open_streams = OpenValues()
         self.pooled = PooledCounts()
@@ -417,16 +420,25 @@ class RangeTotals:
         a = self.slots.arrays
         rows, latency = self.open_latency.close(before)
         if len(rows):
-            medians = grouped_median(rows, latency)
-            a["latency"][self.slot_of[medians.index.to_numpy()]] = medians.to_numpy()
+            at = self.slot_of[rows]
+            if _each_once(at, self.slots.capacity):  # one kernel each: its own latency
+                a["latency"][at] = latency
+            else:
+                medians = grouped_median(rows, latency)
+                a["latency"][self.slot_of[medians.index.to_numpy()]] = medians.to_numpy()
             self.pooled.add(self.group_of_row[rows], latency)
         rows, codes = self.open_streams.close(before)
         if len(rows):
-            # Distinct (range, stream) by hashing, then how many per range: no sort of
-            # every closed range's entries.
-            distinct = pd.unique((rows.astype("int64") << 32) | codes) >> 32
-            numbers, present = pd.factorize(distinct)
-            a["streams"][self.slot_of[present]] = np.bincount(numbers, minlength=len(present))
+            at = self.slot_of[rows]
+            if _each_once(at, self.slots.capacity):  # one stream each
+                a["streams"][at] = 1
+            else:
+                # Distinct (range, stream) by hashing, then how many per range: no sort
+                # of every closed range's entries.
+                distinct = pd.unique((rows.astype("int64") << 32) | codes) >> 32
+                numbers, present = pd.factorize(distinct)
+                a["streams"][self.slot_of[present]] = np.bincount(numbers,
+                                                                  minlength=len(present))
         at, ends = self._open_ends()
         done = ends < before
         if int(done.sum()) < (1 if before == END_OF_TIME else CLOSE_BATCH):
@@ -465,15 +477,10 @@ class RangeTotals:
             columns["gpu_busy_other_threads_ns"] = busy - a["own_busy"][at]
         for c in COPY_COLUMNS:
             columns[c] = a[c][at]
-        base = self.range_start[rows]
-        packed = {}
-        for c, v in columns.items():
-            stored = pack(v, base if c in RELATIVE_TO else None, "start_ns")
-            codes = getattr(stored, "codes", None)
-            if codes is not None:  # kept compressed until the columns are put together
-                stored = dataclasses.replace(stored, codes=compressed(codes))
-            packed[c] = stored
-        self.closed.append((compact_ids(rows), packed))
+        # Packed on a thread of its own (numpy and zlib, mostly without the GIL): the
+        # chunks are applied on this one, which a range-heavy report keeps busiest.
+        self.closed.append((compact_ids(rows),
+                            self.packer.submit(_packed, columns, self.range_start[rows])))
         self.slots.give_back(at)
         self.slot_of[rows] = CLOSED
 
@@ -499,6 +506,8 @@ class RangeTotals:
                  or (self.has_own and self.other_thread_pairs)]
         # gpu_first_start_ns first: where it is NaN, the range saw no GPU work.
         names.sort(key=lambda c: c != "gpu_first_start_ns")
+        self.closed = [(rows, packed.result()) for rows, packed in self.closed]
+        self.packer.shutdown()
         for c in names:
             values = np.empty(n, dtype=CLOSED_COLUMNS[c])
             for rows, packed in self.closed:
@@ -552,6 +561,26 @@ class RangeTotals:
         """After the last chunk: every moment answered, every range closed."""
         self._answer_device_busy(END_OF_TIME, self._open_until(END_OF_TIME))
         self._close(END_OF_TIME)
+
+
+def _each_once(slots: np.ndarray, capacity: int) -> bool:
+    """Whether no slot occurs twice (a range-heavy report's ranges hold a kernel each):
+    counted over the slots, not sorted."""
+    return len(slots) <= capacity and int(np.bincount(slots, minlength=capacity).max()) <= 1
+
+
+def _packed(columns: dict[str, np.ndarray], base: np.ndarray) -> dict:
+    """A batch of closed ranges' columns packed (instance_table.pack; moments relative to
+    each range's start `base`), their codes kept compressed until the columns are put
+    together (instance_columns)."""
+    packed = {}
+    for c, v in columns.items():
+        stored = pack(v, base if c in RELATIVE_TO else None, "start_ns")
+        codes = getattr(stored, "codes", None)
+        if codes is not None:
+            stored = dataclasses.replace(stored, codes=compressed(codes))
+        packed[c] = stored
+    return packed
 
 
 def _carried_on(union: dict[str, np.ndarray], g: np.ndarray, start: np.ndarray,
