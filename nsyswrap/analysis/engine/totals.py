@@ -14,9 +14,9 @@ each window's edges (union.DeviceBusy).
 The numbers are kept only for the ranges open now (Slots: one slot per range from the
 moment the stream passes its start until it closes), GPU numbers as float64 from the start
 (the instance columns' type: integers below 2**53 add exactly), starting from each
-column's value for a range without work (columns.py). Closed ranges' instance columns are packed a batch at a time
-(instance_table.pack) and put together, a column at a time, at the end
-(`instance_columns`): at 10 M kernels every range's running numbers as float64 would be
+column's value for a range without work (columns.py). Closed ranges' instance columns are
+packed a batch at a time (instance_table.pack) and put together, a column at a time, at
+the end (`instance_columns`): at 10 M kernels every range's running numbers as float64 would be
 ~180 MB of the stream's peak (docs/performance.md, "The analysis engine").
 """
 
