@@ -49,16 +49,24 @@ def test_the_seed_articles_timings_are_reconciled(tmp_path):
     copied_t1 = next(g for label, g in groups.items() if label.endswith("(copied)")
                      and ":37→" in label)
     # t1 after the copies reads several times its kernels, for host time before the
-    # launch; windows that follow work still queued on the stream read the kernels plus
-    # about the events' own cost (on_gpu's first window always does: torch.rand's kernels).
+    # launch; on_gpu's first window starts behind torch.rand's kernels, still queued.
     assert copied_t1["value_median_ns"] > 3 * copied_t1["kernels_median_ns"]
     assert "host work" in copied_t1["verdict"] or "launch overhead" in copied_t1["verdict"]
-    queued = [g for label, g in groups.items() if g["prior_busy_median_ns"] >= 5_000]
-    assert any(label.endswith("(on_gpu)") and ":59→" in label
-               for label, g in groups.items() if g in queued)
-    for g in queued:
-        assert g["value_median_ns"] - g["kernels_median_ns"] < 3 * g["floor_ns"] + 2_000
-        assert "inflated" not in g["verdict"]
+    first_on_gpu = next(g for label, g in groups.items()
+                        if label.endswith("(on_gpu)") and ":59→" in label)
+    assert first_on_gpu["prior_busy_median_ns"] > 0
+    # Whether a window starts behind queued work, and whether that work outlasts the
+    # window's own launches, is the GPU's and the host's of the day (three H200 runs of
+    # this script: later on_gpu and flushed groups queued in two, not in the third, and
+    # read +3 to +50 us over their kernels). What holds is the verdict following the
+    # numbers: within twice the events' own cost of the kernels is never "inflated"; more
+    # than twice the kernels with nothing queued at the start always is.
+    for g in groups.values():
+        excess = g["value_median_ns"] - g["kernels_median_ns"]
+        if excess < 2 * g["floor_ns"]:
+            assert "inflated" not in g["verdict"], g
+        if g["prior_busy_median_ns"] == 0 and excess > g["kernels_median_ns"]:
+            assert "inflated" in g["verdict"], g
     assert all(g["floor_source"] == "measured" for g in u["groups"])
 
 
