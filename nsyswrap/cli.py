@@ -371,7 +371,7 @@ def compare_command(reports, fmt, output, section, instances, top, full_names, t
     # GIL) while pandas and the analysis are imported: ~0.5 s of start-up overlapped with
     # the reads (docs/performance.md, "Start-up").
     # Formats that draw every GPU operation (a page's timeline, a trace) need them all;
-    # the others get the same numbers from the streamed analysis, in memory bounded by
+    # the others get the same numbers from the operations streamed, in memory bounded by
     # the report's ranges, not its operations (docs/performance.md).
     with open_report(report, cache_dir=cache_dir, nsys=nsys, progress=steps,
                      stream_operations=not FORMATS[fmt].makes_file) as opened:

@@ -63,9 +63,11 @@ SLICES_PER_READER = 2
 # 5.8 M launches in one). Slices of a million rows bound that: the reads' part of the load
 # stays near 0.95 GiB at 10 M kernels, where a few big slices reached 1.4 GiB.
 MAX_SLICE_ROWS = 1_000_000
-# GPU operations from which a report is streamed (open_report): below, the whole analysis
-# is as lean and, spread over every core, quicker (1 M kernels, 2 cores: 307-316 MiB whole,
-# 322 MiB streamed; 16 cores: 361 against 406 MiB and 2.60 against 2.68 s).
+# GPU operations from which a report is streamed (open_report); below, it is loaded whole.
+# Chosen when loading whole was a second analysis, leaner and quicker below (16 cores, 1 M
+# kernels: 361 against 406 MiB, 2.60 against 2.68 s). With one engine for both, streaming
+# the 1 M file on 2 cores took 1.41 s and 262 MiB against 1.56 s and 285 MiB loaded
+# (docs/performance.md, "The analysis engine"); not moved without the 16-core numbers.
 STREAM_MIN_OPERATIONS = 2_000_000
 # Rows per slice of a streamed read, at most (Database.stream): each of the few slices in
 # flight or held is its rows' columns, ~70 B a row once the stream has made them its own
@@ -99,7 +101,7 @@ class OpenReport:
     pairs_wanted: bool = True
 
     def read_whole(self) -> None:
-        """Start the reads a stream left out (the whole analysis after all: a report the
+        """Start the reads a stream left out (the report loaded whole after all: a report the
         stream gave up on)."""
         self.stream_operations = False
         self.db.prefetch(*self.queries.in_order(), reducers=self.queries.reducers())

@@ -331,7 +331,7 @@ class RangeSearch:
         del r_start
         self.end = ranges["end_ns"].to_numpy(dtype="int64")[order]
         # The pairs' range ids as 32-bit where they fit: at 10 M kernels a report has
-        # ~20 M pairs, held through the whole analysis.
+        # ~20 M pairs, where a format keeps every pair.
         self.range_id = compact_ids(ranges["range_id"].to_numpy(dtype="int64")[order])
         n = len(order)
         # Segment bounds: 0, each row whose lane or thread differs from the row before, n.

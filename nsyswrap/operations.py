@@ -66,7 +66,7 @@ CHUNK_OPERATIONS = 1 << 16
 # a range is complete once the operations read start this long after its end. Measured
 # lags are 4 us to 44 ms (the fixtures: the deepest launch queues of a DDP job); an
 # operation that starts later than this raises StreamFallback, so a longer queue costs
-# memory (the whole analysis), never a wrong number.
+# memory (the report loaded whole), never a wrong number.
 LAUNCH_LAG_NS = 10_000_000_000
 
 # Queries of the runtime table by correlation id (a scan of the whole table each) for
@@ -121,7 +121,7 @@ class OpChunk:
 
 class FirstSeenCodes:
     """Integer ids numbered in order of first appearance, growing as batches arrive (kernel
-    name ids slice by slice; the streams of the streamed analysis's pairs)."""
+    name ids slice by slice; the streams of the engine's pairs)."""
 
     def __init__(self) -> None:
         self.ids = pd.Index(np.zeros(0, "int64"))

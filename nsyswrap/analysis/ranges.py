@@ -53,7 +53,7 @@ class Attribution:
 
     gpu_ops: pd.DataFrame  # every GPU operation (kind, times, launch, name, copy details)
     op_pairs: pd.DataFrame  # range_id, event (row of gpu_ops), innermost, other_thread;
-    #                         the op's own columns: pair_values (and kernel_ops)
+    #                         the op's own columns: pair_values
     call_pairs: pd.DataFrame  # range_id, event (row of blocking_calls), innermost
     blocking_calls: pd.DataFrame  # report.api_calls plus range_id of the innermost range or -1
     host_copies: pd.DataFrame  # host<->device memcpy rows plus range_id (innermost) or -1
@@ -226,7 +226,7 @@ class Attributor:
 
     def calls_only(self) -> None:
         """Keep only what call_pairs needs (the search by thread): the process rule's search
-        and its inputs are let go (the streamed analysis, once every operation is in)."""
+        and its inputs are let go (the engine, once every operation is in)."""
         self._user_ranges = self._user_by_process = None
         self.is_user = None
 

@@ -152,7 +152,7 @@ def analyze_operations(report: Report, source: OperationSource, *, by_process: b
         # The groups the medians were gathered by are the summary's own.
         expected = lookup_table(instances.values("range_id"), group_of_row)
         if not np.array_equal(group_of_range, expected):
-            raise AssertionError("streamed analysis: summary groups changed")
+            raise AssertionError("analysis engine: summary groups changed")
         return pooled
 
     return finished(report, instances, runs, kernels=kernels, attribution=att,

@@ -1,5 +1,5 @@
 """Values kept per range until the range can receive no more (its kernels' launch latencies,
-its streams), and value counts pooled per group: what the streamed analysis needs for
+its streams), and value counts pooled per group: what the engine needs for
 medians and distinct counts, which do not add up chunk by chunk."""
 
 from __future__ import annotations

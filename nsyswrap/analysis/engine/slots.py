@@ -1,5 +1,5 @@
 """Running numbers for the ranges open now: arrays with one slot per open range, reused
-once a range closes (the streamed analysis's RangeTotals), so that they take the most
+once a range closes (the engine's RangeTotals), so that they take the most
 ranges open at once, not every range of the report."""
 
 from __future__ import annotations

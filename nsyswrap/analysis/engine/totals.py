@@ -82,7 +82,7 @@ COPY_COLUMNS = [c.name for c in COLUMNS if c.made_from == "copies"]
 
 
 class RangeTotals:
-    """The per-range accumulators of one report's streamed analysis."""
+    """The per-range accumulators of one report's analysis (the engine's)."""
 
     def __init__(self, ranges: pd.DataFrame, attributor: Attributor, group_of_row: np.ndarray,
                  lag_ns: int) -> None:
