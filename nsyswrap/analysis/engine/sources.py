@@ -63,8 +63,9 @@ class OperationSource(Protocol):
         """A chunk's (range, operation) pairs, as the attribution made them (events: the
         chunk's rows), in chunk order: kept where the source keeps them."""
 
-    def kept(self) -> tuple[pd.DataFrame, pd.DataFrame] | None:
-        """(every GPU operation, every pair with events as its rows), or None: not kept."""
+    def kept(self) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """(the GPU operations, the pairs with events as their rows): each an empty frame
+        where the source keeps none."""
 
 
 class ExportOperations:
@@ -105,8 +106,11 @@ class ExportOperations:
     def take_pairs(self, chunk: OpChunk, pairs: pd.DataFrame) -> None:
         pass
 
-    def kept(self) -> None:
-        return None
+    def kept(self) -> tuple[pd.DataFrame, pd.DataFrame]:
+        gpu_ops = pd.DataFrame({c: pd.Series(dtype="int64") for c in (
+            "start_ns", "end_ns", "thread", "launch_start_ns", "device_id", "stream_id",
+            "bytes", "kind", "name", "copy_kind", "src_kind", "dst_kind")})
+        return gpu_ops, no_pairs("other_thread", "innermost")
 
 
 class LoadedOperations:
