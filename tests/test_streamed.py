@@ -1,10 +1,11 @@
-"""The streamed analysis (operations.py, analysis/streamed/) against the whole one
-(loader.load + analysis.analyze) on every fixture: every frame the outputs read, equal to
-the bit, with chunks small enough that ranges, unions, device busy windows and launch
-windows all cross chunk boundaries; and what makes it give up (StreamFallback) and fall
-back to the whole analysis. The whole analysis is itself checked against SQL
-(test_attribution, test_ranges, test_kernels); the operations the stream hands out are
-checked against SQL here too."""
+"""The engine fed by the export's stream (operations.py, analysis/engine/sources.py)
+against the same engine fed by the report loaded whole (loader.load + analysis.analyze)
+on every fixture: every frame the outputs read, equal to the bit, with chunks small enough
+that ranges, unions, device busy windows and launch windows all cross chunk boundaries;
+and what makes the stream give up (StreamFallback) and fall back to the loaded report.
+The loaded report's analysis is itself checked against SQL (test_attribution,
+test_ranges, test_kernels); the operations the stream hands out are checked against SQL
+here too."""
 
 from __future__ import annotations
 
