@@ -48,7 +48,7 @@ from .queries import (
     numpy_columns,
 )
 
-# Where each operation comes from, as its `kind` (ranges.OP_KINDS' order) and the order of
+# Where each operation comes from, as its `kind` (gpu_ops.OP_KINDS' order) and the order of
 # ties among equal starts (the loader stacks kernels before the transfers, and the
 # transfers' tables in this order before its stable sort by start).
 KERNEL, MEMCPY, MEMSET, GRAPH = 0, 1, 2, 3

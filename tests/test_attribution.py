@@ -232,7 +232,7 @@ def test_operations_keep_their_launching_threads(monkeypatch):
     import pandas as pd
 
     from nsyswrap import chunks
-    from nsyswrap.analysis.ranges import gpu_ops
+    from nsyswrap.analysis.gpu_ops import gpu_ops
 
     monkeypatch.setattr(chunks, "STEP_ROWS", 7)
     ops = gpu_ops(nsyswrap.load(TRAIN))
@@ -253,7 +253,7 @@ def test_innermost_of_takes_each_events_innermost_pair():
     import numpy as np
     import pandas as pd
 
-    from nsyswrap.analysis.ranges import innermost_of
+    from nsyswrap.analysis.attribution import innermost_of
 
     rng = np.random.default_rng(7)
     event, range_id, innermost, expected = [], [], [], {}
@@ -290,7 +290,7 @@ def test_family_launch_latency_pools_every_kernel_of_its_instances(monkeypatch):
 
     import pandas as pd
 
-    from nsyswrap.analysis import ranges
+    from nsyswrap.analysis import summary
 
     kernels = sql(TRAIN, KERNEL_LAUNCHES)
     expected = median(start - launch for rng in _instances("backward")
@@ -299,5 +299,5 @@ def test_family_launch_latency_pools_every_kernel_of_its_instances(monkeypatch):
     few = analyze(nsyswrap.load(TRAIN)).ranges
     got = few.set_index("name").loc["backward", "launch_latency_median_ns"]
     assert got == expected
-    monkeypatch.setattr(ranges, "FEW_GROUPS", 0)
+    monkeypatch.setattr(summary, "FEW_GROUPS", 0)
     pd.testing.assert_frame_equal(analyze(nsyswrap.load(TRAIN)).ranges, few)

@@ -10,7 +10,7 @@ import pytest
 
 import nsyswrap.analysis.instance_table as instance_table
 from nsyswrap.analysis.instance_table import InstanceTable
-from nsyswrap.analysis.ranges import _Grouped
+from nsyswrap.analysis.summary import _Grouped
 
 N = 5_003
 

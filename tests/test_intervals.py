@@ -252,7 +252,7 @@ def test_distinct_per_group_is_pandas_nunique(monkeypatch):
     """Distinct values per group from one packed key: groups in ascending order, repeated
     values counted once, groups with one value, in any input order; and the summary's
     helper for codes and pids, including its pandas path when the packing does not fit."""
-    from nsyswrap.analysis.ranges import _distinct_by_group
+    from nsyswrap.analysis.summary import _distinct_by_group
     from nsyswrap.intervals import distinct_per_group
 
     rng = np.random.default_rng(3)
@@ -276,7 +276,7 @@ def test_distinct_per_group_is_pandas_nunique(monkeypatch):
     # The presence table marked from groups and values a few rows at a time (no packed
     # key): as pandas, for codes and for a categorical's own codes of the same names.
     from nsyswrap import chunks
-    from nsyswrap.analysis.ranges import _name_codes
+    from nsyswrap.analysis.summary import _name_codes
 
     monkeypatch.setattr(chunks, "STEP_ROWS", 7)
     pd.testing.assert_series_equal(_distinct_by_group(dense, values),

@@ -100,7 +100,7 @@ def test_steps_and_chunks_of_a_few_rows_give_the_same_analysis(path, monkeypatch
     what one step gives; the per-thread sums take pandas' path where float sums might not
     be exact."""
     from nsyswrap import chunks, loader
-    from nsyswrap.analysis import ranges
+    from nsyswrap.analysis import summary
 
     def run():
         a = analyze(loader.load(path))
@@ -112,7 +112,7 @@ def test_steps_and_chunks_of_a_few_rows_give_the_same_analysis(path, monkeypatch
     monkeypatch.setattr(chunks, "cores", lambda: 4)
     for a, b in zip(run(), whole, strict=True):
         pd.testing.assert_frame_equal(a, b)
-    monkeypatch.setattr(ranges, "EXACT_FLOAT_SUM", 0)
+    monkeypatch.setattr(summary, "EXACT_FLOAT_SUM", 0)
     pd.testing.assert_frame_equal(run()[3], whole[3])
 
 

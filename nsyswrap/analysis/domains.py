@@ -7,7 +7,7 @@ default domain. Those ranges are listed like any other, but:
   - findings with advice for the user cover the user's own ranges (and the harness's) only,
     unless `--all-domains` asks for the rest;
   - they are no ownership in attribution across threads: a thread inside NCCL's range is
-    still working for whichever user range its process has open (analysis/ranges.py).
+    still working for whichever user range its process has open (analysis/attribution.py).
 """
 
 from __future__ import annotations

@@ -15,13 +15,13 @@ import pandas as pd
 from ..loader import has_runner_records
 from ..report import CallSummaries, Report, ReportInfo
 from ..schema import USER_FLOOR_RANGE
+from .attribution import Attribution
 from .columns import GPU_INSTANCE_COLUMNS
 from .completeness import lost_tail
 from .domains import library_mask, runner_ranges
 from .families import family_names, family_numbers, family_positions, user_rows
 from .instance_table import InstanceTable
 from .marks import MARK_COLUMNS, user_marks
-from .ranges import Attribution, range_summary
 from .reconcile import (
     benchmark_runs,
     benchmark_summary,
@@ -30,6 +30,7 @@ from .reconcile import (
     iterations,
     pairs_in,
 )
+from .summary import range_summary
 from .texts import text_where
 from .user_timings import DEFAULT_FLOOR_NS, GpuOps, UserTimings, user_timings
 

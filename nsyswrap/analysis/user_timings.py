@@ -114,7 +114,7 @@ class GpuOps:
 
     @classmethod
     def of(cls, gpu_ops: pd.DataFrame) -> GpuOps:
-        """From an attribution's gpu_ops (ranges.gpu_ops)."""
+        """From an attribution's gpu_ops (analysis/gpu_ops.py)."""
         copy_kind = gpu_ops["copy_kind"].astype(str).to_numpy()
         src = gpu_ops["src_kind"].astype(str).to_numpy()
         dst = gpu_ops["dst_kind"].astype(str).to_numpy()

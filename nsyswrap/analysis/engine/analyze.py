@@ -28,6 +28,13 @@ from ...intervals import compact_ids
 from ...loader import WithoutOperations, has_runner_records, kind_names
 from ...operations import LAUNCH_LAG_NS, OperationStream, StreamFallback
 from ...report import Report
+from ..attribution import (
+    Attribution,
+    Attributor,
+    call_waits,
+    innermost_of,
+    other_threads_frame,
+)
 from ..columns import (
     BY_NAME,
     HOST_WAIT_COLUMNS,
@@ -38,19 +45,10 @@ from ..columns import (
 )
 from ..domains import library_mask
 from ..finish import Analysis, finished, with_families
+from ..gpu_ops import OP_KINDS
 from ..instance_table import InstanceTable
 from ..kernels import summary_of_names
-from ..ranges import (
-    OP_KINDS,
-    Attribution,
-    Attributor,
-    call_waits,
-    innermost_of,
-    lookup_table,
-    other_threads_frame,
-    process_summary,
-    summary_groups,
-)
+from ..summary import lookup_table, process_summary, summary_groups
 from .sources import ExportOperations, LoadedOperations, OperationSource
 from .totals import RangeTotals
 
@@ -266,7 +264,7 @@ def _kernel_summary(totals: RangeTotals, source: OperationSource) -> pd.DataFram
 
 
 def _per_thread(totals: RangeTotals) -> pd.DataFrame:
-    """ranges._work_per_thread's frame from the stream's totals per launching thread."""
+    """summary.work_per_thread's frame from the totals per launching thread."""
     threads = sorted(totals.threads)
     rows = [totals.threads[t] for t in threads]
     return pd.DataFrame({

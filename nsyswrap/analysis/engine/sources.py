@@ -31,7 +31,7 @@ from ...operations import (
     StreamFallback,
 )
 from ...report import Report
-from ..ranges import GPU_OPS_KERNEL_INPUT, gpu_ops, text_categorical
+from ..gpu_ops import GPU_OPS_KERNEL_INPUT, gpu_ops, text_categorical
 
 
 class OperationSource(Protocol):
@@ -114,7 +114,7 @@ class ExportOperations:
 
 
 class LoadedOperations:
-    """A loaded report's GPU operations (ranges.gpu_ops: kernels, then transfers) as the
+    """A loaded report's GPU operations (analysis/gpu_ops.py: kernels, then transfers) as the
     engine's chunks, CHUNK_OPERATIONS at a time, each cut between two distinct starts.
     `keep_pairs`: keep every (range, operation) pair for the formats that draw them.
     `consume`: the report's kernel and transfer columns are dropped once copied."""

@@ -39,9 +39,10 @@ from ...intervals import (
 )
 from ...operations import END_OF_TIME, KERNEL, MEMCPY, FirstSeenCodes, OpChunk, StreamFallback
 from ...union import DeviceBusy, merge_intervals, union_sorted
+from ..attribution import HOST_COPY_KINDS, Attributor, innermost_of
 from ..columns import COLUMNS, RELATIVE_TO
 from ..instance_table import pack, unpack
-from ..ranges import HOST_COPY_KINDS, Attributor, innermost_of, work_per_thread
+from ..summary import work_per_thread
 from .open_values import OpenValues, PooledCounts
 from .slots import Slots
 
