@@ -64,11 +64,11 @@ SLICES_PER_READER = 2
 # stays near 0.95 GiB at 10 M kernels, where a few big slices reached 1.4 GiB.
 MAX_SLICE_ROWS = 1_000_000
 # GPU operations from which a report is streamed (open_report); below, it is loaded whole.
-# Chosen when loading whole was a second analysis, leaner and quicker below (16 cores, 1 M
-# kernels: 361 against 406 MiB, 2.60 against 2.68 s). With one engine for both, streaming
-# the 1 M file on 2 cores took 1.41 s and 262 MiB against 1.56 s and 285 MiB loaded
-# (docs/performance.md, "The analysis engine"); not moved without the 16-core numbers.
-STREAM_MIN_OPERATIONS = 2_000_000
+# Any: with one engine for both, streaming a 1 M-kernel report took 1.54-1.59 s and
+# 287-294 MiB against 2.17-2.28 s and 310-314 MiB loaded on a 16-core host, 1.41 s and
+# 262 MiB against 1.56 s and 285 MiB on 2 cores; the demo report the same either way
+# (docs/performance.md, "The analysis engine").
+STREAM_MIN_OPERATIONS = 1
 # Rows per slice of a streamed read, at most (Database.stream): each of the few slices in
 # flight or held is its rows' columns, ~70 B a row once the stream has made them its own
 # (operations.py): 128 k rows keep that near 10 MB a slice (10 M kernels, 2 cores: 256 k
@@ -156,10 +156,9 @@ def open_report(path: str | os.PathLike, *, cache_dir: str | os.PathLike | None 
                 "(no StringIds or export metadata table)"
             )
         queries = BulkQueries.of(db)
-        # Streaming the operations from the export (not loading them) pays where they are
-        # many and outnumber the ranges (a long training run's report), not in a
-        # range-heavy report, nor in a small one (docs/performance.md, "The analysis
-        # engine").
+        # Streaming the operations from the export (not loading them) pays where they
+        # outnumber the ranges, not in a range-heavy report (the 10 M-range file: 3x the
+        # memory; docs/performance.md, "The analysis engine").
         operations = sum(db.row_estimate(t) for t in queries.operation_tables())
         stream_operations = stream_operations and (
             operations >= STREAM_MIN_OPERATIONS and operations >= db.row_estimate(NVTX_TABLE))
