@@ -47,7 +47,7 @@ def streamed(path, *, chunk=CHUNK_OPERATIONS, lag_ns=LAUNCH_LAG_NS, **options):
         report, rest = read_without_operations(opened)
         stream = OperationStream(opened.db, opened.queries, chunk_operations=chunk,
                                  lag_ns=lag_ns)
-        return analyze_streamed(report, stream, rest, lag_ns=lag_ns, **options)
+        return analyze_streamed(report, stream, rest, **options)
 
 
 def assert_same_analysis(s, w):

@@ -26,7 +26,7 @@ from ...compressed import decompressed
 from ...cuda_api import COPY_KINDS, MEMORY_KINDS
 from ...intervals import compact_ids
 from ...loader import WithoutOperations, has_runner_records, kind_names
-from ...operations import LAUNCH_LAG_NS, OperationStream, StreamFallback
+from ...operations import OperationStream, StreamFallback
 from ...report import Report
 from ..attribution import (
     Attribution,
@@ -71,8 +71,7 @@ def analyze(report: Report, by_process: bool = False, attribution: str = "proces
 
 def analyze_streamed(report: Report, stream: OperationStream, rest: WithoutOperations, *,
                      by_process: bool = False, attribution: str = "process",
-                     all_domains: bool = False, lag_ns: int = LAUNCH_LAG_NS,
-                     consume: bool = False) -> Analysis:
+                     all_domains: bool = False, consume: bool = False) -> Analysis:
     """All analyses of a report read without its operations (loader.read_without_
     operations: `report` and what is `rest` to do), its operations from `stream`. The
     arguments are analyze's (`consume`: the report's ranges are let go once the instances
@@ -82,7 +81,7 @@ def analyze_streamed(report: Report, stream: OperationStream, rest: WithoutOpera
         # The reconciliation of the program's own timings reads the operations around
         # each of its windows: held whole (analysis/user_timings.py).
         raise StreamFallback("the report holds the program's own CUDA-event timings")
-    return analyze_operations(report, ExportOperations(stream, rest, lag_ns),
+    return analyze_operations(report, ExportOperations(stream, rest),
                               by_process=by_process, attribution=attribution,
                               all_domains=all_domains, consume=consume)
 

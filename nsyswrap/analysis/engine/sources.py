@@ -25,7 +25,6 @@ from ...loader import WithoutOperations, blocking_calls
 from ...operations import (
     CHUNK_OPERATIONS,
     END_OF_TIME,
-    LAUNCH_LAG_NS,
     OpChunk,
     OperationStream,
     StreamFallback,
@@ -75,10 +74,10 @@ class ExportOperations:
 
     keeps_pairs = False
 
-    def __init__(self, stream: OperationStream, rest: WithoutOperations,
-                 lag_ns: int = LAUNCH_LAG_NS) -> None:
-        self.stream, self.rest, self.lag_ns = stream, rest, lag_ns
-        stream.lag_ns = lag_ns
+    def __init__(self, stream: OperationStream, rest: WithoutOperations) -> None:
+        self.stream, self.rest = stream, rest
+        # The stream checks every operation's lag against its own bound.
+        self.lag_ns = stream.lag_ns
 
     def __iter__(self) -> Iterator[OpChunk]:
         return iter(self.stream)
@@ -142,8 +141,20 @@ class LoadedOperations:
         start = ops["start_ns"].to_numpy()
         # In start order, ties by row: the stream's order (kernels, then transfers).
         self.order = None if ascending(start) else compact_ids(np.argsort(start, kind="stable"))
+        # The frame's columns as the chunks take them, gathered once.
+        thread = ops["thread"].array
+        self.arrays = {
+            "start_ns": start, "end_ns": ops["end_ns"].to_numpy(),
+            # OP_KINDS' order is the stream's (KERNEL, MEMCPY, ...).
+            "source": ops["kind"].cat.codes.to_numpy().astype(np.int8),
+            "launch_start_ns": ops["launch_start_ns"].to_numpy(),
+            "thread_code": thread.codes, "device_id": ops["device_id"].to_numpy(),
+            "stream_id": ops["stream_id"].to_numpy(), "bytes": ops["bytes"].to_numpy(),
+            "name": ops["name"].cat.codes.to_numpy(),
+        }
+        self.threads = np.asarray(thread.categories, dtype="int64")
         self.full_codes = full_codes
-        launch = ops["launch_start_ns"].to_numpy()
+        launch = self.arrays["launch_start_ns"]
         known = launch >= 0
         # The longest lag in the report: ranges close as soon as no later operation can be
         # theirs, and none can arrive for a closed one.
@@ -155,7 +166,7 @@ class LoadedOperations:
 
     def __iter__(self) -> Iterator[OpChunk]:
         n, order = self.operations, self.order
-        start = self.ops["start_ns"].to_numpy()
+        start = self.arrays["start_ns"]
         in_order = start if order is None else start[order]
         lo = 0
         while lo < n:
@@ -176,27 +187,20 @@ class LoadedOperations:
     def _columns(self, at: slice | np.ndarray, rows: np.ndarray) -> dict[str, np.ndarray]:
         """OpChunk's columns (operations.CHUNK_COLUMNS) of the gpu_ops rows `rows` (`at`:
         the same rows, as a slice where they are consecutive)."""
-        ops, k = self.ops, self.kernels
-        thread = ops["thread"].array
+        a, k = self.arrays, self.kernels
         kernel = rows < k
         name = np.full(len(rows), -1, np.int32)
-        name[kernel] = ops["name"].cat.codes.to_numpy()[at][kernel]
+        name[kernel] = a["name"][at][kernel]
         full_name = np.full(len(rows), -1, np.int32)
         full_name[kernel] = self.full_codes[rows[kernel]]
-        return {
-            "start_ns": ops["start_ns"].to_numpy()[at], "end_ns": ops["end_ns"].to_numpy()[at],
-            # OP_KINDS' order is the stream's (KERNEL, MEMCPY, ...).
-            "source": ops["kind"].cat.codes.to_numpy()[at].astype(np.int8),
-            # Each one's place among its own: the kernels, and the transfers.
-            "index": np.where(kernel, rows, rows - k),
-            "launch_start_ns": ops["launch_start_ns"].to_numpy()[at],
-            "thread": np.asarray(thread.categories, dtype="int64")[thread.codes[at]],
-            "device_id": ops["device_id"].to_numpy()[at],
-            "stream_id": ops["stream_id"].to_numpy()[at],
-            "name": name, "full_name": full_name, "bytes": ops["bytes"].to_numpy()[at],
-            "copy_kind": self.enums["copy_kind"][at], "src_kind": self.enums["src_kind"][at],
-            "dst_kind": self.enums["dst_kind"][at],
-        }
+        columns = {c: a[c][at] for c in ("start_ns", "end_ns", "source", "launch_start_ns",
+                                         "device_id", "stream_id", "bytes")}
+        columns.update({c: values[at] for c, values in self.enums.items()})
+        # Each one's place among its own: the kernels, and the transfers.
+        columns["index"] = np.where(kernel, rows, rows - k)
+        columns["thread"] = self.threads[a["thread_code"][at]]
+        columns["name"], columns["full_name"] = name, full_name
+        return columns
 
     def kernel_names(self) -> tuple[list[str], list[str]]:
         return self.full_names, self.short_names
