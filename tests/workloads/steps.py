@@ -1,5 +1,6 @@
 """A CPU-only training-loop stand-in for `nsyswrap diff` of two runs: `steps.py N [--slow]`
-runs N steps, each a `load` (2 ms) and a `compute` (4 ms; 8 ms with --slow) in a `step`."""
+runs N steps, each a `load` (2 ms) and a `compute` (4 ms; 16 ms with --slow) in a `step`:
+a step 3x as long, far beyond what a loaded machine's scheduling adds to sleeps."""
 
 import sys
 import time
@@ -7,7 +8,7 @@ import time
 import nsyswrap
 
 steps = int(sys.argv[1])
-compute_s = 0.008 if "--slow" in sys.argv[2:] else 0.004
+compute_s = 0.016 if "--slow" in sys.argv[2:] else 0.004
 for _ in range(steps):
     with nsyswrap.annotate("step", domain="e2e"):
         with nsyswrap.annotate("load", domain="e2e"):
