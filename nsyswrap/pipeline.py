@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .capture import (
+    LOG_NAME,
     Capture,
     ProfileOptions,
     ProgramNotStarted,
@@ -58,8 +59,8 @@ def run(target: Sequence[str], output_dir: Path | None, opts: ProfileOptions,
     `progress` gets one-line messages; `steps` shows the long steps (a spinner);
     compare_options: keyword arguments of `compare` (attribution, all_domains, ...)."""
     stem = target_stem(target)
-    folder = RunFolder.for_run(output_dir, stem, opts.force,
-                               [f"{stem}{ext}" for ext in (".nsys-rep", ".qdstrm", ".sqlite")])
+    folder = RunFolder.for_run(output_dir, stem, opts.force, _run_names([stem]))
+    _announce(folder, progress)
     with Interrupts(progress) as interrupts:
         try:
             cap = profile(target, folder.stage, opts, nsys=nsys, progress=progress,
@@ -68,9 +69,9 @@ def run(target: Sequence[str], output_dir: Path | None, opts: ProfileOptions,
             folder.discard()
             raise
         interrupts.writing("importing and exporting the capture")
-        with _keeping([cap]), steps.step("importing and exporting the capture"):
+        with _keeping([cap], say=progress), steps.step("importing and exporting the capture"):
             cap = finish(cap, progress)
-    with _keeping([cap]):
+    with _keeping([cap], say=progress):
         result = _analyse(cap, thresholds, progress, compare_options=compare_options,
                           steps=steps, final_dir=folder.final, cuda_traced=_traces(opts, "cuda"),
                           nvtx_traced=_traces(opts, "nvtx"))
@@ -86,9 +87,9 @@ def run_ranks(target: Sequence[str], output_dir: Path | None, opts: ProfileOptio
               steps: Progress = NO_PROGRESS) -> list[RunResult]:
     """torchrun with `ranks` processes, one nsys report and one analysis per rank."""
     stem = target_stem(target)
-    names = [f"{stem}.rank{r}{ext}" for r in range(ranks)
-             for ext in (".nsys-rep", ".qdstrm", ".sqlite")]
+    names = _run_names([f"{stem}.rank{r}" for r in range(ranks)], per_capture=True)
     folder = RunFolder.for_run(output_dir, stem, opts.force, names)
+    _announce(folder, progress)
     with Interrupts(progress) as interrupts:
         try:
             captures = profile_ranks(target, folder.stage, opts, ranks, nsys=nsys,
@@ -98,10 +99,11 @@ def run_ranks(target: Sequence[str], output_dir: Path | None, opts: ProfileOptio
             folder.discard()
             raise
         interrupts.writing("importing and exporting the ranks' captures")
-        with _keeping(captures), steps.step("importing and exporting the ranks' captures"):
+        with _keeping(captures, say=progress), \
+                steps.step("importing and exporting the ranks' captures"):
             captures = [finish(c, progress) for c in captures]
     results = []
-    with _keeping(captures), steps.step("analysing the ranks' reports",
+    with _keeping(captures, say=progress), steps.step("analysing the ranks' reports",
                                         total=len(captures)) as advance:
         for c in captures:
             results.append(_analyse(c, thresholds, progress,
@@ -145,10 +147,45 @@ def import_capture(path: Path, thresholds: Thresholds | None = None, *,
     return _committed(result, folder)
 
 
+def _run_names(stems: Sequence[str], per_capture: bool = False) -> list[str]:
+    """The files a run writes: its log, each capture's report and export, and the analysis
+    and page (one of each, or one per capture)."""
+    names = [LOG_NAME] + [f"{s}{ext}" for s in stems for ext in (".nsys-rep", ".qdstrm",
+                                                                   ".sqlite")]
+    if per_capture:
+        return names + [n for s in stems for n in (f"analysis.{s}.json", f"report.{s}.html")]
+    return names + [ANALYSIS_JSON, REPORT_HTML]
+
+
+def _announce(folder: RunFolder, progress: Callable[[str], None] | None) -> None:
+    """Where the run's files are until it is complete (named before anything can end it, a
+    kill included), and the captures of earlier runs into the folder that never finished."""
+    if progress is None:
+        return
+    for capture in folder.unfinished:
+        progress(f"{capture} is the capture of an earlier run into {folder.final} that did "
+                 f"not finish: `{import_command(capture)}` finishes it")
+    if not folder.created:
+        progress(f"the run's files are written into {folder.stage} and moved into "
+                 f"{folder.final} once the run is complete")
+
+
+def import_command(source: Path) -> str:
+    """The command that finishes a capture where it lies (with --force where files it
+    would write, such as the export, are there already)."""
+    stem = source.name.rsplit(".", 1)[0]
+    made = [f"{stem}.sqlite", ANALYSIS_JSON, REPORT_HTML] + (
+        [f"{stem}.nsys-rep"] if source.name.endswith(".qdstrm") else [])
+    force = " --force" if any((source.parent / n).exists() for n in made) else ""
+    return f"nsyswrap import {source}{force}"
+
+
 @contextmanager
-def _keeping(captures: Sequence[Capture], importing: bool = False) -> Iterator[None]:
+def _keeping(captures: Sequence[Capture], importing: bool = False,
+             say: Callable[[str], None] | None = None) -> Iterator[None]:
     """A failure once a capture exists (a full disk, an interrupt, a failed import or
-    export) says where the capture is kept and how to finish it, in one line."""
+    export) says where the capture is kept and how to finish it, in one line. A bug in
+    nsyswrap stays one (an internal error), after a line (`say`) that says the same."""
     try:
         yield
     except KeyboardInterrupt:
@@ -163,6 +200,10 @@ def _keeping(captures: Sequence[Capture], importing: bool = False) -> Iterator[N
         where = f" {e.filename}" if e.filename else ""
         raise NsysWrapError(f"cannot write{where}: {e.strerror or e}; "
                             f"{_kept(captures, importing)}") from None
+    except Exception:
+        if say is not None:
+            say(f"nsyswrap failed after the capture; {_kept(captures, importing)}")
+        raise
 
 
 def _kept(captures: Sequence[Capture], importing: bool) -> str:
@@ -176,10 +217,9 @@ def _kept(captures: Sequence[Capture], importing: bool) -> str:
     source = cap.rep or cap.qdstrm
     if source is None:
         return f"nothing was captured; nsys's output is in {cap.log}"
-    force = " --force" if cap.sqlite is not None else ""  # its export is there already
     where = (f"the capture is kept at {source}" if len(captures) == 1 else
              f"the ranks' captures are kept in {cap.output_dir}")
-    return f"{where}: `nsyswrap import {source}{force}` finishes it"
+    return f"{where}: `{import_command(source)}` finishes it"
 
 
 def _committed(result: RunResult, folder: RunFolder) -> RunResult:

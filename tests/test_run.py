@@ -440,7 +440,7 @@ def test_a_disk_that_fills_after_the_export_keeps_everything(tmp_path):
         assert "No space left on device" in error
         assert f"`nsyswrap import {out / 'annotated.nsys-rep'} --force` finishes it" in error
         assert sorted(p.name for p in out.iterdir()) == [
-            "annotated.nsys-rep", "annotated.sqlite", "nsys.log"]
+            "annotated.nsys-rep", "annotated.sqlite", "nsys.log", "nsyswrap-run.json"]
         (disk / "filler").unlink()
         done = nsyswrap("import", out / "annotated.nsys-rep", "--force")
         assert done.returncode == 0, done.stderr

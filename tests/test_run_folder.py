@@ -17,7 +17,13 @@ from conftest import file_digest, needs_nsys, sql
 from test_run import WORKLOAD, nsyswrap
 
 from nsyswrap.errors import BadInputError, NsysWrapError
-from nsyswrap.run_folder import INCOMPLETE_PREFIX, RunFolder, run_files
+from nsyswrap.run_folder import (
+    INCOMPLETE_PREFIX,
+    MANIFEST,
+    REPLACED_PREFIX,
+    Manifest,
+    RunFolder,
+)
 
 WORKLOADS = Path(__file__).parent / "workloads"
 NOISY = WORKLOADS / "noisy.py"
@@ -39,7 +45,8 @@ def test_force_replaces_the_earlier_run_only_with_a_complete_one(tmp_path):
     assert nsyswrap("run", "-o", out, WORKLOAD).returncode == 0
     before = digests(out)
     assert set(before) == {"annotated.nsys-rep", "annotated.sqlite", "nsys.log",
-                           "analysis.json", "report.html"}
+                           "analysis.json", "report.html", MANIFEST}
+    assert set(Manifest.read(out).files) == set(before)
     # A rerun that fails (nsys refuses an option) leaves the earlier run as it was, byte for
     # byte, and its own log apart, named.
     failed = nsyswrap("run", "-o", out, "--force", "--nsys-arg=--no-such-nsys-option", NOISY)
@@ -54,7 +61,7 @@ def test_force_replaces_the_earlier_run_only_with_a_complete_one(tmp_path):
     again = nsyswrap("run", "-o", out, "--force", NOISY)
     assert again.returncode == 0, again.stderr
     assert set(digests(out)) == {"noisy.nsys-rep", "noisy.sqlite", "nsys.log",
-                                 "analysis.json", "report.html"}
+                                 "analysis.json", "report.html", MANIFEST}
     doc = json.loads((out / "analysis.json").read_text())
     assert doc["report"]["path"] == str(out / "noisy.sqlite")
     assert "noisy.py" in (out / "nsys.log").read_text().splitlines()[0]
@@ -145,30 +152,112 @@ def test_import_changes_nothing_it_reads_and_overwrites_nothing(tmp_path):
 
 
 def test_run_folder_rules_without_nsys(tmp_path):
-    # A folder it creates is its own: written directly.
-    new = RunFolder.for_run(tmp_path / "a" / "b", "x", force=False)
+    # A folder it creates is its own: written directly, and claimed by a manifest at once.
+    new = RunFolder.for_run(tmp_path / "a" / "b", "x", force=False, names=["x.sqlite"])
     assert new.created and new.stage == tmp_path / "a" / "b"
+    assert set(Manifest.read(new.final).files) == {MANIFEST, "x.sqlite"}
     # An existing one with other files: the run is staged inside it, and put beside them.
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "notes.txt").write_text("mine")
     (mine / "data.sqlite").write_text("not an export of a capture here")
-    staged = RunFolder.for_run(mine, "x", force=False)
+    staged = RunFolder.for_run(mine, "x", force=False, names=["x.sqlite", "nsys.log"])
     assert not staged.created and staged.stage.parent == mine
+    assert oct(staged.stage.stat().st_mode & 0o777) == "0o700"
     (staged.stage / "x.sqlite").write_text("new")
     (staged.stage / "nsys.log").write_text("log")
     staged.commit()
-    assert sorted(p.name for p in mine.iterdir()) == ["data.sqlite", "notes.txt", "nsys.log",
-                                                      "x.sqlite"]
-    # Now it holds a run's files: refused, or with force replaced all together.
-    with pytest.raises(BadInputError, match="another run's files"):
-        RunFolder.for_run(mine, "y", force=False)
-    (mine / "x.nsys-rep").write_text("old report")
-    forced = RunFolder.for_run(mine, "y", force=True)
+    assert sorted(p.name for p in mine.iterdir()) == sorted(
+        ["data.sqlite", MANIFEST, "notes.txt", "nsys.log", "x.sqlite"])
+    assert set(Manifest.read(mine).files) == {MANIFEST, "nsys.log", "x.sqlite"}
+    # Now it holds a run's files: refused, the message listing exactly those, or with
+    # force replaced all together; nothing else of the folder is touched.
+    with pytest.raises(BadInputError) as refused:
+        RunFolder.for_run(mine, "y", force=False, names=["y.nsys-rep", "nsys.log"])
+    assert f"(nsys.log, {MANIFEST}, x.sqlite)" in str(refused.value)
+    forced = RunFolder.for_run(mine, "y", force=True, names=["y.nsys-rep", "nsys.log"])
     (forced.stage / "y.nsys-rep").write_text("new report")
     forced.commit()
-    assert sorted(p.name for p in mine.iterdir()) == ["data.sqlite", "notes.txt", "y.nsys-rep"]
-    assert run_files(mine) == [mine / "y.nsys-rep"]
+    assert sorted(p.name for p in mine.iterdir()) == sorted(
+        ["data.sqlite", MANIFEST, "notes.txt", "y.nsys-rep"])
+    assert (mine / "notes.txt").read_text() == "mine"
+
+
+def test_force_replaces_nothing_that_no_run_claims(tmp_path):
+    """Files of the names a run writes that no manifest claims (another experiment's, an
+    earlier version's run, a manifest planted or edited to claim other files) are refused
+    with and without --force, each named; the folder stays as it was."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "x.sqlite").write_text("another experiment's export")
+    (out / "notes.txt").write_text("notes")
+    for force in (False, True):
+        with pytest.raises(BadInputError, match=r"no earlier nsyswrap run there made "
+                                                r"\(x\.sqlite\)"):
+            RunFolder.for_run(out, "x", force=force, names=["x.sqlite", "nsys.log"])
+    # A manifest that names a file outside what runs write claims nothing (it is not one).
+    (out / MANIFEST).write_text(json.dumps({"nsyswrap": "nsyswrap.run/1", "run": "1",
+                                            "files": ["notes.txt", "x.sqlite"]}))
+    assert Manifest.read(out) is None
+    with pytest.raises(BadInputError, match=MANIFEST):
+        RunFolder.for_run(out, "x", force=True, names=["x.sqlite"])
+    assert sorted(p.name for p in out.iterdir()) == sorted([MANIFEST, "notes.txt", "x.sqlite"])
+
+
+def test_of_two_runs_into_one_folder_the_first_to_finish_wins(tmp_path):
+    """Both started while the folder held one earlier run: the first to finish replaces
+    it; the second finds another run's files there and keeps its own, named."""
+    out = tmp_path / "out"
+    first = RunFolder.for_run(out, "x", force=False, names=["x.sqlite"])
+    (first.stage / "x.sqlite").write_text("run 1")
+    first.commit()
+    a = RunFolder.for_run(out, "x", force=True, names=["x.sqlite"])
+    b = RunFolder.for_run(out, "x", force=True, names=["x.sqlite"])
+    for folder, text in ((a, "run 2"), (b, "run 3")):
+        (folder.stage / "x.sqlite").write_text(text)
+    a.commit()
+    with pytest.raises(NsysWrapError, match=f"another run finished into {out}.*kept in "
+                                            f"{b.stage}"):
+        b.commit()
+    assert (out / "x.sqlite").read_text() == "run 2"
+    assert (b.stage / "x.sqlite").read_text() == "run 3"
+    assert sorted(p.name for p in out.iterdir()) == sorted([MANIFEST, "x.sqlite",
+                                                            b.stage.name])
+
+
+def test_a_replace_that_fails_half_way_puts_both_runs_back(tmp_path, monkeypatch):
+    """A rename that fails while the new run's files go in (after the earlier run's were
+    moved aside): the earlier run is back in place, byte for byte and nothing of it left
+    hidden aside, and the new run's files are in its private folder, as the message says."""
+    out = tmp_path / "out"
+    old = RunFolder.for_run(out, "x", force=False, names=["x.sqlite", "nsys.log"])
+    for name in ("x.sqlite", "nsys.log"):
+        (old.stage / name).write_text(f"old {name}")
+    old.commit()
+    before = digests(out)
+    new = RunFolder.for_run(out, "y", force=True, names=["y.sqlite", "nsys.log"])
+    for name in ("y.sqlite", "nsys.log"):
+        (new.stage / name).write_text(f"new {name}")
+    made = digests(new.stage)
+    real_rename = os.rename
+    calls = []
+
+    def rename_failing_on_the_second_file_in(src, dst):
+        if Path(src).parent == new.stage:
+            calls.append(src)
+            if len(calls) == 2:
+                raise OSError(5, "Input/output error")
+        return real_rename(src, dst)
+
+    monkeypatch.setattr("nsyswrap.run_folder.os.rename", rename_failing_on_the_second_file_in)
+    with pytest.raises(NsysWrapError, match=f"kept in {new.stage}, the earlier ones as they "
+                                            "were"):
+        new.commit()
+    assert len(calls) == 2
+    assert digests(out) == before
+    assert [p.name for p in out.iterdir() if p.is_dir()] == [new.stage.name]
+    assert not any(p.name.startswith(REPLACED_PREFIX) for p in out.iterdir())
+    assert {n: d for n, d in digests(new.stage).items() if n != MANIFEST} == made
 
 
 def test_a_file_that_appears_meanwhile_is_not_overwritten(tmp_path):
