@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from conftest import file_digest, needs_nsys, sql
+from conftest import CPU_2022, CPU_2022_REP, file_digest, needs_nsys, sql
 from test_run import WORKLOAD, nsyswrap
 
 from nsyswrap.errors import BadInputError, NsysWrapError
@@ -38,15 +39,37 @@ def steps_in(sqlite: Path) -> int:
                        "e.textId WHERE s.value = 'step' AND e.eventType = 59")[0][0]
 
 
+def _plant_another_experiment(folder: Path) -> dict[str, str]:
+    """Files a user keeps beside runs, several of them of the names runs write: another
+    experiment's report and export, an unimported capture, pages and summaries of their own."""
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(CPU_2022_REP, folder / "baseline.nsys-rep")
+    shutil.copy2(CPU_2022, folder / "baseline.sqlite")
+    (folder / "keep.qdstrm").write_bytes(b"raw capture of another experiment")
+    (folder / "report.final.html").write_text("<p>the report I sent</p>")
+    (folder / "analysis.summary.json").write_text("{}")
+    (folder / "notes.txt").write_text("notes")
+    return digests(folder)
+
+
 @pytest.mark.nsys
 @needs_nsys
 def test_force_replaces_the_earlier_run_only_with_a_complete_one(tmp_path):
+    """In a folder that also holds a user's own reports, pages and captures (several of the
+    names runs write): --force replaces the earlier run's files, once the new run is
+    complete, and nothing of the user's."""
     out = tmp_path / "run"
+    planted = _plant_another_experiment(out)
     assert nsyswrap("run", "-o", out, WORKLOAD).returncode == 0
     before = digests(out)
-    assert set(before) == {"annotated.nsys-rep", "annotated.sqlite", "nsys.log",
-                           "analysis.json", "report.html", MANIFEST}
-    assert set(Manifest.read(out).files) == set(before)
+    run = Manifest.read(out)
+    assert set(run.files) == set(before) - set(planted) == {
+        "annotated.nsys-rep", "annotated.sqlite", "nsys.log", "analysis.json", "report.html",
+        MANIFEST}
+    # Without --force: refused, naming exactly the files --force would replace.
+    refused = nsyswrap("run", "-o", out, NOISY)
+    assert refused.returncode == 2
+    assert "(" + ", ".join(sorted(run.files)) + ")" in refused.stderr
     # A rerun that fails (nsys refuses an option) leaves the earlier run as it was, byte for
     # byte, and its own log apart, named.
     failed = nsyswrap("run", "-o", out, "--force", "--nsys-arg=--no-such-nsys-option", NOISY)
@@ -57,11 +80,15 @@ def test_force_replaces_the_earlier_run_only_with_a_complete_one(tmp_path):
     assert str(staged[0] / "nsys.log") in failed.stderr
     assert "no-such-nsys-option" in (staged[0] / "nsys.log").read_text()
     # A complete rerun of another script replaces the whole earlier run: nothing of it is
-    # left beside the new files to read as one run with them.
+    # left beside the new files to read as one run with them; the user's files are as they
+    # were, byte for byte.
     again = nsyswrap("run", "-o", out, "--force", NOISY)
     assert again.returncode == 0, again.stderr
-    assert set(digests(out)) == {"noisy.nsys-rep", "noisy.sqlite", "nsys.log",
-                                 "analysis.json", "report.html", MANIFEST}
+    after = digests(out)
+    assert set(after) - set(planted) == {"noisy.nsys-rep", "noisy.sqlite", "nsys.log",
+                                         "analysis.json", "report.html", MANIFEST}
+    assert {n: after[n] for n in planted} == planted
+    assert Manifest.read(out).run != run.run
     doc = json.loads((out / "analysis.json").read_text())
     assert doc["report"]["path"] == str(out / "noisy.sqlite")
     assert "noisy.py" in (out / "nsys.log").read_text().splitlines()[0]
@@ -272,3 +299,95 @@ def test_a_file_that_appears_meanwhile_is_not_overwritten(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == sorted(["analysis.json", folder.stage.name])
     assert (folder.stage / "analysis.json").read_text() == "new analysis"
     assert not (tmp_path / "victim.json").exists()
+
+
+@pytest.mark.nsys
+@needs_nsys
+def test_two_forced_runs_into_one_folder_one_wins_the_other_keeps_its_capture(tmp_path):
+    out = tmp_path / "runs"
+    planted = _plant_another_experiment(out)
+    assert nsyswrap("run", "-o", out, NOISY).returncode == 0
+    procs = [subprocess.Popen([sys.executable, "-m", "nsyswrap", "run", "-o", str(out),
+                               "--force", str(WORKLOAD)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outputs = [p.communicate(timeout=180) for p in procs]
+    ended = [(p.returncode, o, e) for p, (o, e) in zip(procs, outputs, strict=True)]
+    assert sorted(code for code, _out, _err in ended) == [0, 1], ended
+    (_, _, won), (_, _, lost) = sorted(ended)
+    error = lost.splitlines()[-1]
+    assert "internal error" not in lost
+    assert f"another run finished into {out} while this one ran" in error
+    stage = next(p for p in out.iterdir() if p.name.startswith(INCOMPLETE_PREFIX))
+    assert f"this run's are kept in {stage}" in error
+    assert f"`nsyswrap import {stage / 'annotated.nsys-rep'} --force` finishes it" in error
+    # The loser's run is complete where it says: its capture, export and analysis.
+    assert steps_in(stage / "annotated.sqlite") == 6
+    assert json.loads((stage / "analysis.json").read_text())["ranges"]
+    # The winner's files in the folder, as its manifest and its message say; the user's
+    # files as they were.
+    assert f"nsyswrap: analysis: {out / 'analysis.json'}" in won
+    assert steps_in(out / "annotated.sqlite") == 6
+    assert set(Manifest.read(out).files) == {"annotated.nsys-rep", "annotated.sqlite",
+                                             "nsys.log", "analysis.json", "report.html",
+                                             MANIFEST}
+    after = digests(out)
+    assert {n: after.get(n) for n in planted} == planted
+
+
+CRASH_IN_ANALYSIS = """
+import sys
+import nsyswrap.pipeline
+def compare(*args, **kwargs):
+    raise RuntimeError("a bug in the analysis")
+nsyswrap.pipeline.compare = compare
+from nsyswrap.cli import entry
+sys.argv = ["nsyswrap", *sys.argv[1:]]
+entry()
+"""
+
+
+@pytest.mark.nsys
+@needs_nsys
+def test_a_capture_is_named_whatever_ends_the_run(tmp_path):
+    """A bug in nsyswrap after the capture (an internal error), and a kill (an OOM killer's
+    SIGKILL): the capture in the run's private folder is named on stderr, by the next run
+    into the folder, and `nsyswrap import` finishes it."""
+    out = tmp_path / "runs"
+    out.mkdir()
+    crashed = subprocess.run([sys.executable, "-c", CRASH_IN_ANALYSIS, "run", "-o", str(out),
+                              str(WORKLOAD)], capture_output=True, text=True, timeout=180)
+    assert crashed.returncode == 1
+    assert "nsyswrap: internal error: RuntimeError: a bug in the analysis" in crashed.stderr
+    stage = next(p for p in out.iterdir() if p.name.startswith(INCOMPLETE_PREFIX))
+    rep = stage / "annotated.nsys-rep"
+    assert f"the capture is kept at {rep}: `nsyswrap import {rep} --force` finishes it" in (
+        crashed.stderr)
+    # Killed while it analyses: what it said at the start names where its files are.
+    killed_out = tmp_path / "killed"
+    killed_out.mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "nsyswrap", "run", "-o", str(killed_out),
+                             str(WORKLOAD)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    said = []
+    for line in proc.stderr:
+        said.append(line)
+        if line.startswith("nsyswrap: analysing"):
+            proc.kill()
+            break
+    proc.wait(timeout=60)
+    assert proc.returncode == -9, said
+    killed_stage = next(p for p in killed_out.iterdir() if p.name.startswith(INCOMPLETE_PREFIX))
+    assert (f"nsyswrap: the run's files are written into {killed_stage} and moved into "
+            f"{killed_out} once the run is complete\n") in said
+    # The next run into the folder names the capture; import finishes it where it lies.
+    nxt = nsyswrap("run", "-o", killed_out, NOISY)
+    assert nxt.returncode == 0, nxt.stderr
+    killed_rep = killed_stage / "annotated.nsys-rep"
+    assert (f"{killed_rep} is the capture of an earlier run into {killed_out} that did not "
+            f"finish: `nsyswrap import {killed_rep} --force` finishes it") in nxt.stderr
+    for capture in (rep, killed_rep):
+        done = nsyswrap("import", capture, "--force")
+        assert done.returncode == 0, done.stderr
+        assert steps_in(capture.with_suffix(".sqlite")) == 6
+        doc = json.loads((capture.parent / "analysis.json").read_text())
+        assert [r["count"] for r in doc["ranges"] if r["name"] == "step"] == [6]
