@@ -17,6 +17,7 @@ import sqlite3
 import struct
 import sys
 import tempfile
+import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -80,6 +81,10 @@ STREAM_SLICE_ROWS = 1 << 17
 # of data, and pandas' conversion 0.80 s; with 131072-row batches 481 MiB and 0.21 s. A
 # batch is a few MB per reader thread.
 BATCH_ROWS = 131_072
+# Distinct texts that are not UTF-8 that a report's note counts exactly; past them it says
+# "more than" (each one is held as bytes to be counted once: a program that wrote every
+# one of ten million range names in Latin-1 would otherwise hold them all a second time).
+MAX_COUNTED_TEXTS = 10_000
 
 
 @dataclass
@@ -208,6 +213,80 @@ def _unreadable(path: Path, e: Exception) -> BadInputError:
     return BadInputError(f"{path} cannot be read as SQLite ({e}): is it damaged?")
 
 
+class Texts:
+    """The report's text as Python and Arrow strings, whatever bytes it holds. nsys stores
+    a name as the program passed it (docs/nsys-quirks.md, "Text that is not UTF-8"): a C
+    program's nvtxRangePushA("caf\\xe9") in Latin-1, a name cut mid-character, or a BLOB
+    where another tool rewrote a text column. Each byte sequence that is not UTF-8 becomes
+    U+FFFD, on every path that reads text: sqlite3 (`decode`, its text_factory and what
+    Database.rows hands over as bytes) and the ADBC driver's Arrow columns (`column`), and
+    the distinct texts so decoded are counted for the report's note. Called from the
+    reader threads too."""
+
+    def __init__(self) -> None:
+        self._replaced: set[bytes] = set()
+        self._more = False  # more than MAX_COUNTED_TEXTS were replaced
+        self._lock = threading.Lock()
+
+    def decode(self, raw: bytes) -> str:
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            with self._lock:
+                if len(self._replaced) < MAX_COUNTED_TEXTS:
+                    self._replaced.add(raw)
+                elif raw not in self._replaced:
+                    self._more = True
+            return raw.decode("utf-8", "replace")
+
+    def column(self, column):
+        """A text column of an Arrow table (string, or binary where the driver met a BLOB
+        in the first rows) as valid UTF-8 strings. Arrow's own check (C++, without the GIL:
+        ~0.2 s for 10 M names on one core) finds the few record batches that need it; their
+        distinct values are decoded here, each once."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        as_text = {pa.binary(): pa.string(), pa.large_binary(): pa.large_string()}
+        text_type = as_text.get(column.type, column.type)
+        chunks, changed = [], column.type != text_type
+        for chunk in column.chunks:
+            if changed:
+                chunk = chunk.view(text_type)  # the same buffers, as text
+            try:
+                chunk.validate(full=True)  # offsets, and every value's UTF-8
+            except pa.ArrowInvalid:
+                raw = chunk.view(pa.large_binary() if text_type == pa.large_string()
+                                 else pa.binary())
+                encoded = pc.dictionary_encode(raw)
+                distinct = [None if v is None else self.decode(v)
+                            for v in encoded.dictionary.to_pylist()]
+                chunk = pa.array(distinct, text_type).take(encoded.indices)
+                changed = True
+            chunks.append(chunk)
+        return pa.chunked_array(chunks, text_type) if changed else column
+
+    def note(self) -> str | None:
+        """The report's note on the texts decoded with U+FFFD; None where there were none."""
+        with self._lock:
+            if not self._replaced:
+                return None
+            # Its bytes as Python writes them (b'caf\xe9' as caf\xe9): what the program
+            # passed, in plain ASCII whatever else the name holds.
+            example = repr(min(self._replaced))[2:-1][:60]
+            count = f"more than {len(self._replaced)}" if self._more else len(self._replaced)
+        return (f"{count} name(s) were not UTF-8 (such as {example}); shown with U+FFFD "
+                "(\ufffd) in place of the bytes that were not")
+
+
+def _connect(uri: str, texts: Texts, **options) -> sqlite3.Connection:
+    """A read-only sqlite3 connection whose text values that are not UTF-8 come decoded
+    with U+FFFD (Texts) instead of failing the query."""
+    con = sqlite3.connect(uri, uri=True, **options)
+    con.text_factory = texts.decode
+    return con
+
+
 class _TextColumn(ValueError):
     """A bulk read's number column came as text (Database._numbers)."""
 
@@ -263,8 +342,9 @@ class Database:
         self.notes: list[str] = []  # how the file was read, where that is worth saying
         self._private: Path | None = None  # the private copy's folder, removed on close
         self.uri = self._read_only_uri(cache_dir, progress)
+        self.texts = Texts()
         try:
-            self.con = sqlite3.connect(self.uri, uri=True, timeout=LOCKED_RETRIES * LOCKED_WAIT_S)
+            self.con = _connect(self.uri, self.texts, timeout=LOCKED_RETRIES * LOCKED_WAIT_S)
             self.tables = {
                 name
                 for (name,) in self.con.execute(
@@ -433,10 +513,13 @@ class Database:
         return self._not_null[table]
 
     def rows(self, sql: str, params: Iterable = ()) -> list[tuple]:
+        """The query's rows, text as str (a BLOB where the query reads text, too: Texts)."""
         try:
-            return self.con.execute(sql, tuple(params)).fetchall()
+            rows = self.con.execute(sql, tuple(params)).fetchall()
         except sqlite3.DatabaseError as e:
             raise _unreadable(self.path, e) from e
+        decode = self.texts.decode
+        return [tuple(decode(v) if type(v) is bytes else v for v in row) for row in rows]
 
     def arrow(self, sql: str):
         """Run a query whose columns are never NULL and return it as one Arrow table, its
@@ -513,10 +596,17 @@ class Database:
         import pyarrow as pa
 
         table = self._fetch(sql)
-        for f in table.schema:
-            if f.name not in TEXT_COLUMNS and (pa.types.is_string(f.type) or pa.types.is_binary(
-                    f.type) or pa.types.is_large_string(f.type)):
+        for i, f in enumerate(table.schema):
+            if not (pa.types.is_string(f.type) or pa.types.is_binary(f.type)
+                    or pa.types.is_large_string(f.type) or pa.types.is_large_binary(f.type)):
+                continue
+            if f.name not in TEXT_COLUMNS:
                 raise _TextColumn(f"the read's column {f.name} came as text")
+            column = table.column(i)
+            text = self.texts.column(column)
+            if text is not column:
+                table = table.set_column(i, f.name, text)
+            del column, text
         return table
 
     def _not_a_number(self, sql: str) -> BadInputError | None:
@@ -527,7 +617,7 @@ class Database:
         if table not in self.tables:
             return None
         # A connection of its own: this runs on a reader thread.
-        con = sqlite3.connect(self.uri, uri=True)
+        con = _connect(self.uri, self.texts)
         try:
             # Integer affinity (a declared type holding INT: a table rebuilt by CREATE
             # TABLE AS declares "INT"), or none.
