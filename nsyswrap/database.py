@@ -27,7 +27,7 @@ from pathlib import Path
 from .chunks import cores
 from .errors import BadInputError
 from .progress import NO_PROGRESS, Progress
-from .queries import NVTX_TABLE, TEXT_COLUMNS, BulkQueries
+from .queries import NVTX_TABLE, READ_TABLES, TEXT_COLUMNS, BulkQueries
 from .summaries import SummaryQueries
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -318,6 +318,35 @@ def _lock_holder(path: Path, writers_only: bool) -> int | None:
     return None if kind == fcntl.F_UNLCK else pid
 
 
+def _plain_tables(con: sqlite3.Connection, path: Path) -> set[str]:
+    """The names of the file's tables. Where nsyswrap reads a table (queries.READ_TABLES),
+    the file must hold a plain one, as nsys writes it: a view or a virtual table in its
+    place runs whatever its definition says on every read (a recursive view never ends),
+    and so does a generated column. One line, exit 2, before any read starts. Triggers
+    stay: they run on writes, and no connection here writes."""
+    read = {t.lower() for t in READ_TABLES}  # SQLite's names ignore case
+    tables = set()
+    for kind, name, root in con.execute(
+            "SELECT type, name, rootpage FROM sqlite_master WHERE type IN ('table', 'view')"):
+        plain = kind == "table" and bool(root)  # a virtual table has no b-tree: rootpage 0
+        if plain:
+            tables.add(name)
+        if str(name).lower() not in read:
+            continue
+        if not plain:
+            what = "a view" if kind == "view" else "a virtual table"
+            raise BadInputError(f"{path}: {name} is {what}, not a table as nsys writes it "
+                                "(reading it would run the SQL it is made of): export the "
+                                "report again from its .nsys-rep")
+        # table_xinfo's hidden: 2 and 3 for a generated column (virtual, stored).
+        generated = [c[1] for c in con.execute(f'PRAGMA table_xinfo("{name}")') if c[6] in (2, 3)]
+        if generated:
+            raise BadInputError(f"{path}: {name}.{generated[0]} is a generated column, not "
+                                "values as nsys writes them (reading it would run the SQL it "
+                                "is made of): export the report again from its .nsys-rep")
+    return tables
+
+
 def _locked(path: Path, pid: int | None = None) -> BadInputError:
     which = f"pid {pid}: " if pid else ""
     return BadInputError(f"{path} is locked by another process ({which}an export or a writer "
@@ -343,16 +372,16 @@ class Database:
         self._private: Path | None = None  # the private copy's folder, removed on close
         self.uri = self._read_only_uri(cache_dir, progress)
         self.texts = Texts()
+        self.con = None
         try:
             self.con = _connect(self.uri, self.texts, timeout=LOCKED_RETRIES * LOCKED_WAIT_S)
-            self.tables = {
-                name
-                for (name,) in self.con.execute(
-                    "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"
-                )
-            }
-        except sqlite3.DatabaseError as e:
+            self.tables = _plain_tables(self.con, path)
+        except (sqlite3.DatabaseError, BadInputError) as e:
+            if self.con is not None:
+                self.con.close()
             self._remove_private()
+            if isinstance(e, BadInputError):
+                raise
             raise _unreadable(path, e) from e
         self._columns: dict[str, set[str]] = {}
         self._not_null: dict[str, set[str]] = {}
