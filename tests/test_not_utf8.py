@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import CPU_2022, DATA, needs_nsys
+from conftest import CPU_2022, DATA, GPU_MIX, needs_nsys
 
+import nsyswrap
 from nsyswrap.cli import main
 from nsyswrap.loader import load
 
@@ -138,6 +139,28 @@ def test_blobs_where_names_belong_read_as_their_text(tmp_path):
               for r in doc["ranges"]}
     assert labels == range_labels(NOT_UTF8)
     assert any(n.startswith(f"{len(not_utf8(NOT_UTF8))} {NOTE}") for n in doc["report"]["notes"])
+
+
+@pytest.mark.parametrize("streamed", [True, False])
+def test_a_kernel_name_that_is_not_utf8(tmp_path, streamed):
+    """Kernel names come by id through sqlite3: the streamed analysis reads them after its
+    operations, the loader before; the note counts them either way. GPU_MIX's commonest
+    kernel's name with a Latin-1 byte at its end (no GPU here to make such a capture)."""
+    edited = tmp_path / "kernel.sqlite"
+    shutil.copy(GPU_MIX, edited)
+    con = sqlite3.connect(edited)
+    (name_id, name), = con.execute("""SELECT s.id, s.value FROM CUPTI_ACTIVITY_KIND_KERNEL AS k
+        JOIN StringIds AS s ON s.id = k.demangledName
+        GROUP BY s.id ORDER BY count(*) DESC LIMIT 1""").fetchall()
+    con.execute("UPDATE StringIds SET value = value || X'E9' WHERE id = ?", (name_id,))
+    con.commit()
+    con.close()
+    kernels = raw_rows(edited, f"SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL "
+                               f"WHERE demangledName = {name_id}")[0][0]
+    c = nsyswrap.compare(edited, operations=not streamed)
+    mine = c.analysis.kernels[c.analysis.kernels["name"] == name + "\ufffd"]
+    assert mine["count"].tolist() == [kernels]
+    assert any(n.startswith(f"1 {NOTE}") for n in c.info.notes), c.info.notes
 
 
 def test_compare_of_a_folder_with_one_such_report(tmp_path):
