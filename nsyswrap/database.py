@@ -242,8 +242,9 @@ class Texts:
     def column(self, column):
         """A text column of an Arrow table (string, or binary where the driver met a BLOB
         in the first rows) as valid UTF-8 strings. Arrow's own check (C++, without the GIL:
-        ~0.2 s for 10 M names on one core) finds the few record batches that need it; their
-        distinct values are decoded here, each once."""
+        0.023 s of CPU for the 5 M range names of scripts/bench_compare.py's range report,
+        scripts/time_texts.py) finds the record batches that need it; their distinct values
+        are decoded here, each once."""
         import pyarrow as pa
         import pyarrow.compute as pc
 

@@ -45,7 +45,7 @@ LOW32 = 0xFFFFFFFF
 
 # Every table of an export that nsyswrap reads, here or in any other module: the file must
 # hold each as a plain table, not a view or a virtual table in its place (database.
-# Database refuses those; tests/test_database.py checks the package reads no other table).
+# Database refuses those; tests/test_not_tables.py checks the package reads no other one).
 READ_TABLES = frozenset({
     KERNEL_TABLE, RUNTIME_TABLE, MEMCPY_TABLE, MEMSET_TABLE, GRAPH_TABLE, NVTX_TABLE,
     "CUPTI_ACTIVITY_KIND_CUDA_EVENT", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "OSRT_API",
