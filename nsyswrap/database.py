@@ -519,9 +519,9 @@ class Database:
         return 0 if span is None else span[1] - span[0] + 1
 
     def _rowids(self, table: str) -> tuple[int, int] | None:
-        """(the least, the greatest rowid) of `table`; None where it has none (empty, or a
-        view, whose rowid SQLite reads as NULL) or cannot be read (damage: the bulk read
-        itself reports it, in one line). Apart: SQLite reads min() or max() of the rowid
+        """(the least, the greatest rowid) of `table`; None where it has none (empty, or
+        rebuilt WITHOUT ROWID) or cannot be read (damage: the bulk read itself reports it,
+        in one line). Apart: SQLite reads min() or max() of the rowid
         off the b-tree's edge, but scans the whole table for the two in one query."""
         try:
             (lo,), = self.con.execute(f"SELECT min(rowid) FROM {table}").fetchall()
