@@ -17,6 +17,7 @@ import sqlite3
 import struct
 import sys
 import tempfile
+import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -26,7 +27,7 @@ from pathlib import Path
 from .chunks import cores
 from .errors import BadInputError
 from .progress import NO_PROGRESS, Progress
-from .queries import NVTX_TABLE, TEXT_COLUMNS, BulkQueries
+from .queries import NVTX_TABLE, READ_TABLES, TEXT_COLUMNS, BulkQueries
 from .summaries import SummaryQueries
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -80,6 +81,10 @@ STREAM_SLICE_ROWS = 1 << 17
 # of data, and pandas' conversion 0.80 s; with 131072-row batches 481 MiB and 0.21 s. A
 # batch is a few MB per reader thread.
 BATCH_ROWS = 131_072
+# Distinct texts that are not UTF-8 that a report's note counts exactly; past them it says
+# "more than" (each one is held as bytes to be counted once: a program that wrote every
+# one of ten million range names in Latin-1 would otherwise hold them all a second time).
+MAX_COUNTED_TEXTS = 10_000
 
 
 @dataclass
@@ -208,6 +213,81 @@ def _unreadable(path: Path, e: Exception) -> BadInputError:
     return BadInputError(f"{path} cannot be read as SQLite ({e}): is it damaged?")
 
 
+class Texts:
+    """The report's text as Python and Arrow strings, whatever bytes it holds. nsys stores
+    a name as the program passed it (docs/nsys-quirks.md, "Text that is not UTF-8"): a C
+    program's nvtxRangePushA("caf\\xe9") in Latin-1, a name cut mid-character, or a BLOB
+    where another tool rewrote a text column. Each byte sequence that is not UTF-8 becomes
+    U+FFFD, on every path that reads text: sqlite3 (`decode`, its text_factory and what
+    Database.rows hands over as bytes) and the ADBC driver's Arrow columns (`column`), and
+    the distinct texts so decoded are counted for the report's note. Called from the
+    reader threads too."""
+
+    def __init__(self) -> None:
+        self._replaced: set[bytes] = set()
+        self._more = False  # more than MAX_COUNTED_TEXTS were replaced
+        self._lock = threading.Lock()
+
+    def decode(self, raw: bytes) -> str:
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            with self._lock:
+                if len(self._replaced) < MAX_COUNTED_TEXTS:
+                    self._replaced.add(raw)
+                elif raw not in self._replaced:
+                    self._more = True
+            return raw.decode("utf-8", "replace")
+
+    def column(self, column):
+        """A text column of an Arrow table (string, or binary where the driver met a BLOB
+        in the first rows) as valid UTF-8 strings. Arrow's own check (C++, without the GIL:
+        0.023 s of CPU for the 5 M range names of scripts/bench_compare.py's range report,
+        scripts/time_texts.py) finds the record batches that need it; their distinct values
+        are decoded here, each once."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        as_text = {pa.binary(): pa.string(), pa.large_binary(): pa.large_string()}
+        text_type = as_text.get(column.type, column.type)
+        chunks, changed = [], column.type != text_type
+        for chunk in column.chunks:
+            if changed:
+                chunk = chunk.view(text_type)  # the same buffers, as text
+            try:
+                chunk.validate(full=True)  # offsets, and every value's UTF-8
+            except pa.ArrowInvalid:
+                raw = chunk.view(pa.large_binary() if text_type == pa.large_string()
+                                 else pa.binary())
+                encoded = pc.dictionary_encode(raw)
+                distinct = [None if v is None else self.decode(v)
+                            for v in encoded.dictionary.to_pylist()]
+                chunk = pa.array(distinct, text_type).take(encoded.indices)
+                changed = True
+            chunks.append(chunk)
+        return pa.chunked_array(chunks, text_type) if changed else column
+
+    def note(self) -> str | None:
+        """The report's note on the texts decoded with U+FFFD; None where there were none."""
+        with self._lock:
+            if not self._replaced:
+                return None
+            # Its bytes as Python writes them (b'caf\xe9' as caf\xe9): what the program
+            # passed, in plain ASCII whatever else the name holds.
+            example = repr(min(self._replaced))[2:-1][:60]
+            count = f"more than {len(self._replaced)}" if self._more else len(self._replaced)
+        return (f"{count} name(s) were not UTF-8 (such as {example}); shown with U+FFFD "
+                "(\ufffd) in place of the bytes that were not")
+
+
+def _connect(uri: str, texts: Texts, **options) -> sqlite3.Connection:
+    """A read-only sqlite3 connection whose text values that are not UTF-8 come decoded
+    with U+FFFD (Texts) instead of failing the query."""
+    con = sqlite3.connect(uri, uri=True, **options)
+    con.text_factory = texts.decode
+    return con
+
+
 class _TextColumn(ValueError):
     """A bulk read's number column came as text (Database._numbers)."""
 
@@ -239,6 +319,35 @@ def _lock_holder(path: Path, writers_only: bool) -> int | None:
     return None if kind == fcntl.F_UNLCK else pid
 
 
+def _plain_tables(con: sqlite3.Connection, path: Path) -> set[str]:
+    """The names of the file's tables. Where nsyswrap reads a table (queries.READ_TABLES),
+    the file must hold a plain one, as nsys writes it: a view or a virtual table in its
+    place runs whatever its definition says on every read (a recursive view never ends),
+    and so does a generated column. One line, exit 2, before any read starts. Triggers
+    stay: they run on writes, and no connection here writes."""
+    read = {t.lower() for t in READ_TABLES}  # SQLite's names ignore case
+    tables = set()
+    for kind, name, root in con.execute(
+            "SELECT type, name, rootpage FROM sqlite_master WHERE type IN ('table', 'view')"):
+        plain = kind == "table" and bool(root)  # a virtual table has no b-tree: rootpage 0
+        if plain:
+            tables.add(name)
+        if str(name).lower() not in read:
+            continue
+        if not plain:
+            what = "a view" if kind == "view" else "a virtual table"
+            raise BadInputError(f"{path}: {name} is {what}, not a table as nsys writes it "
+                                "(reading it would run the SQL it is made of): export the "
+                                "report again from its .nsys-rep")
+        # table_xinfo's hidden: 2 and 3 for a generated column (virtual, stored).
+        generated = [c[1] for c in con.execute(f'PRAGMA table_xinfo("{name}")') if c[6] in (2, 3)]
+        if generated:
+            raise BadInputError(f"{path}: {name}.{generated[0]} is a generated column, not "
+                                "values as nsys writes them (reading it would run the SQL it "
+                                "is made of): export the report again from its .nsys-rep")
+    return tables
+
+
 def _locked(path: Path, pid: int | None = None) -> BadInputError:
     which = f"pid {pid}: " if pid else ""
     return BadInputError(f"{path} is locked by another process ({which}an export or a writer "
@@ -263,16 +372,17 @@ class Database:
         self.notes: list[str] = []  # how the file was read, where that is worth saying
         self._private: Path | None = None  # the private copy's folder, removed on close
         self.uri = self._read_only_uri(cache_dir, progress)
+        self.texts = Texts()
+        self.con = None
         try:
-            self.con = sqlite3.connect(self.uri, uri=True, timeout=LOCKED_RETRIES * LOCKED_WAIT_S)
-            self.tables = {
-                name
-                for (name,) in self.con.execute(
-                    "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"
-                )
-            }
-        except sqlite3.DatabaseError as e:
+            self.con = _connect(self.uri, self.texts, timeout=LOCKED_RETRIES * LOCKED_WAIT_S)
+            self.tables = _plain_tables(self.con, path)
+        except (sqlite3.DatabaseError, BadInputError) as e:
+            if self.con is not None:
+                self.con.close()
             self._remove_private()
+            if isinstance(e, BadInputError):
+                raise
             raise _unreadable(path, e) from e
         self._columns: dict[str, set[str]] = {}
         self._not_null: dict[str, set[str]] = {}
@@ -409,9 +519,9 @@ class Database:
         return 0 if span is None else span[1] - span[0] + 1
 
     def _rowids(self, table: str) -> tuple[int, int] | None:
-        """(the least, the greatest rowid) of `table`; None where it has none (empty, or a
-        view, whose rowid SQLite reads as NULL) or cannot be read (damage: the bulk read
-        itself reports it, in one line). Apart: SQLite reads min() or max() of the rowid
+        """(the least, the greatest rowid) of `table`; None where it has none (empty, or
+        rebuilt WITHOUT ROWID) or cannot be read (damage: the bulk read itself reports it,
+        in one line). Apart: SQLite reads min() or max() of the rowid
         off the b-tree's edge, but scans the whole table for the two in one query."""
         try:
             (lo,), = self.con.execute(f"SELECT min(rowid) FROM {table}").fetchall()
@@ -433,10 +543,13 @@ class Database:
         return self._not_null[table]
 
     def rows(self, sql: str, params: Iterable = ()) -> list[tuple]:
+        """The query's rows, text as str (a BLOB where the query reads text, too: Texts)."""
         try:
-            return self.con.execute(sql, tuple(params)).fetchall()
+            rows = self.con.execute(sql, tuple(params)).fetchall()
         except sqlite3.DatabaseError as e:
             raise _unreadable(self.path, e) from e
+        decode = self.texts.decode
+        return [tuple(decode(v) if type(v) is bytes else v for v in row) for row in rows]
 
     def arrow(self, sql: str):
         """Run a query whose columns are never NULL and return it as one Arrow table, its
@@ -513,10 +626,17 @@ class Database:
         import pyarrow as pa
 
         table = self._fetch(sql)
-        for f in table.schema:
-            if f.name not in TEXT_COLUMNS and (pa.types.is_string(f.type) or pa.types.is_binary(
-                    f.type) or pa.types.is_large_string(f.type)):
+        for i, f in enumerate(table.schema):
+            if not (pa.types.is_string(f.type) or pa.types.is_binary(f.type)
+                    or pa.types.is_large_string(f.type) or pa.types.is_large_binary(f.type)):
+                continue
+            if f.name not in TEXT_COLUMNS:
                 raise _TextColumn(f"the read's column {f.name} came as text")
+            column = table.column(i)
+            text = self.texts.column(column)
+            if text is not column:
+                table = table.set_column(i, f.name, text)
+            del column, text
         return table
 
     def _not_a_number(self, sql: str) -> BadInputError | None:
@@ -527,7 +647,7 @@ class Database:
         if table not in self.tables:
             return None
         # A connection of its own: this runs on a reader thread.
-        con = sqlite3.connect(self.uri, uri=True)
+        con = _connect(self.uri, self.texts)
         try:
             # Integer affinity (a declared type holding INT: a table rebuilt by CREATE
             # TABLE AS declares "INT"), or none.

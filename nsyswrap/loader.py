@@ -150,6 +150,10 @@ class WithoutOperations:
         # Last: their reads ran on a thread of their own while everything else was read.
         report.call_summaries = collect_summaries(
             self.db, self.summaries or SummaryQueries.of(self.db), info.threads, info.notes)
+        # After every read of the report's text (the summaries' names were the last).
+        if note := self.db.texts.note():
+            info.text_note = note
+            info.notes.append(note)
 
 
 def read_without_operations(opened: OpenReport) -> tuple[Report, WithoutOperations]:

@@ -43,6 +43,18 @@ ID_MASK = (1 << TID_BITS) - 1  # a pid or tid within a global id
 LOW32 = 0xFFFFFFFF
 
 
+# Every table of an export that nsyswrap reads, here or in any other module: the file must
+# hold each as a plain table, not a view or a virtual table in its place (database.
+# Database refuses those; tests/test_not_tables.py checks the package reads no other one).
+READ_TABLES = frozenset({
+    KERNEL_TABLE, RUNTIME_TABLE, MEMCPY_TABLE, MEMSET_TABLE, GRAPH_TABLE, NVTX_TABLE,
+    "CUPTI_ACTIVITY_KIND_CUDA_EVENT", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "OSRT_API",
+    "StringIds", "ENUM_NSYS_EVENT_TYPE", "ThreadNames", "PROCESSES", "ANALYSIS_DETAILS",
+    "GPU_METRICS", "TARGET_INFO_GPU_METRICS", "TARGET_INFO_GPU",
+    "TARGET_INFO_SESSION_START_TIME", "TARGET_INFO_SYSTEM_ENV", "META_DATA_CAPTURE",
+    "META_DATA_EXPORT", "EXPORT_META_DATA",
+})
+
 # The bulk reads' only text columns: a text value in any other is not a number.
 TEXT_COLUMNS = frozenset({"name", "text"})
 

@@ -50,6 +50,9 @@ class ReportInfo:
     has_osrt: bool = False
     has_gpu_metrics: bool = False
     notes: list[str] = field(default_factory=list)  # what was missing or skipped while loading
+    # The note on names that were not UTF-8, shown with U+FFFD (in `notes` too): the views of
+    # many reports repeat it for the report it concerns (multi/ranks.py).
+    text_note: str | None = None
     alerts: list[str] = field(default_factory=list)  # notes that change what the numbers mean
     # For comparing reports (nsyswrap/multi): the capture's UTC start (session times are
     # relative to it), the driver, and the rank variables of the environment nsys recorded

@@ -15,7 +15,7 @@ importer=${QDSTRM_IMPORTER:-/usr/lib/nsight-systems/host-linux-x64/QdstrmImporte
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-for prog in cpu_nvtx cpu_holdout cpu_families cpu_hostile; do
+for prog in cpu_nvtx cpu_holdout cpu_families cpu_hostile cpu_not_utf8; do
   gcc -O1 -o "$work/$prog" "$here/workloads/$prog.c" -I"$nvtx_include" -ldl -lpthread
 done
 
@@ -37,6 +37,8 @@ cp "$work/cpu2022_nvtx.nsys-rep" "$out/cpu2022_nvtx.nsys-rep"
 # Hostile names (markup, </script>, quotes, newlines, pipes; formula-like names and control
 # characters): the escaping tests of HTML, Markdown, CSV and the terminal.
 profile cpu2022_hostile nvtx "$work/cpu_hostile"
+# Names that are not UTF-8 (Latin-1, a character cut in two): read with U+FFFD, and said.
+profile cpu2022_not_utf8 nvtx "$work/cpu_not_utf8"
 # Held out: checked only by tests/test_holdout.py, against SQL.
 mkdir -p "$out/holdout"
 profile holdout/cpu2022_holdout nvtx,osrt "$work/cpu_holdout"

@@ -30,8 +30,11 @@ ALL_REPORTS = sorted(DATA.glob("*.sqlite"))
 
 
 def sql(path: Path, query: str, params: tuple = ()) -> list[tuple]:
-    """Run a query on a fixture, read-only, with plain sqlite3 (the independent reference)."""
+    """Run a query on a fixture, read-only, with plain sqlite3 (the independent reference).
+    Text that is not UTF-8 (cpu2022_not_utf8.sqlite) comes with U+FFFD in place of the bytes
+    that are not, by Python's own decoder."""
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    con.text_factory = lambda raw: raw.decode("utf-8", "replace")
     try:
         return con.execute(query, params).fetchall()
     finally:

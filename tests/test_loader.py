@@ -230,9 +230,10 @@ def test_text_columns_do_not_keep_the_drivers_batches(monkeypatch):
     assert sorted(frame["text"]) == expected
 
 
-def test_a_table_that_is_a_view_is_read_whole(tmp_path, monkeypatch):
-    """Rowid slices need a table; a view (as a tool that rewrites exports may leave) has
-    no rowid (SQLite reads it as NULL), so it is read in one query."""
+def test_a_table_without_rowid_is_read_whole(tmp_path, monkeypatch):
+    """Rowid slices need a rowid; a table rebuilt WITHOUT ROWID (as a tool that rewrites
+    exports may leave it) has none, so it is read in one query. (A view in a table's place
+    is refused: tests/test_not_tables.py.)"""
     import shutil
     import sqlite3
 
@@ -240,14 +241,20 @@ def test_a_table_that_is_a_view_is_read_whole(tmp_path, monkeypatch):
 
     from nsyswrap import database
 
-    path = tmp_path / "view.sqlite"
+    path = tmp_path / "without_rowid.sqlite"
     shutil.copyfile(GPU_MIX, path)
     con = sqlite3.connect(path)
+    (create,), = con.execute("SELECT sql FROM sqlite_master "
+                             "WHERE name = 'CUPTI_ACTIVITY_KIND_KERNEL'").fetchall()
     con.execute("ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL RENAME TO kernels_kept")
-    con.execute("CREATE VIEW CUPTI_ACTIVITY_KIND_KERNEL AS SELECT * FROM kernels_kept "
-                "UNION ALL SELECT * FROM kernels_kept WHERE 0")  # a compound view: no rowid
+    # The same columns, keyed by start (the export's order) and launch: unique here.
+    con.execute(create.rstrip().removesuffix(")")
+                + ", PRIMARY KEY (start, globalPid, correlationId)) WITHOUT ROWID")
+    con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT * FROM kernels_kept")
     con.commit()
     con.close()
+    with pytest.raises(sqlite3.OperationalError, match="no such column: rowid"):
+        sql(path, "SELECT min(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL")
     monkeypatch.setattr(database, "SLICE_ROWS", 7)
     monkeypatch.setattr(database, "cores", lambda: 4)
     pd.testing.assert_frame_equal(nsyswrap.load(path).kernels, nsyswrap.load(GPU_MIX).kernels)

@@ -56,7 +56,7 @@ class RankAnalysis:
 def analyze_ranks(summaries: list[ReportSummary],
                   thresholds: RankThresholds | None = None) -> RankAnalysis:
     thresholds = thresholds or RankThresholds()
-    notes: list[str] = []
+    notes = [f"{s.source}: {s.text_note}" for s in summaries if s.text_note]
     ranks = _numbered([r for s in summaries for r in s.ranks], notes)
     if not ranks:
         raise BadInputError("no process with GPU kernels or NVTX ranges in these reports: "

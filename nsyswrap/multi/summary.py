@@ -61,6 +61,7 @@ class ReportSummary:
     gpus: list[str] = field(default_factory=list)
     nsys_version: str | None = None
     driver_version: str | None = None
+    text_note: str | None = None  # ReportInfo.text_note: names that were not UTF-8
     # Samples for `nsyswrap diff` (nsyswrap/multi/samples.py), when asked for.
     samples: Any = None
 
@@ -81,7 +82,7 @@ def summary_of(c: Comparison, *, kernels: pd.DataFrame | None = None) -> ReportS
     info = c.info
     out = ReportSummary(source=str(info.source), document=document(c),
                         gpus=[g.name for g in info.gpus], nsys_version=info.nsys_version,
-                        driver_version=info.driver_version)
+                        driver_version=info.driver_version, text_note=info.text_note)
     processes = c.analysis.processes
     # A rank is a process that ran GPU kernels; in a report without any (CPU-only ranks, no
     # CUDA trace), a process with NVTX ranges: host-side stragglers still show.

@@ -76,6 +76,7 @@ class ExportOperations:
 
     def __init__(self, stream: OperationStream, rest: WithoutOperations) -> None:
         self.stream, self.rest = stream, rest
+        self._names: tuple[list[str], list[str]] | None = None  # kernel_names, once read
         # The stream checks every operation's lag against its own bound.
         self.lag_ns = stream.lag_ns
 
@@ -91,15 +92,21 @@ class ExportOperations:
         return self.stream.operations
 
     def kernel_names(self) -> tuple[list[str], list[str]]:
-        full, short = self.stream.kernel_names()
-        if len(set(full)) < len(full):
-            # Two string ids with one text: their kernels' order among each other is lost.
-            raise StreamFallback("kernel names repeat in the string table")
-        return full, short
+        if self._names is None:
+            full, short = self.stream.kernel_names()
+            if len(set(full)) < len(full):
+                # Two string ids with one text: their kernels' order among each other is
+                # lost.
+                raise StreamFallback("kernel names repeat in the string table")
+            self._names = full, short
+        return self._names
 
     def complete(self, report: Report) -> None:
         s = self.stream
         report.api_calls = blocking_calls(s.take_blocking_tables(), s.queries.runtime)
+        # Read before the report's notes are made: they count the names that were not
+        # UTF-8 (loader.WithoutOperations.complete), and these are the stream's last.
+        self.kernel_names()
         self.rest.complete(report, s.notes, s.last_call_ns, s.operations, s.pids)
 
     def take_pairs(self, chunk: OpChunk, pairs: pd.DataFrame) -> None:
