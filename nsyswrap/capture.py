@@ -27,12 +27,11 @@ from pathlib import Path
 
 from .errors import BadInputError, NsysWrapError
 from .files import open_new, replacing
-from .launch import WRAPPER, Interrupts, Workspace, run_nsys
+from .launch import LOG_NAME, WRAPPER, Interrupts, Workspace, run_nsys
 from .nsys import export_to, nsys_version, real_nsys_path, require_nsys
 from .schema import CAPTURE_ENV, CAPTURE_RANGE, USER_EVENTS_ENV
 
 DEFAULT_TRACE = "cuda,nvtx,osrt"
-LOG_NAME = "nsys.log"
 
 # Lines nsys prints about itself, hidden unless verbose. Only nsys's own output is filtered:
 # the workload's comes on channels of its own (launch.py) and passes untouched.
@@ -318,7 +317,7 @@ def _launch(cap: Capture, target, opts: ProfileOptions, progress, quiet, stdout_
         work = stack.enter_context(Workspace())
         outcome = run_nsys(cap.command, work.env(env), work, log, interrupts,
                            verbose=opts.verbose, quiet=quiet,
-                           stdout_to_stderr=stdout_to_stderr, noise=_NSYS_NOISE)
+                           stdout_to_stderr=stdout_to_stderr, noise=_NSYS_NOISE, say=progress)
         cap.workload_exit, cap.nsys_lines = outcome.returncode, outcome.nsys_lines
         cap.stdout_closed, cap.interrupted = outcome.stdout_closed, interrupts.interrupted
         status = work.runner_status().splitlines()
