@@ -560,8 +560,10 @@ def run_command(args, module, output, force, nsys, trace, sample, gpu_metrics,
     """Profile a script (or -m module, or -- any command) under nsys, export the report and
     show the verdict. The workload's output streams through; its exit code is nsyswrap's."""
     from .capture import ProfileOptions
+    from .launch import interrupt_grace_s
     from .pipeline import run, run_ranks
 
+    interrupt_grace_s()  # a bad NSYSWRAP_INTERRUPT_GRACE_S refused before anything is made
     limits, rank_limits = _split_thresholds(thresholds)
     fail_codes = _parse_fail_on(fail_on)
     target = _target(module, args)

@@ -12,8 +12,9 @@ channels, nsys's temporary folder, the relay of both, and what signals do meanwh
   alone (capture.py finds it there). nsys keeps its TMPDIR: two nsys 2022.4 with different
   ones break each other (docs/nsys-quirks.md).
 - Signals (SIGINT, SIGTERM, SIGHUP alike; `Interrupts`): the first interrupts the workload
-  and lets nsys write what it captured; while the workload still runs, a second stops nsys,
-  a third insists. Once the workload has ended, nsys (and then the importer and the export)
+  and lets nsys write what it captured; while the workload still runs, a second stops nsys
+  (and sends the workload SIGTERM: nsys alone leaves one that ignores SIGINT running), a
+  third insists. Once the workload has ended, nsys (and then the importer and the export)
   is writing the report: further signals are only acknowledged, once, never passed on.
 - A reader that leaves (`| head`) stops only the relay to it: the workload's output is still
   drained into nsys.log, so the workload never blocks on a full pipe. The same for a stream
@@ -26,6 +27,7 @@ from __future__ import annotations
 import codecs
 import collections
 import contextlib
+import math
 import os
 import re
 import shutil
@@ -41,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import streams
+from .errors import BadInputError
 
 # The environment that hands the workload its channels; _target.py (standard library only)
 # reads the same names.
@@ -57,7 +60,9 @@ LOG_NAME = "nsys.log"  # the run's log: nsys's output and the workload's
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # How long an interrupted workload gets to end (and flush its CUDA trace) before nsys is
 # told to stop: time to save a checkpoint on KeyboardInterrupt, as training scripts do.
+# NSYSWRAP_INTERRUPT_GRACE_S sets another (a longer checkpoint; the tests, a shorter one).
 INTERRUPT_GRACE_S = 30.0
+GRACE_ENV = "NSYSWRAP_INTERRUPT_GRACE_S"
 # nsys's own processes (the CLI, its launcher, its output relay, the agent).
 _NSYS_PROCESS = re.compile(r"^(nsys|QdstrmImporter)")
 # nsys's lines once collection has ended: it is writing the report.
@@ -278,6 +283,7 @@ class Interrupts:
         self._timer: threading.Timer | None = None
         self._previous: dict[int, object] = {}
         self._lock = threading.RLock()
+        self.grace_s = interrupt_grace_s()
 
     @property
     def interrupted(self) -> bool:
@@ -349,17 +355,17 @@ class Interrupts:
             if self._stops == 1:
                 interrupt_workload(proc.pid)
                 self._say("interrupted: the workload is ending, and nsys will keep what it "
-                          f"captured. If it has not ended in {INTERRUPT_GRACE_S:g} s, or on "
+                          f"captured. If it has not ended in {self.grace_s:g} s, or on "
                           "a second Ctrl-C, nsys is stopped: the GPU trace the workload "
                           "still holds is then lost")
-                self._timer = threading.Timer(INTERRUPT_GRACE_S, self._grace_over)
+                self._timer = threading.Timer(self.grace_s, self._grace_over)
                 self._timer.daemon = True
                 self._timer.start()
             elif self._stops == 2:
                 self._say("stopping nsys: it ends the workload and writes the report "
                           "without the GPU trace the workload still held; a third signal "
                           "ends nsys (SIGTERM), and what it has not written is lost")
-                _signal(proc.pid, signal.SIGINT)
+                _stop_nsys(proc.pid)
             else:
                 self._say("ending nsys (SIGTERM)")
                 _signal(proc.pid, signal.SIGTERM)
@@ -371,10 +377,10 @@ class Interrupts:
                 return
             if workload_roots(proc.pid):
                 self._stops = max(self._stops, 2)
-                self._say(f"the workload has not ended {INTERRUPT_GRACE_S:g} s after the "
+                self._say(f"the workload has not ended {self.grace_s:g} s after the "
                           "interrupt: stopping nsys (the GPU trace the workload still held is "
                           "lost)")
-                _signal(proc.pid, signal.SIGINT)
+                _stop_nsys(proc.pid)
 
     def _tell_writing(self) -> None:
         if not self._told_writing:
@@ -391,6 +397,21 @@ class Interrupts:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+
+
+def interrupt_grace_s() -> float:
+    """INTERRUPT_GRACE_S, or the seconds NSYSWRAP_INTERRUPT_GRACE_S gives."""
+    value = os.environ.get(GRACE_ENV)
+    if value is None:
+        return INTERRUPT_GRACE_S
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not 0 <= seconds < math.inf:
+        raise BadInputError(f"{GRACE_ENV}={value!r}: give the seconds an interrupted workload "
+                            f"gets to end before nsys is stopped (default {INTERRUPT_GRACE_S:g})")
+    return seconds
 
 
 def _signal(pid: int, sig: int) -> None:
@@ -463,16 +484,29 @@ def workload_roots(root: int, table: dict[int, tuple[int, str]] | None = None) -
     return found
 
 
-def interrupt_workload(root: int) -> bool:
-    """SIGINT to the process group of each profiled program below `root` (what Ctrl-C in
-    its terminal would do). False when none was found (no /proc, or not started yet)."""
+def interrupt_workload(root: int, sig: int = signal.SIGINT,
+                       roots: list[int] | None = None) -> bool:
+    """`sig` (SIGINT: what Ctrl-C in its terminal would do) to the process group of each
+    profiled program below `root` (or of `roots`, found before). False when none was found
+    (no /proc, or not started yet)."""
     sent = False
-    for pid in workload_roots(root):
+    for pid in workload_roots(root) if roots is None else roots:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             group = os.getpgid(pid)
             if group == os.getpgid(root):  # shares nsys's group: the program alone
-                os.kill(pid, signal.SIGINT)
+                os.kill(pid, sig)
             else:
-                os.killpg(group, signal.SIGINT)
+                os.killpg(group, sig)
             sent = True
     return sent
+
+
+def _stop_nsys(root: int) -> None:
+    """SIGINT to nsys: it stops collecting and writes the report. It passes the SIGINT on to
+    the workload and nothing more: a workload that ignores it runs on, and nsys 2022.4
+    returns only when the workload ends, or ~20 s later leaving it running below nobody
+    (docs/nsys-quirks.md, "Signals"). So the workload gets SIGTERM, as nsys's --kill
+    would send it: the runner (_target.py) turns that into an exit like Ctrl-C's."""
+    roots = workload_roots(root)  # before nsys is told: its launcher may go first
+    _signal(root, signal.SIGINT)
+    interrupt_workload(root, signal.SIGTERM, roots)
