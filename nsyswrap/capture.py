@@ -36,7 +36,7 @@ DEFAULT_TRACE = "cuda,nvtx,osrt"
 # Lines nsys prints about itself, hidden unless verbose. Only nsys's own output is filtered:
 # the workload's comes on channels of its own (launch.py) and passes untouched.
 _NSYS_NOISE = re.compile(
-    r"^(Collecting data\.\.\.|Generating '.*'|Generated:|\s+/\S+\.(nsys-rep|qdstrm|sqlite)$"
+    r"^(Collecting data\.\.\.|Generating '.*'|Generated:|\s+/.*\.(nsys-rep|qdstrm|sqlite)$"
     r"|Importer error status:.*|Unable to retrieve the importer version.*"
     r"|Processing \[.*|Processing \d+ events.*|Exporting \d+ events.*|\[\d+/\d+\].*"
     r"|WARNING: CPU (IP/backtrace sampling|context switch tracing) not supported.*"
@@ -45,8 +45,8 @@ _NSYS_NOISE = re.compile(
     r"|Process is terminated\.|No reports were generated\.?|\s*)$"
 )
 # Where nsys names its temporary capture ("Generating '/tmp/nsys-report-d181.qdstrm'") and
-# what it made ("Generated:" then the paths, indented).
-_NSYS_NAMES = re.compile(r"^(?:Generating '(?P<quoted>/.+)'|\s+(?P<listed>/\S+))$")
+# what it made ("Generated:" then the paths, indented; spaces in them as they are).
+_NSYS_NAMES = re.compile(r"^(?:Generating '(?P<quoted>/.+)'|\s+(?P<listed>/.+))$")
 # The dynamic loader's words when the importer lacks a library (libdw.so.1 is the one seen).
 _MISSING_LIB = re.compile(r"(lib[\w.+-]+\.so[\.\d]*): cannot open shared object file")
 # torchrun's summary of a failed worker (each rank's worker is its nsys).
@@ -105,13 +105,38 @@ class Capture:
 
 
 def target_stem(target: Sequence[str]) -> str:
-    """The run's name: the script's or module's, else the command's."""
+    """The run's name: the script's or module's, else the command's; made a name that any
+    file system takes for a file of the output folder (`safe_stem`)."""
     for arg in target:
         if arg.endswith(".py"):
-            return Path(arg).stem
+            return safe_stem(Path(arg).stem)
     if len(target) >= 3 and target[1] == "-m":
-        return target[2].split(".")[-1]
-    return Path(target[0]).name if target else "run"
+        return safe_stem(target[2].split(".")[-1])
+    return safe_stem(Path(target[0]).name if target else "run")
+
+
+# The room a run's name gets in a file name (255 bytes at most): its longest files are
+# report.NAME.rankN.html and the default folder NAME-DATE-TIME-XXXXXX.
+_STEM_BYTES = 200
+
+
+def safe_stem(stem: str) -> str:
+    """`stem` as the run's file names take it: "." and ".." (a script named `..py`) name
+    folders, not files ("run" instead); a name too long for a file system is cut (at a
+    whole character). Any other name is kept as it is, spaces, `%` and all: nsys's output
+    name is escaped where it is given (`nsys_output_name`)."""
+    if not stem.strip("."):
+        return "run"
+    data = stem.encode(errors="surrogateescape")
+    if len(data) > _STEM_BYTES:
+        stem = data[:_STEM_BYTES].decode(errors="ignore")
+    return stem
+
+
+def nsys_output_name(base: Path) -> str:
+    """`base` as nsys profile's `-o` takes it: nsys expands %p, %h, %q{VAR} in it (in the
+    folders' names too) and reads %% as % (nsys profile --help; docs/nsys-quirks.md)."""
+    return str(base).replace("%", "%%")
 
 
 # Runs `python SCRIPT` / `python -m MODULE` so that an interrupt ends it through exit(),
@@ -131,9 +156,12 @@ def runnable_target(target: Sequence[str]) -> list[str]:
 
 
 def profile_command(nsys: str, target: Sequence[str], out_base: Path,
-                    opts: ProfileOptions) -> list[str]:
+                    opts: ProfileOptions, pattern: str = "") -> list[str]:
+    """nsys profile's command line, its report written to `out_base` (a path, escaped for
+    nsys) followed by `pattern` (nsys's own, e.g. %q{RANK}: expanded by nsys)."""
     # A fresh folder each run (pipeline.py): nsys never has anything to overwrite.
-    cmd = [nsys, "profile", "-t", opts.trace, "-o", str(out_base), "--force-overwrite", "false"]
+    cmd = [nsys, "profile", "-t", opts.trace, "-o", nsys_output_name(out_base) + pattern,
+           "--force-overwrite", "false"]
     if not opts.sample:
         cmd += ["--sample=none", "--cpuctxsw=none"]
     if opts.cuda_graph_trace and "cuda" in opts.trace.split(","):
@@ -240,7 +268,7 @@ def profile_ranks(target: Sequence[str], output_dir: Path, opts: ProfileOptions,
     name = target_stem(target)
     bases = [output_dir / f"{name}.rank{r}" for r in range(ranks)]
     _refuse_existing(bases)
-    inner = profile_command(exe, target, output_dir / f"{name}.rank%q{{RANK}}", opts)
+    inner = profile_command(exe, target, output_dir / f"{name}.rank", opts, "%q{RANK}")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(ranks),
            "--no-python", *inner]
     first = Capture(output_dir, f"{name}.rank0", cmd, exe, nsys_version(exe),

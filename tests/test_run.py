@@ -446,3 +446,28 @@ def test_a_disk_that_fills_after_the_export_keeps_everything(tmp_path):
         assert done.returncode == 0, done.stderr
         doc = json.loads((out / "analysis.json").read_text())
         assert [r["count"] for r in doc["ranges"] if r["name"] == "step"] == [6]
+
+
+ONE_STEP = "import nsyswrap\nwith nsyswrap.annotate('step', domain='names'):\n    print('ran')\n"
+
+
+@pytest.mark.parametrize("script, stem, folder", [
+    ("bench%p.py", "bench%p", "runs%h"), ("my bench é.py", "my bench é", "runs"),
+    ("..py", "run", "runs")], ids=["nsys's patterns", "a space, unicode", "dots only"])
+def test_any_script_name_gives_a_report(tmp_path, script, stem, folder):
+    """nsys expands %p, %h and %q{VAR} in its output name, the folders' too, and `..py`'s
+    name, ".", joined to the folder is the folder itself: the report is still written where
+    it should be, straight into the output folder, under the script's name (or "run"), and
+    nothing lands beside it."""
+    (tmp_path / script).write_text(ONE_STEP)
+    out = tmp_path / folder / "out"
+    proc = nsyswrap("run", "-o", out, "--trace", "nvtx", script, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [f"{stem}.nsys-rep", f"{stem}.sqlite", "nsys.log", "analysis.json", "report.html"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([script, folder])
+    assert sql(out / f"{stem}.sqlite", "SELECT count(*) FROM NVTX_EVENTS e JOIN StringIds s "
+                                       "ON s.id = e.textId WHERE s.value = 'step'")[0][0] == 1
+    assert "Failed to create" not in (out / "nsys.log").read_text()  # nsys wrote it there
+    assert ".qdstrm" not in proc.stderr  # nsys's "Generated:" paths hidden, spaces and all
+
