@@ -29,6 +29,7 @@ from .errors import BadInputError, NsysWrapError
 from .files import open_new, replacing
 from .launch import LOG_NAME, WRAPPER, Interrupts, Workspace, run_nsys
 from .nsys import export_to, nsys_version, real_nsys_path, require_nsys
+from .run_folder import INCOMPLETE_PREFIX
 from .schema import CAPTURE_ENV, CAPTURE_RANGE, USER_EVENTS_ENV
 
 DEFAULT_TRACE = "cuda,nvtx,osrt"
@@ -95,6 +96,7 @@ class Capture:
     # Captures nsys left elsewhere: moved into output_dir, or kept where they are.
     rescued: list[Path] = field(default_factory=list)
     kept_elsewhere: list[Path] = field(default_factory=list)
+    kept_errno: int | None = None  # why the first kept elsewhere could not be moved here
     failed_ranks: dict[int, int] = field(default_factory=dict)  # rank -> its nsys's exit code
     # nsys shut the workload down when its capture range ended (the range-end mode named
     # here): a nonzero workload_exit is then nsys's doing, not the program's.
@@ -305,15 +307,38 @@ def _no_report(cap: Capture, what: str) -> str:
     could not move there, kept where it is."""
     last = nsys_reason(cap.nsys_lines)
     if cap.kept_elsewhere:
-        kept = cap.kept_elsewhere[0]
-        return (f"nsys could not write the report into {cap.output_dir} ({last}); the "
-                f"capture is kept at {kept}: make room, then `nsyswrap import {kept} -o "
-                f"{cap.output_dir}`")
+        return _kept_elsewhere(cap, last)
     if cap.rescued:
         moved = cap.rescued[0]
         return (f"{what} ({last}); nsys's capture was moved to {moved}: `nsyswrap import "
                 f"{moved}` finishes it")
     return f"{what} ({last}); its full output is in {cap.log}"
+
+
+def _kept_elsewhere(cap: Capture, last: str) -> str:
+    """Why the capture nsys left in its temporary folder could not be moved into the output
+    folder (`cap.kept_errno`, nsys's own line `last`), where it is, and what to do."""
+    kept = cap.kept_elsewhere[0]
+    # The folder the user gave: a run into a folder that existed writes into a private
+    # folder inside it (run_folder.py), which goes with it.
+    folder = cap.output_dir
+    if folder.name.startswith(INCOMPLETE_PREFIX):
+        folder = folder.parent
+    finish = f"`nsyswrap import {kept} -o {folder}`"
+    if cap.kept_errno in (errno.ENOENT, errno.ENOTDIR) or not cap.output_dir.is_dir():
+        return (f"the output folder {folder} was removed during the run ({last}); the "
+                f"capture is kept at {kept}: {finish} finishes it")
+    if cap.kept_errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        why = os.strerror(cap.kept_errno)
+        why = last if why in last else f"{why}; {last}"
+        return (f"the output folder {folder} is not writable ({why}); the capture is kept at "
+                f"{kept}: make the folder writable, then {finish}, or import it into another "
+                "folder with -o")
+    if cap.kept_errno in (errno.ENOSPC, errno.EDQUOT):
+        return (f"nsys could not write the report into {folder} ({last}); the capture is "
+                f"kept at {kept}: make room, then {finish}")
+    return (f"nsys could not write the report into {folder} ({last}); the capture is kept "
+            f"at {kept}: {finish} finishes it")
 
 
 def nsys_reason(lines: Sequence[str]) -> str:
@@ -386,6 +411,8 @@ def _rescue(cap: Capture, left: Sequence[Path], name: str | None) -> None:
             move_file(src, dst)
         except (OSError, NsysWrapError) as e:
             cap.kept_elsewhere.append(src)
+            if cap.kept_errno is None:
+                cap.kept_errno = e.errno
             cap.notes.append(f"nsys left its capture at {src}; it could not be moved into "
                              f"{cap.output_dir} ({getattr(e, 'strerror', None) or e})")
             continue
