@@ -473,6 +473,16 @@ def test_any_script_name_gives_a_report(tmp_path, script, stem, folder):
     assert ".qdstrm" not in proc.stderr  # nsys's "Generated:" paths hidden, spaces and all
 
 
+
+def test_a_name_too_long_for_a_file_system_is_cut():
+    """A script name of 250 bytes (a file system allows 255) would make `NAME.nsys-rep` too
+    long: the run's name is cut to 200 bytes at a whole character."""
+    from nsyswrap.capture import target_stem
+
+    stem = target_stem([sys.executable, "é" * 125 + ".py"])
+    assert stem == "é" * 100 and len(f"report.{stem}.rank7.html".encode()) <= 255
+    assert target_stem([sys.executable, "-m", "pkg."]) == "run"
+
 WAITS_FOR_GO = """\
 import os, sys, time
 import nsyswrap
