@@ -27,17 +27,17 @@ from pathlib import Path
 
 from .errors import BadInputError, NsysWrapError
 from .files import open_new, replacing
-from .launch import WRAPPER, Interrupts, Workspace, run_nsys
+from .launch import LOG_NAME, WRAPPER, Interrupts, Workspace, run_nsys
 from .nsys import export_to, nsys_version, real_nsys_path, require_nsys
+from .run_folder import INCOMPLETE_PREFIX
 from .schema import CAPTURE_ENV, CAPTURE_RANGE, USER_EVENTS_ENV
 
 DEFAULT_TRACE = "cuda,nvtx,osrt"
-LOG_NAME = "nsys.log"
 
 # Lines nsys prints about itself, hidden unless verbose. Only nsys's own output is filtered:
 # the workload's comes on channels of its own (launch.py) and passes untouched.
 _NSYS_NOISE = re.compile(
-    r"^(Collecting data\.\.\.|Generating '.*'|Generated:|\s+/\S+\.(nsys-rep|qdstrm|sqlite)$"
+    r"^(Collecting data\.\.\.|Generating '.*'|Generated:|\s+/.*\.(nsys-rep|qdstrm|sqlite)$"
     r"|Importer error status:.*|Unable to retrieve the importer version.*"
     r"|Processing \[.*|Processing \d+ events.*|Exporting \d+ events.*|\[\d+/\d+\].*"
     r"|WARNING: CPU (IP/backtrace sampling|context switch tracing) not supported.*"
@@ -46,8 +46,8 @@ _NSYS_NOISE = re.compile(
     r"|Process is terminated\.|No reports were generated\.?|\s*)$"
 )
 # Where nsys names its temporary capture ("Generating '/tmp/nsys-report-d181.qdstrm'") and
-# what it made ("Generated:" then the paths, indented).
-_NSYS_NAMES = re.compile(r"^(?:Generating '(?P<quoted>/.+)'|\s+(?P<listed>/\S+))$")
+# what it made ("Generated:" then the paths, indented; spaces in them as they are).
+_NSYS_NAMES = re.compile(r"^(?:Generating '(?P<quoted>/.+)'|\s+(?P<listed>/.+))$")
 # The dynamic loader's words when the importer lacks a library (libdw.so.1 is the one seen).
 _MISSING_LIB = re.compile(r"(lib[\w.+-]+\.so[\.\d]*): cannot open shared object file")
 # torchrun's summary of a failed worker (each rank's worker is its nsys).
@@ -96,6 +96,7 @@ class Capture:
     # Captures nsys left elsewhere: moved into output_dir, or kept where they are.
     rescued: list[Path] = field(default_factory=list)
     kept_elsewhere: list[Path] = field(default_factory=list)
+    kept_errno: int | None = None  # why the first kept elsewhere could not be moved here
     failed_ranks: dict[int, int] = field(default_factory=dict)  # rank -> its nsys's exit code
     # nsys shut the workload down when its capture range ended (the range-end mode named
     # here): a nonzero workload_exit is then nsys's doing, not the program's.
@@ -106,13 +107,38 @@ class Capture:
 
 
 def target_stem(target: Sequence[str]) -> str:
-    """The run's name: the script's or module's, else the command's."""
+    """The run's name: the script's or module's, else the command's; made a name that any
+    file system takes for a file of the output folder (`safe_stem`)."""
     for arg in target:
         if arg.endswith(".py"):
-            return Path(arg).stem
+            return safe_stem(Path(arg).stem)
     if len(target) >= 3 and target[1] == "-m":
-        return target[2].split(".")[-1]
-    return Path(target[0]).name if target else "run"
+        return safe_stem(target[2].split(".")[-1])
+    return safe_stem(Path(target[0]).name if target else "run")
+
+
+# The room a run's name gets in a file name (255 bytes at most): its longest files are
+# report.NAME.rankN.html and the default folder NAME-DATE-TIME-XXXXXX.
+_STEM_BYTES = 200
+
+
+def safe_stem(stem: str) -> str:
+    """`stem` as the run's file names take it: "." and ".." (a script named `..py`) name
+    folders, not files ("run" instead); a name too long for a file system is cut (at a
+    whole character). Any other name is kept as it is, spaces, `%` and all: nsys's output
+    name is escaped where it is given (`nsys_output_name`)."""
+    if not stem.strip("."):
+        return "run"
+    data = stem.encode(errors="surrogateescape")
+    if len(data) > _STEM_BYTES:
+        stem = data[:_STEM_BYTES].decode(errors="ignore")
+    return stem
+
+
+def nsys_output_name(base: Path) -> str:
+    """`base` as nsys profile's `-o` takes it: nsys expands %p, %h, %q{VAR} in it (in the
+    folders' names too) and reads %% as % (nsys profile --help; docs/nsys-quirks.md)."""
+    return str(base).replace("%", "%%")
 
 
 # Runs `python SCRIPT` / `python -m MODULE` so that an interrupt ends it through exit(),
@@ -132,9 +158,12 @@ def runnable_target(target: Sequence[str]) -> list[str]:
 
 
 def profile_command(nsys: str, target: Sequence[str], out_base: Path,
-                    opts: ProfileOptions) -> list[str]:
+                    opts: ProfileOptions, pattern: str = "") -> list[str]:
+    """nsys profile's command line, its report written to `out_base` (a path, escaped for
+    nsys) followed by `pattern` (nsys's own, e.g. %q{RANK}: expanded by nsys)."""
     # A fresh folder each run (pipeline.py): nsys never has anything to overwrite.
-    cmd = [nsys, "profile", "-t", opts.trace, "-o", str(out_base), "--force-overwrite", "false"]
+    cmd = [nsys, "profile", "-t", opts.trace, "-o", nsys_output_name(out_base) + pattern,
+           "--force-overwrite", "false"]
     if not opts.sample:
         cmd += ["--sample=none", "--cpuctxsw=none"]
     if opts.cuda_graph_trace and "cuda" in opts.trace.split(","):
@@ -241,7 +270,7 @@ def profile_ranks(target: Sequence[str], output_dir: Path, opts: ProfileOptions,
     name = target_stem(target)
     bases = [output_dir / f"{name}.rank{r}" for r in range(ranks)]
     _refuse_existing(bases)
-    inner = profile_command(exe, target, output_dir / f"{name}.rank%q{{RANK}}", opts)
+    inner = profile_command(exe, target, output_dir / f"{name}.rank", opts, "%q{RANK}")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(ranks),
            "--no-python", *inner]
     first = Capture(output_dir, f"{name}.rank0", cmd, exe, nsys_version(exe),
@@ -278,15 +307,38 @@ def _no_report(cap: Capture, what: str) -> str:
     could not move there, kept where it is."""
     last = nsys_reason(cap.nsys_lines)
     if cap.kept_elsewhere:
-        kept = cap.kept_elsewhere[0]
-        return (f"nsys could not write the report into {cap.output_dir} ({last}); the "
-                f"capture is kept at {kept}: make room, then `nsyswrap import {kept} -o "
-                f"{cap.output_dir}`")
+        return _kept_elsewhere(cap, last)
     if cap.rescued:
         moved = cap.rescued[0]
         return (f"{what} ({last}); nsys's capture was moved to {moved}: `nsyswrap import "
                 f"{moved}` finishes it")
     return f"{what} ({last}); its full output is in {cap.log}"
+
+
+def _kept_elsewhere(cap: Capture, last: str) -> str:
+    """Why the capture nsys left in its temporary folder could not be moved into the output
+    folder (`cap.kept_errno`, nsys's own line `last`), where it is, and what to do."""
+    kept = cap.kept_elsewhere[0]
+    # The folder the user gave: a run into a folder that existed writes into a private
+    # folder inside it (run_folder.py), which goes with it.
+    folder = cap.output_dir
+    if folder.name.startswith(INCOMPLETE_PREFIX):
+        folder = folder.parent
+    finish = f"`nsyswrap import {kept} -o {folder}`"
+    if cap.kept_errno in (errno.ENOENT, errno.ENOTDIR) or not cap.output_dir.is_dir():
+        return (f"the output folder {folder} was removed during the run ({last}); the "
+                f"capture is kept at {kept}: {finish} finishes it")
+    if cap.kept_errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        why = os.strerror(cap.kept_errno)
+        why = last if why in last else f"{why}; {last}"
+        return (f"the output folder {folder} is not writable ({why}); the capture is kept at "
+                f"{kept}: make the folder writable, then {finish}, or import it into another "
+                "folder with -o")
+    if cap.kept_errno in (errno.ENOSPC, errno.EDQUOT):
+        return (f"nsys could not write the report into {folder} ({last}); the capture is "
+                f"kept at {kept}: make room, then {finish}")
+    return (f"nsys could not write the report into {folder} ({last}); the capture is kept "
+            f"at {kept}: {finish} finishes it")
 
 
 def nsys_reason(lines: Sequence[str]) -> str:
@@ -318,7 +370,7 @@ def _launch(cap: Capture, target, opts: ProfileOptions, progress, quiet, stdout_
         work = stack.enter_context(Workspace())
         outcome = run_nsys(cap.command, work.env(env), work, log, interrupts,
                            verbose=opts.verbose, quiet=quiet,
-                           stdout_to_stderr=stdout_to_stderr, noise=_NSYS_NOISE)
+                           stdout_to_stderr=stdout_to_stderr, noise=_NSYS_NOISE, say=progress)
         cap.workload_exit, cap.nsys_lines = outcome.returncode, outcome.nsys_lines
         cap.stdout_closed, cap.interrupted = outcome.stdout_closed, interrupts.interrupted
         status = work.runner_status().splitlines()
@@ -359,6 +411,8 @@ def _rescue(cap: Capture, left: Sequence[Path], name: str | None) -> None:
             move_file(src, dst)
         except (OSError, NsysWrapError) as e:
             cap.kept_elsewhere.append(src)
+            if cap.kept_errno is None:
+                cap.kept_errno = e.errno
             cap.notes.append(f"nsys left its capture at {src}; it could not be moved into "
                              f"{cap.output_dir} ({getattr(e, 'strerror', None) or e})")
             continue

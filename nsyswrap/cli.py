@@ -22,6 +22,7 @@ import click
 
 # Nothing imported here may import pandas (tests/test_cli.py checks it): `compare` starts
 # the report's reads first, and they run while pandas and the analysis load.
+from . import streams
 from ._version import __version__
 from .capture import DEFAULT_TRACE
 from .diagnose import Thresholds
@@ -115,6 +116,7 @@ def entry() -> None:
     its modules takes 0.16-0.25 s at every exit (docs/performance.md, "Start-up"). Only when
     no thread but this one and no child process is still running; exit handlers still run,
     and the output is flushed first. Otherwise, the usual exit."""
+    streams.guard()  # before anything is opened: a closed stream's number stays its own
     try:
         main()
         code = 0
@@ -461,6 +463,9 @@ def _write_pieces(output: Path, first: str, rest, inputs=()) -> None:
 
 
 def _check_destination(fmt: str, output: Path | None) -> None:
+    if output is None and streams.unusable(sys.stdout):
+        raise BadInputError(f"standard output is closed: give -o {_file_hint(fmt)} to write "
+                            f"the {fmt} output")
     if FORMATS[fmt].makes_file and output is None and sys.stdout.isatty():
         raise BadInputError(f"--format {fmt} makes a file: give -o {_file_hint(fmt)} "
                             "(or redirect standard output)")
@@ -555,8 +560,10 @@ def run_command(args, module, output, force, nsys, trace, sample, gpu_metrics,
     """Profile a script (or -m module, or -- any command) under nsys, export the report and
     show the verdict. The workload's output streams through; its exit code is nsyswrap's."""
     from .capture import ProfileOptions
+    from .launch import interrupt_grace_s
     from .pipeline import run, run_ranks
 
+    interrupt_grace_s()  # a bad NSYSWRAP_INTERRUPT_GRACE_S refused before anything is made
     limits, rank_limits = _split_thresholds(thresholds)
     fail_codes = _parse_fail_on(fail_on)
     target = _target(module, args)
@@ -583,7 +590,7 @@ def run_command(args, module, output, force, nsys, trace, sample, gpu_metrics,
     first = results[0].capture
     # The reader of standard output left (`| head`): the files are written; the rest goes
     # to standard error, and nsyswrap ends as a program killed by SIGPIPE would.
-    printing = not first.stdout_closed
+    printing = not first.stdout_closed and _stdout_open()
     analysed = [r.comparison for r in results if r.comparison is not None]
     if len(results) == 1 and analysed and printing:
         _output(analysed[0], fmt, None, 10, color)
@@ -601,10 +608,20 @@ def run_command(args, module, output, force, nsys, trace, sample, gpu_metrics,
         if first.workload_exit not in (0, EXIT_INTERRUPTED, None) and not first.failed_ranks:
             _say(f"the workload exited with {_exit_status(first.workload_exit)}")
         sys.exit(EXIT_INTERRUPTED)
-    if not printing:
+    if first.stdout_closed:
         sys.exit(EXIT_BROKEN_PIPE)
     failed = next((r.capture.workload_exit for r in results if r.capture.workload_exit), None)
     _exit_for([r.comparison for r in results], fail_codes, failed, first.shut_down_by_nsys)
+
+
+def _stdout_open() -> bool:
+    """False, with one line saying where the analysis is instead, when nsyswrap was started
+    with standard output closed (`>&-`)."""
+    if not streams.unusable(sys.stdout):
+        return True
+    _say("standard output is closed: the analysis is not shown; analysis.json and "
+         "report.html hold it")
+    return False
 
 
 def _say_files(results) -> None:
@@ -711,7 +728,7 @@ def import_command(capture, output, force, nsys, fmt, color):
     steps = _steps(fmt)
     result = import_capture(capture, nsys=nsys, output_dir=output, force=force,
                             progress=_messages(steps), steps=steps)
-    if result.comparison is not None:
+    if result.comparison is not None and _stdout_open():
         _output(result.comparison, fmt, None, 10, color)
     _say_files([result])
 

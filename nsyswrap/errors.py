@@ -5,6 +5,7 @@ class NsysWrapError(Exception):
     """A failure with a message that says what went wrong and what to do (exit code 1)."""
 
     exit_code = 1
+    errno: int | None = None  # the system's error number, where a failed call caused it
 
 
 class BadInputError(NsysWrapError):

@@ -188,7 +188,9 @@ def open_new(path: str | os.PathLike, *, binary: bool = False,
 def write_error(path: Path, e: OSError, after: str) -> NsysWrapError:
     """One line for an OSError met while writing `path`; `after` says what became of it."""
     kind = BadInputError if e.errno in _PATH_ERRORS else NsysWrapError
-    return kind(f"cannot write {path}: {e.strerror or e}; {after}")
+    error = kind(f"cannot write {path}: {e.strerror or e}; {after}")
+    error.errno = e.errno
+    return error
 
 
 def _left(path: Path, existing: os.stat_result | None) -> str:

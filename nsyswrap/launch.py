@@ -12,11 +12,14 @@ channels, nsys's temporary folder, the relay of both, and what signals do meanwh
   alone (capture.py finds it there). nsys keeps its TMPDIR: two nsys 2022.4 with different
   ones break each other (docs/nsys-quirks.md).
 - Signals (SIGINT, SIGTERM, SIGHUP alike; `Interrupts`): the first interrupts the workload
-  and lets nsys write what it captured; while the workload still runs, a second stops nsys,
-  a third insists. Once the workload has ended, nsys (and then the importer and the export)
+  and lets nsys write what it captured; while the workload still runs, a second stops nsys
+  (and sends the workload SIGTERM: nsys alone leaves one that ignores SIGINT running), a
+  third insists. Once the workload has ended, nsys (and then the importer and the export)
   is writing the report: further signals are only acknowledged, once, never passed on.
 - A reader that leaves (`| head`) stops only the relay to it: the workload's output is still
-  drained into nsys.log, so the workload never blocks on a full pipe.
+  drained into nsys.log, so the workload never blocks on a full pipe. The same for a stream
+  nsyswrap was started with closed (streams.py) or one whose writes fail; those say so in
+  one line. The workload's bytes are passed on as they are, whatever nsyswrap's encoding.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from __future__ import annotations
 import codecs
 import collections
 import contextlib
+import math
 import os
 import re
 import shutil
@@ -38,6 +42,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import streams
+from .errors import BadInputError
+
 # The environment that hands the workload its channels; _target.py (standard library only)
 # reads the same names.
 STDOUT_ENV = "NSYSWRAP_STDOUT"
@@ -49,10 +56,13 @@ WRAPPER = ["/bin/sh", "-c",
            f'exec >"${STDOUT_ENV}" 2>"${STDERR_ENV}" || exit 126\n'
            f'unset {STDOUT_ENV} {STDERR_ENV} {STATUS_ENV}\n'
            'exec "$@"', "nsyswrap"]
+LOG_NAME = "nsys.log"  # the run's log: nsys's output and the workload's
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # How long an interrupted workload gets to end (and flush its CUDA trace) before nsys is
 # told to stop: time to save a checkpoint on KeyboardInterrupt, as training scripts do.
+# NSYSWRAP_INTERRUPT_GRACE_S sets another (a longer checkpoint; the tests, a shorter one).
 INTERRUPT_GRACE_S = 30.0
+GRACE_ENV = "NSYSWRAP_INTERRUPT_GRACE_S"
 # nsys's own processes (the CLI, its launcher, its output relay, the agent).
 _NSYS_PROCESS = re.compile(r"^(nsys|QdstrmImporter)")
 # nsys's lines once collection has ended: it is writing the report.
@@ -99,12 +109,18 @@ class Outcome:
 
 def run_nsys(cmd: list[str], env: dict[str, str], work: Workspace, log, interrupts: Interrupts,
              *, verbose: bool = False, quiet: bool = False,
-             stdout_to_stderr: bool = False, noise: re.Pattern | None = None) -> Outcome:
+             stdout_to_stderr: bool = False, noise: re.Pattern | None = None,
+             say: Callable[[str], None] | None = None) -> Outcome:
     """Run `cmd` (nsys, or torchrun around it) in its own session; relay the workload's
     output from `work`'s FIFOs as it is and nsys's own without its `noise` (unless
-    verbose); log both into `log` (binary). Returns once nsys has ended."""
-    relay = Relay(log, interrupts, verbose=verbose, quiet=quiet, noise=noise)
+    verbose); log both into `log` (binary, the run's nsys.log). Returns once nsys has ended.
+    `say`: where a line about output that cannot be shown goes (else standard error)."""
     out = sys.stderr if stdout_to_stderr else sys.stdout
+    relay = Relay(log, interrupts, verbose=verbose, quiet=quiet, noise=noise, say=say,
+                  stdout_reserved=stdout_to_stderr)
+    for sink in dict.fromkeys([out, sys.stderr]):
+        if streams.unusable(sink):
+            relay.closed(sink)
     fifos = [relay.open_fifo(work.stdout), relay.open_fifo(work.stderr)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
                             start_new_session=True)
@@ -134,15 +150,21 @@ def run_nsys(cmd: list[str], env: dict[str, str], work: Workspace, log, interrup
 
 class Relay:
     """Copies the workload's output and nsys's to the terminal and into the log, and goes
-    on draining both when a reader leaves or the log's disk is full."""
+    on draining both when a reader leaves, a stream is closed or fails, or the log's disk
+    is full: the workload never notices how nsyswrap's own streams are set up. What cannot
+    be shown is still in the log, and one line says so (on a stream that still works)."""
 
     def __init__(self, log, interrupts: Interrupts, *, verbose: bool, quiet: bool,
-                 noise: re.Pattern | None) -> None:
+                 noise: re.Pattern | None, say: Callable[[str], None] | None = None,
+                 stdout_reserved: bool = False) -> None:
         self.log = log
         self.interrupts = interrupts
         self.verbose, self.quiet, self.noise = verbose, quiet, noise
+        self.say = say
+        # Standard output holds machine-readable output (--format json): no line of ours.
+        self.stdout_reserved = stdout_reserved
         self.log_lock = threading.Lock()
-        self.gone: set[int] = set()  # fds whose reader left
+        self.gone: set[int | None] = set()  # fds whose reader left or that cannot be written
         self.stdout_closed = False
         self.nsys_lines: collections.deque[str] = collections.deque(maxlen=400)
 
@@ -155,14 +177,24 @@ class Relay:
         os.set_blocking(read, True)
         return read, keep_open
 
+    def closed(self, sink) -> None:
+        """`sink` was closed before nsyswrap started (streams.py): nothing is written to it."""
+        self.gone.add(_fileno(sink))
+        if not self.quiet:
+            self._tell(f"{streams.name(sink)} is closed: what the workload writes there is "
+                       f"kept only in the run's {LOG_NAME}")
+
     def workload(self, fd: int, sink) -> None:
-        """The workload's bytes, as they come (a prompt without a newline too)."""
+        """The workload's bytes, as they come (a prompt without a newline too), passed on as
+        bytes: never decoded and encoded again, so no encoding of nsyswrap's streams can
+        refuse them (a sink without bytes underneath gets them decoded as UTF-8)."""
+        raw = getattr(sink, "buffer", None) is not None
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         try:
             while chunk := os.read(fd, 65536):
                 self._log(chunk)
                 if not self.quiet:
-                    self._write(sink, decoder.decode(chunk))
+                    self._write(sink, chunk if raw else decoder.decode(chunk))
         finally:
             os.close(fd)
 
@@ -192,23 +224,47 @@ class Relay:
             except (OSError, ValueError):  # a full disk: the terminal still gets it
                 self.log = None
 
-    def _write(self, sink, text: str) -> None:
-        if not text:
+    def _write(self, sink, data: str | bytes) -> None:
+        if not data:
             return
         fd = _fileno(sink)
         if fd in self.gone:
             return
         try:
-            sink.write(text)
-            sink.flush()
+            if isinstance(data, bytes):
+                sink.flush()  # text of nsys's written before, in order
+                sink.buffer.write(data)
+                sink.buffer.flush()
+            else:
+                sink.write(data)
+                sink.flush()
         except (OSError, ValueError) as e:
-            # The reader left (`| head`), or the terminal is gone: nothing more reaches it;
-            # what Python still buffers for it goes nowhere.
+            # The reader left (`| head`), the terminal is gone, the disk behind it is full:
+            # nothing more reaches it; what Python still buffers for it goes nowhere.
             self.gone.add(fd)
-            if isinstance(e, BrokenPipeError) and sink is sys.stdout:
-                self.stdout_closed = True
             if fd is not None:
                 _to_devnull(fd)
+            if isinstance(e, BrokenPipeError) and sink is sys.stdout:
+                self.stdout_closed = True  # quiet, as for any program whose reader left
+            elif not self.quiet:
+                self._tell(f"cannot write to {streams.name(sink)} "
+                           f"({getattr(e, 'strerror', None) or e}): what the workload "
+                           f"writes there from now on is kept only in the run's {LOG_NAME}")
+
+    def _tell(self, message: str) -> None:
+        """One line on nsyswrap's messages' stream (standard error); where that is what
+        failed, on standard output, unless machine-readable output owns it."""
+        if _fileno(sys.stderr) not in self.gone and not streams.unusable(sys.stderr):
+            try:
+                if self.say is not None:
+                    self.say(message)
+                else:
+                    print(f"nsyswrap: {message}", file=sys.stderr, flush=True)
+                return
+            except (OSError, ValueError):
+                pass
+        if not self.stdout_reserved and not streams.unusable(sys.stdout):
+            self._write(sys.stdout, f"nsyswrap: {message}\n")
 
 
 class Interrupts:
@@ -227,6 +283,7 @@ class Interrupts:
         self._timer: threading.Timer | None = None
         self._previous: dict[int, object] = {}
         self._lock = threading.RLock()
+        self.grace_s = interrupt_grace_s()
 
     @property
     def interrupted(self) -> bool:
@@ -298,17 +355,17 @@ class Interrupts:
             if self._stops == 1:
                 interrupt_workload(proc.pid)
                 self._say("interrupted: the workload is ending, and nsys will keep what it "
-                          f"captured. If it has not ended in {INTERRUPT_GRACE_S:g} s, or on "
+                          f"captured. If it has not ended in {self.grace_s:g} s, or on "
                           "a second Ctrl-C, nsys is stopped: the GPU trace the workload "
                           "still holds is then lost")
-                self._timer = threading.Timer(INTERRUPT_GRACE_S, self._grace_over)
+                self._timer = threading.Timer(self.grace_s, self._grace_over)
                 self._timer.daemon = True
                 self._timer.start()
             elif self._stops == 2:
                 self._say("stopping nsys: it ends the workload and writes the report "
                           "without the GPU trace the workload still held; a third signal "
                           "ends nsys (SIGTERM), and what it has not written is lost")
-                _signal(proc.pid, signal.SIGINT)
+                _stop_nsys(proc.pid)
             else:
                 self._say("ending nsys (SIGTERM)")
                 _signal(proc.pid, signal.SIGTERM)
@@ -320,10 +377,10 @@ class Interrupts:
                 return
             if workload_roots(proc.pid):
                 self._stops = max(self._stops, 2)
-                self._say(f"the workload has not ended {INTERRUPT_GRACE_S:g} s after the "
+                self._say(f"the workload has not ended {self.grace_s:g} s after the "
                           "interrupt: stopping nsys (the GPU trace the workload still held is "
                           "lost)")
-                _signal(proc.pid, signal.SIGINT)
+                _stop_nsys(proc.pid)
 
     def _tell_writing(self) -> None:
         if not self._told_writing:
@@ -340,6 +397,21 @@ class Interrupts:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+
+
+def interrupt_grace_s() -> float:
+    """INTERRUPT_GRACE_S, or the seconds NSYSWRAP_INTERRUPT_GRACE_S gives."""
+    value = os.environ.get(GRACE_ENV)
+    if value is None:
+        return INTERRUPT_GRACE_S
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not 0 <= seconds < math.inf:
+        raise BadInputError(f"{GRACE_ENV}={value!r}: give the seconds an interrupted workload "
+                            f"gets to end before nsys is stopped (default {INTERRUPT_GRACE_S:g})")
+    return seconds
 
 
 def _signal(pid: int, sig: int) -> None:
@@ -412,16 +484,29 @@ def workload_roots(root: int, table: dict[int, tuple[int, str]] | None = None) -
     return found
 
 
-def interrupt_workload(root: int) -> bool:
-    """SIGINT to the process group of each profiled program below `root` (what Ctrl-C in
-    its terminal would do). False when none was found (no /proc, or not started yet)."""
+def interrupt_workload(root: int, sig: int = signal.SIGINT,
+                       roots: list[int] | None = None) -> bool:
+    """`sig` (SIGINT: what Ctrl-C in its terminal would do) to the process group of each
+    profiled program below `root` (or of `roots`, found before). False when none was found
+    (no /proc, or not started yet)."""
     sent = False
-    for pid in workload_roots(root):
+    for pid in workload_roots(root) if roots is None else roots:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             group = os.getpgid(pid)
             if group == os.getpgid(root):  # shares nsys's group: the program alone
-                os.kill(pid, signal.SIGINT)
+                os.kill(pid, sig)
             else:
-                os.killpg(group, signal.SIGINT)
+                os.killpg(group, sig)
             sent = True
     return sent
+
+
+def _stop_nsys(root: int) -> None:
+    """SIGINT to nsys: it stops collecting and writes the report. It passes the SIGINT on to
+    the workload and nothing more: a workload that ignores it runs on, and nsys 2022.4
+    returns only when the workload ends, or ~20 s later leaving it running below nobody
+    (docs/nsys-quirks.md, "Signals"). So the workload gets SIGTERM, as nsys's --kill
+    would send it: the runner (_target.py) turns that into an exit like Ctrl-C's."""
+    roots = workload_roots(root)  # before nsys is told: its launcher may go first
+    _signal(root, signal.SIGINT)
+    interrupt_workload(root, signal.SIGTERM, roots)

@@ -236,3 +236,13 @@ def test_usage_errors_are_two_lines(args, words):
     # Help for the command that was given, or for nsyswrap itself.
     command = "" if args[0] in ("bogus", "--bogus") else f" {args[0]}"
     assert lines[1].startswith("Try '") and lines[1].endswith(f"nsyswrap{command} -h' for help.")
+
+
+@pytest.mark.parametrize("value", ["soon", "-1", "inf"])
+def test_a_bad_interrupt_grace_period_is_refused_before_anything_is_made(tmp_path, monkeypatch,
+                                                                          value):
+    monkeypatch.setenv("NSYSWRAP_INTERRUPT_GRACE_S", value)
+    res = run("run", "-o", tmp_path / "out", tmp_path / "missing.py")
+    assert res.exit_code == 2
+    assert res.stderr.startswith("nsyswrap: error: NSYSWRAP_INTERRUPT_GRACE_S=")
+    assert res.stderr.count("\n") == 1 and not (tmp_path / "out").exists()

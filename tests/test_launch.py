@@ -5,6 +5,7 @@ that closes."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pty
@@ -101,15 +102,20 @@ def test_signals_while_nsys_writes_keep_the_capture(tmp_path, sig):
 
 
 def _nsys_processes_for(out: Path) -> list[str]:
-    found = []
+    return list(_processes_naming(out).values())
+
+
+def _processes_naming(path: Path) -> dict[int, str]:
+    """pid -> command line of the processes whose command line names `path`."""
+    found = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
                 cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
             except OSError:
                 continue
-            if str(out) in cmdline:
-                found.append(cmdline)
+            if str(path) in cmdline:
+                found[int(entry.name)] = cmdline
     return found
 
 
@@ -151,3 +157,55 @@ def test_a_closed_terminal_leaves_no_orphans_and_keeps_the_capture(tmp_path):
     assert os.waitstatus_to_exitcode(status) == 130
     assert _ticks(out) > 10
     assert _nsys_processes_for(out) == []
+
+
+STUBBORN = """\
+import signal, time
+import nsyswrap
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # a program that ignores Ctrl-C
+print("running", flush=True)
+while True:
+    with nsyswrap.annotate("tick", domain="stubborn"):
+        time.sleep(0.01)
+"""
+
+
+@pytest.mark.parametrize("signals, grace_s", [(2, "120"), (1, "1")],
+                         ids=["a second signal", "the grace period over"])
+def test_a_workload_that_ignores_the_interrupt_is_stopped(tmp_path, signals, grace_s):
+    """The workload ignores SIGINT: a second signal (the grace period long), or the end of
+    the grace period (shortened by NSYSWRAP_INTERRUPT_GRACE_S) stops nsys at once and ends
+    the workload. Exit 130, the capture kept, analysed and named, nothing left running."""
+    script = tmp_path / "stubborn.py"
+    script.write_text(STUBBORN)
+    out = tmp_path / "run"
+    env = {**os.environ, "NSYSWRAP_INTERRUPT_GRACE_S": grace_s}
+    proc = subprocess.Popen([sys.executable, "-m", "nsyswrap", "run", "-o", str(out), "--trace",
+                             "nvtx", str(script)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    assert proc.stdout.readline().strip() == "running"
+    time.sleep(1)
+    for _ in range(signals):
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.3)
+    stopping = time.monotonic()
+    try:
+        _stdout, stderr = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        stderr = f"nsyswrap did not stop nsys: {proc.communicate()}"
+    finally:
+        took_s = time.monotonic() - stopping
+        left = _processes_naming(script)
+        for pid in left:  # this test's own, should it fail: not left running for the next
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    assert left == {}, stderr  # neither nsys nor the workload left behind
+    # nsys 2022.4 told alone (SIGINT) keeps waiting for the workload, ~20 s, then leaves it
+    # running: the workload is ended too, and nsys is done within seconds.
+    assert took_s < 15, stderr
+    assert proc.returncode == 130, stderr
+    assert "stopping nsys" in stderr
+    assert f"nsyswrap: files: {out / 'stubborn.nsys-rep'}, {out / 'stubborn.sqlite'}" in stderr
+    doc = json.loads((out / "analysis.json").read_text())
+    assert [r["count"] for r in doc["ranges"] if r["name"] == "tick"][0] > 10

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -446,3 +447,122 @@ def test_a_disk_that_fills_after_the_export_keeps_everything(tmp_path):
         assert done.returncode == 0, done.stderr
         doc = json.loads((out / "analysis.json").read_text())
         assert [r["count"] for r in doc["ranges"] if r["name"] == "step"] == [6]
+
+
+ONE_STEP = "import nsyswrap\nwith nsyswrap.annotate('step', domain='names'):\n    print('ran')\n"
+
+
+@pytest.mark.parametrize("script, stem, folder", [
+    ("bench%p.py", "bench%p", "runs%h"), ("my bench é.py", "my bench é", "runs"),
+    ("..py", "run", "runs")], ids=["nsys's patterns", "a space, unicode", "dots only"])
+def test_any_script_name_gives_a_report(tmp_path, script, stem, folder):
+    """nsys expands %p, %h and %q{VAR} in its output name, the folders' too, and `..py`'s
+    name, ".", joined to the folder is the folder itself: the report is still written where
+    it should be, straight into the output folder, under the script's name (or "run"), and
+    nothing lands beside it."""
+    (tmp_path / script).write_text(ONE_STEP)
+    out = tmp_path / folder / "out"
+    proc = nsyswrap("run", "-o", out, "--trace", "nvtx", script, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [f"{stem}.nsys-rep", f"{stem}.sqlite", "nsys.log", "analysis.json", "report.html"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([script, folder])
+    assert sql(out / f"{stem}.sqlite", "SELECT count(*) FROM NVTX_EVENTS e JOIN StringIds s "
+                                       "ON s.id = e.textId WHERE s.value = 'step'")[0][0] == 1
+    assert "Failed to create" not in (out / "nsys.log").read_text()  # nsys wrote it there
+    assert ".qdstrm" not in proc.stderr  # nsys's "Generated:" paths hidden, spaces and all
+
+
+
+def test_a_name_too_long_for_a_file_system_is_cut():
+    """A script name of 250 bytes (a file system allows 255) would make `NAME.nsys-rep` too
+    long: the run's name is cut to 200 bytes at a whole character."""
+    from nsyswrap.capture import target_stem
+
+    stem = target_stem([sys.executable, "é" * 125 + ".py"])
+    assert stem == "é" * 100 and len(f"report.{stem}.rank7.html".encode()) <= 255
+    assert target_stem([sys.executable, "-m", "pkg."]) == "run"
+
+WAITS_FOR_GO = """\
+import os, sys, time
+import nsyswrap
+with nsyswrap.annotate("start", domain="waits"):
+    print("waiting", flush=True)
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.05)
+"""
+
+
+def _run_while(tmp_path: Path, out: Path, meanwhile) -> tuple[subprocess.CompletedProcess, Path]:
+    """`nsyswrap run -o OUT` of a workload that waits for a file; `meanwhile(out)` is done
+    while it runs, then the workload ends. Returns the run and the capture its error names
+    as kept, which it asserts exists (the test removes it)."""
+    script = tmp_path / "waits.py"
+    script.write_text(WAITS_FOR_GO)
+    go = tmp_path / "go"
+    proc = subprocess.Popen([sys.executable, "-m", "nsyswrap", "run", "-o", str(out), "--trace",
+                             "nvtx", str(script), str(go)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "waiting"
+        meanwhile(out)
+    finally:
+        go.touch()
+    stdout, stderr = proc.communicate(timeout=120)
+    done = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+    error = stderr.splitlines()[-1]
+    kept = Path(error.split("the capture is kept at ")[1].split(":")[0])
+    assert kept.is_file() and kept.name.endswith(".qdstrm"), stderr
+    return done, kept
+
+
+def test_an_output_folder_removed_during_the_run_is_said(tmp_path):
+    """The output folder is deleted while the workload runs: the error says so (not that
+    the disk is full), names the capture nsys kept, and the command it gives finishes it."""
+    out = tmp_path / "run"
+    proc, kept = _run_while(tmp_path, out, shutil.rmtree)
+    try:
+        assert proc.returncode == 1, proc.stderr
+        error = proc.stderr.splitlines()[-1]
+        assert error.startswith(f"nsyswrap: error: the output folder {out} was removed during "
+                                "the run (Failed to create"), error
+        assert "make room" not in error
+        finish = error.split("`")[1]
+        assert finish == f"nsyswrap import {kept} -o {out}"
+        done = nsyswrap(*finish.split()[1:])
+        assert done.returncode == 0, done.stderr
+    finally:
+        kept.unlink()  # nsys's temporary folder (TMPDIR or /tmp), not the test's
+    starts = sql(out / f"{kept.stem}.sqlite", "SELECT count(*) FROM NVTX_EVENTS e JOIN "
+                 "StringIds s ON s.id = e.textId WHERE s.value = 'start'")[0][0]
+    assert starts == 1
+
+
+def test_an_output_folder_made_read_only_during_the_run_is_said(tmp_path):
+    """The output folder (one that existed: the run writes into a private folder inside it)
+    becomes read-only while the workload runs (a read-only bind mount over it: root only):
+    the error says it is not writable, not that the disk is full, and names it."""
+    if os.geteuid() != 0:
+        pytest.skip("a read-only bind mount needs root")
+    mounted = []
+
+    def make_read_only(out: Path) -> None:
+        subprocess.run(["mount", "--bind", str(out), str(out)], check=True)
+        mounted.append(out)
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(out)], check=True)
+
+    out = tmp_path / "run"
+    out.mkdir()
+    try:
+        proc, kept = _run_while(tmp_path, out, make_read_only)
+    finally:
+        for folder in mounted:
+            subprocess.run(["umount", str(folder)], check=True)
+    kept.unlink()
+    assert proc.returncode == 1, proc.stderr
+    error = proc.stderr.splitlines()[-1]
+    assert error.startswith(f"nsyswrap: error: the output folder {out} is not writable "
+                            "(Failed to create"), error
+    assert "Read-only file system" in error and "make room" not in error
+    assert f"the capture is kept at {kept}: make the folder writable, then `nsyswrap import " \
+           f"{kept} -o {out}`" in error

@@ -146,6 +146,23 @@ def test_diff_output_that_is_base_or_new_is_refused(reports):
         assert folder_state(reports) == before
 
 
+@pytest.mark.parametrize("command", ["diff", "compare"])
+def test_the_export_of_a_nsys_rep_input_is_refused_before_anything_is_written(reports, tmp_path,
+                                                                              command):
+    """`diff A.nsys-rep B.nsys-rep -o A.sqlite` and the ranks side by side (`compare` of
+    both): the export of a .nsys-rep input is an input too, refused as the output before
+    anything is read or written: no export made into the cache (none is there yet)."""
+    os.remove(X)  # the .nsys-rep's export: not made yet
+    shutil.copy2(CPU_2022_REP, reports / "b.nsys-rep")
+    cache = tmp_path / "cache"
+    before = folder_state(reports)
+    for output in (X, "b.sqlite", str(reports / "b.sqlite")):
+        res = run(command, CPU_2022_REP.name, "b.nsys-rep", "-o", output, "--cache-dir", cache)
+        assert_one_line_error(res, 2, "is the export read for the input")
+        assert folder_state(reports) == before
+        assert not cache.exists()
+
+
 def test_two_spellings_of_a_path_not_there_yet_are_one(tmp_path):
     (tmp_path / "sub").mkdir()
     with pytest.raises(BadInputError, match="one of the inputs"):
