@@ -60,8 +60,10 @@ RECORD_FIELDS = ("before_ns", "took_ns", "thread", "event", "nth", "site", "stre
 ELAPSED_FORMAT = "<qqHIIIIHd"
 ELAPSED_FIELDS = ("before_ns", "after_ns", "thread", "start_event", "start_nth",
                   "end_event", "end_nth", "site", "value_ms")
-# Records kept at most (36 bytes each): beyond, they are counted, not kept.
+# Records kept at most (36 bytes each): beyond, they are counted, not kept. Likewise
+# elapsed_time() calls (40 bytes each). The analysis inflates no more than these hold.
 MAX_RECORDS = 4 << 20
+MAX_ELAPSED = 4 << 20
 # Records held as tuples (~250 bytes each) before they are packed: a program that records
 # this many without an elapsed_time() pauses to pack them (~30 ms).
 PENDING_MAX = 1 << 16
@@ -81,6 +83,7 @@ class Recorder:
         self.records = bytearray()
         self.elapsed = bytearray()
         self.dropped_records = 0  # past MAX_RECORDS
+        self.dropped_elapsed = 0  # past MAX_ELAPSED
         self.elapsed_errors: dict[int, str] = {}  # elapsed row -> the exception it raised
         self.sites: dict[tuple, int] = {}  # (id(code), f_lasti) -> site code
         self.codes: dict[int, object] = {}  # id -> code object, kept alive
@@ -194,10 +197,14 @@ class Recorder:
             "record_format": RECORD_FORMAT,
             "record_fields": list(RECORD_FIELDS),
             "records": packed(self.records),
+            # The rows each packed column holds: the analysis inflates no more than these.
+            "records_rows": len(self.records) // RECORD_SIZE,
             "dropped_records": self.dropped_records,
             "elapsed_format": ELAPSED_FORMAT,
             "elapsed_fields": list(ELAPSED_FIELDS),
             "elapsed": packed(self.elapsed),
+            "elapsed_rows": self.elapsed_count,
+            "dropped_elapsed": self.dropped_elapsed,
             "elapsed_errors": {str(k): v for k, v in self.elapsed_errors.items()},
             "sites": sites,
             "threads": self.thread_ids,
@@ -332,10 +339,14 @@ def _note_elapsed(start, end, before: int, frame, value: float, error) -> None:
     s, e = _state_of(start), _state_of(end)
     rec.pack()
     with rec.lock:
-        if error is not None:
-            rec.elapsed_errors[rec.elapsed_count] = f"{type(error).__name__}: {error}"[:300]
-        rec.elapsed.extend(_ELAPSED.pack(before, after, rec.thread_code(), s[0], s[1], e[0],
-                                         e[1], rec.site_code(frame), float(value)))
+        if rec.elapsed_count >= MAX_ELAPSED:
+            rec.dropped_elapsed += 1
+        else:
+            if error is not None:
+                rec.elapsed_errors[rec.elapsed_count] = \
+                    f"{type(error).__name__}: {error}"[:300]
+            rec.elapsed.extend(_ELAPSED.pack(before, after, rec.thread_code(), s[0], s[1],
+                                             e[0], e[1], rec.site_code(frame), float(value)))
     if after - rec.last_clock_ns > CLOCK_EVERY_NS:
         mark = _mark_function()
         if mark is not None:

@@ -161,15 +161,22 @@ def launch_rows(db: Database, keys: np.ndarray) -> pd.DataFrame:
     correlation id, for operations whose launching call a name filter left out."""
     ids = sorted({int(k & LOW32) for k in keys})
     parts = [pandas_frame(db.arrow(f"""SELECT {launch_key_sql("globalTid", "correlationId")}
-                                   AS launch_key, start AS start_ns,
-                                   "end" - start AS duration_ns, globalTid AS thread
+                                   AS launch_key, start AS start_ns, "end" AS end_ns,
+                                   globalTid AS thread
                             FROM {RUNTIME_TABLE}
                             WHERE correlationId IN ({sql_list(ids[i:i + 5000])})
                               AND {times_present(db, RUNTIME_TABLE)}
+                              AND globalTid IS NOT NULL  -- no key: it launched nothing known
                             ORDER BY rowid"""))
              for i in range(0, len(ids), 5000)]
-    return pd.concat(parts, ignore_index=True) if parts else empty(
-        ["launch_key", "start_ns", "duration_ns", "thread"])
+    if not parts:
+        return empty(["launch_key", "start_ns", "duration_ns", "thread"])
+    rows = pd.concat(parts, ignore_index=True)
+    # In int64, as the runtime read's slices (queries.RuntimeSlice.of): SQLite makes an end -
+    # start past int64 (broken timestamps) a REAL, which no int64 column takes.
+    duration = rows.pop("end_ns").to_numpy("int64") - rows["start_ns"].to_numpy("int64")
+    rows.insert(2, "duration_ns", duration)
+    return rows
 
 
 def attach_launches(db: Database, launches: Launches,

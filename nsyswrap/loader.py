@@ -50,6 +50,7 @@ from .queries import (
 )
 from .report import (
     API_COLUMNS,
+    BROKEN_TIMES,
     EVENT_CALL_COLUMNS,
     KERNEL_COLUMNS,
     MARK_COLUMNS,
@@ -59,6 +60,7 @@ from .report import (
     GpuInfo,
     Report,
     ReportInfo,
+    broken_times,
     empty,
 )
 from .schema import USER_EVENTS_SCHEMA
@@ -189,20 +191,36 @@ def read_without_operations(opened: OpenReport) -> tuple[Report, WithoutOperatio
     return report, WithoutOperations(db, notes, range_notes, pids, opened.summaries)
 
 
-def _frame(db: Database, sql: str) -> pd.DataFrame:
-    """A bulk query's result (database.Database.arrow) as a DataFrame."""
-    return pandas_frame(db.arrow(sql))
+def _frame(db: Database, sql: str, ids: tuple[str, ...] = ()) -> pd.DataFrame:
+    """A bulk query's result (database.Database.arrow) as a DataFrame; `ids`: its integer
+    columns whose NULLs read as -1, unknown (_known_ids)."""
+    return pandas_frame(_known_ids(db.arrow(sql), ids))
+
+
+def _known_ids(table, ids: tuple[str, ...]):
+    """The Arrow table with NULL in the `ids` columns (a table another tool rebuilt) as -1,
+    unknown, as the loader takes any id it cannot place. pandas would make such a column
+    float64, NaN where NULL: its cast back to int64 warns and gives the least int64, and
+    ids past 2**53 (a globalTid's high bits) lose their last digits on the way."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    for name in ids:
+        column = table[name]
+        if column.null_count:
+            table = table.set_column(table.schema.get_field_index(name), name,
+                                     pc.fill_null(column.cast(pa.int64()), -1))
+    return table
 
 
 def _drop_reversed(frame: pd.DataFrame, what: str, notes: list[str]) -> pd.DataFrame:
-    """Leave out records that end before they start (a broken timestamp: seen in reports
-    merged or edited by other tools, and possible from a clock that stepped) and say so;
-    they would count as negative time."""
-    reversed_ = frame["end_ns"].to_numpy() < frame["start_ns"].to_numpy()
+    """Leave out records whose times cannot be used (report.broken_times) and say so: they
+    would count as negative time, or as more than int64 holds."""
+    reversed_ = broken_times(frame["start_ns"].to_numpy(), frame["end_ns"].to_numpy())
     n = int(reversed_.sum())
     if not n:
         return frame
-    notes.append(f"{n} {what}(s) end before they start (broken timestamps); left out")
+    notes.append(f"{n} {what}(s) {BROKEN_TIMES}; left out")
     return frame[~reversed_].reset_index(drop=True)
 
 
@@ -244,8 +262,12 @@ def _check_launches(info: ReportInfo, db: Database, operations: int, ranges: int
 
 
 def _pid(global_id: pd.Series) -> np.ndarray:
-    """The pid in a 32-bit column (it has 24 bits): held by every range and its instance."""
-    return ((global_id.to_numpy(dtype="int64") >> TID_BITS) & ID_MASK).astype(np.int32)
+    """The pid in a 32-bit column (it has 24 bits): held by every range and its instance;
+    -1 for an unknown thread (-1: _known_ids)."""
+    ids = global_id.to_numpy(dtype="int64")
+    pid = ((ids >> TID_BITS) & ID_MASK).astype(np.int32)
+    pid[ids < 0] = -1
+    return pid
 
 
 def _kernels(db: Database, sql: str | None) -> pd.DataFrame:
@@ -338,7 +360,7 @@ def blocking_calls(tables: list, query: RuntimeQuery) -> pd.DataFrame:
 
     if query.calls_sql is None or not tables:
         return empty(API_COLUMNS)
-    calls = pandas_frame(pa.concat_tables(tables))
+    calls = pandas_frame(_known_ids(pa.concat_tables(tables), ("launch_key", "thread")))
     calls = calls.sort_values("start_ns", kind="stable", ignore_index=True)
     calls["correlation_id"] = correlation_ids(calls.pop("launch_key").to_numpy(dtype="int64"))
     calls["pid"] = _pid(calls["thread"])
@@ -489,7 +511,7 @@ def _nvtx_marks(db: Database, queries: BulkQueries,
                 domains: dict[tuple[int, int], str]) -> pd.DataFrame:
     if NVTX_TABLE not in db.tables:
         return empty(MARK_COLUMNS)
-    df = _frame(db, queries.nvtx_marks)
+    df = _frame(db, queries.nvtx_marks, ids=("thread",))
     df["pid"] = _pid(df["thread"])
     df["domain"] = _domain_names(df, domains)
     df["text"] = df["text"].astype(str)
@@ -559,7 +581,7 @@ def _event_calls(db: Database, marks: pd.DataFrame) -> tuple[pd.DataFrame, int |
           ON s.correlationId = r.correlationId
          AND s.globalPid = (r.globalTid - (r.globalTid & {ID_MASK}))
         WHERE r.nameId IN ({ids}) AND r.start IS NOT NULL AND r.end IS NOT NULL
-        ORDER BY r.start""")
+        ORDER BY r.start""", ids=("thread", "correlation_id"))
     df["pid"] = _pid(df["thread"])
     df["api"] = df["name_id"].map(names).astype(str)
     return df[EVENT_CALL_COLUMNS], int((df["api"] == "record").sum())
@@ -700,7 +722,8 @@ def _gpus(db: Database) -> list[GpuInfo]:
             name=str(name),
             sm_count=int(sms) if sms is not None else None,
             l2_bytes=int(l2) if l2 is not None else None,
-            compute_capability=f"{major}.{minor}" if major is not None else None,
+            compute_capability=(f"{major}.{minor}" if major is not None and minor is not None
+                                else None),
             max_clock_mhz=float(clock) / 1e6 if clock else None,  # clockRate is in Hz
         ))
     return gpus
@@ -718,4 +741,6 @@ def _thread_names(db: Database) -> dict[int, str]:
 def _process_names(db: Database) -> dict[int, str]:
     if "PROCESSES" not in db.tables:
         return {}
-    return {int(pid): str(name) for pid, name in db.rows("SELECT pid, name FROM PROCESSES")}
+    # A process without a pid (NULL: a table another tool rebuilt) names nothing.
+    return {int(pid): str(name) for pid, name in db.rows(
+        "SELECT pid, coalesce(name, '') FROM PROCESSES WHERE pid IS NOT NULL")}

@@ -47,6 +47,7 @@ from .queries import (
     RuntimeSlice,
     numpy_columns,
 )
+from .report import BROKEN_TIMES, broken_times
 
 # Where each operation comes from, as its `kind` (gpu_ops.OP_KINDS' order) and the order of
 # ties among equal starts (the loader stacks kernels before the transfers, and the
@@ -172,7 +173,7 @@ class _Source:
             if start[0] < self.last_start or not np.all(start[1:] >= start[:-1]):
                 raise StreamFallback("GPU operations not exported in start order")
             self.last_start = int(start[-1])
-        keep = end >= start  # broken timestamps: left out, as the loader does (_drop_reversed)
+        keep = ~broken_times(start, end)  # left out, as the loader does (_drop_reversed)
         kept = int(keep.sum())
         self.reversed += len(start) - kept
         every = kept == len(start)
@@ -457,7 +458,7 @@ class OperationStream:
     def notes(self) -> list[str]:
         """The loader's notes for the left-out operations (loader._drop_reversed)."""
         kernels, transfers = self.reversed
-        return [f"{n} {what}(s) end before they start (broken timestamps); left out"
+        return [f"{n} {what}(s) {BROKEN_TIMES}; left out"
                 for n, what in ((kernels, "kernel"), (transfers, "copy or memset")) if n]
 
     @property

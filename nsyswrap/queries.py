@@ -433,7 +433,8 @@ def nvtx_domains_sql(db: Schema, types: dict[str, int]) -> str | None:
     text, join = nvtx_text_sql(db)
     return f"""SELECT e.globalTid AS thread, e.domainId AS domain_id, {text} AS name
                FROM {NVTX_TABLE} AS e {join}
-               WHERE e.eventType = {types["NvtxDomainCreate"]} AND e.domainId IS NOT NULL"""
+               WHERE e.eventType = {types["NvtxDomainCreate"]} AND e.domainId IS NOT NULL
+                 AND e.globalTid IS NOT NULL"""  # whose process is unknown names no range
 
 
 def unterminated_sql(db: Schema, types: dict[str, int]) -> str | None:

@@ -129,6 +129,17 @@ def thread_ids(thread: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return (key >> _TID_BITS) & _ID_MASK, key & _ID_MASK
 
 
+def broken_times(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Where a record's times cannot be used: it ends before it starts, or lasts longer
+    than an int64 holds (a start near the least int64: its end - start wraps negative, in
+    int64 as numpy computes it). Seen in reports merged or edited by other tools, and
+    possible from a clock that stepped; such records are left out, and counted."""
+    return (end < start) | (end - start < 0)
+
+
+BROKEN_TIMES = "end before they start or last longer than 64 bits of ns hold (broken timestamps)"
+
+
 def empty(columns: list[str]) -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series(dtype="int64") for c in columns})
 

@@ -24,3 +24,13 @@ CLOCK_SCHEMA = "nsyswrap.clock/1"
 USER_FLOOR_RANGE = "nsyswrap.user-events [event floor]"
 TIMER_RANGE_PREFIX = "nsyswrap.timer "
 DO_BENCH_RANGE_PREFIX = "nsyswrap.do_bench "
+# The runner's packed columns: each row's struct format (little-endian, no padding) and
+# fields, for record() and elapsed_time() calls; and how many rows of each it keeps at most
+# (beyond, it counts them): what the analysis reads, and the most it inflates.
+USER_RECORD_FORMAT = "<qqHIIHq"
+USER_RECORD_FIELDS = ("before_ns", "took_ns", "thread", "event", "nth", "site", "stream")
+USER_ELAPSED_FORMAT = "<qqHIIIIHd"
+USER_ELAPSED_FIELDS = ("before_ns", "after_ns", "thread", "start_event", "start_nth",
+                       "end_event", "end_nth", "site", "value_ms")
+USER_MAX_RECORDS = 4 << 20
+USER_MAX_ELAPSED = 4 << 20

@@ -261,11 +261,18 @@ def _read(db: Database, packed: Packed, notes: list[str], what: str) -> _Read:
     none = np.zeros(0, "int64")
     odd = _rows_by_rowid(db, packed, np.concatenate([s.odd_rowids for s in slices] or [none]))
     broken = [r for r, row in odd.items() if row[1] is None or row[1] < 0]
-    for rowid in broken:
+    # SQLite computes an end - start past int64 (a start near the least int64) as a REAL,
+    # which no int64 holds.
+    endless = [r for r, row in odd.items() if row[1] is not None and row[1] >= 0
+               and not isinstance(row[1], int)]
+    for rowid in broken + endless:
         del odd[rowid]
     if broken:
         notes.append(f"{len(broken)} {what}(s) end before they start (broken timestamps); "
                      "left out of the summary")
+    if endless:
+        notes.append(f"{len(endless)} {what}(s) last longer than 64 bits of ns hold (broken "
+                     "timestamps); left out of the summary")
     mask = (1 << packed.value_bits) - 1
     columns = {}
     for i, (name, _) in enumerate(packed.values):

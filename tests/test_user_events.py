@@ -253,6 +253,12 @@ def test_the_schema_names_match_the_runners_copy():
     assert module.FLOOR_RANGE == schema.USER_FLOOR_RANGE
     assert module.TIMER_RANGE_PREFIX == schema.TIMER_RANGE_PREFIX
     assert module.DO_BENCH_RANGE_PREFIX == schema.DO_BENCH_RANGE_PREFIX
+    assert (module.RECORD_FORMAT, module.RECORD_FIELDS) == (schema.USER_RECORD_FORMAT,
+                                                            schema.USER_RECORD_FIELDS)
+    assert (module.ELAPSED_FORMAT, module.ELAPSED_FIELDS) == (schema.USER_ELAPSED_FORMAT,
+                                                              schema.USER_ELAPSED_FIELDS)
+    assert (module.MAX_RECORDS, module.MAX_ELAPSED) == (schema.USER_MAX_RECORDS,
+                                                        schema.USER_MAX_ELAPSED)
 
 
 def test_the_runner_imports_no_torch_and_nothing_of_nsyswrap():

@@ -22,13 +22,12 @@ no window can read (floor_ns per call).
 
 from __future__ import annotations
 
-import json
-import math
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from ..json_input import all_of, finite, parse, whole
 from ..schema import CAPTURE_RANGE, HARNESS_DOMAIN, MARK_PART_SCHEMA, MARK_SCHEMA
 
 ITERATION_COLUMNS = [
@@ -53,7 +52,7 @@ def benchmark_runs(marks: pd.DataFrame, notes: list[str] | None = None) -> list[
         if not text.startswith("{"):
             continue
         try:
-            doc = json.loads(text)
+            doc = parse(text)
         except ValueError:
             continue
         kind = doc.get("nsyswrap") if isinstance(doc, dict) else None
@@ -73,7 +72,7 @@ def benchmark_runs(marks: pd.DataFrame, notes: list[str] | None = None) -> list[
         text = "".join(pieces[i][0]["text"] for i in sorted(pieces))
         _, time_ns, pid = pieces[max(pieces)]
         try:
-            doc = json.loads(text)
+            doc = parse(text)
         except ValueError:
             doc = None
         if not isinstance(doc, dict):
@@ -94,14 +93,13 @@ def benchmark_runs(marks: pd.DataFrame, notes: list[str] | None = None) -> list[
 
 
 def _whole(value: Any, least: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+    return whole(value, least)
 
 
 def _durations(value: Any) -> bool:
-    """A list of durations in ns (a timer that failed wrote null: harness._finite)."""
-    return isinstance(value, list) and all(
-        v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)
-                      and math.isfinite(v) and v >= 0) for v in value)
+    """A list of durations in ns (a timer that failed wrote null: harness._finite); a
+    number past 64 bits is none (float() of it overflows)."""
+    return all_of(value, lambda v: v is None or finite(v, 0))
 
 
 def _mark_problem(run: dict) -> str | None:

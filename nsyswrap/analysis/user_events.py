@@ -14,8 +14,6 @@ shift the matching.
 from __future__ import annotations
 
 import base64
-import binascii
-import json
 import struct
 import zlib
 from dataclasses import dataclass, field
@@ -23,8 +21,19 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ..json_input import all_of, finite, is_text, parse, real, whole
 from ..report import Report, thread_ids
-from ..schema import CLOCK_SCHEMA, USER_EVENTS_PART_SCHEMA, USER_EVENTS_SCHEMA
+from ..schema import (
+    CLOCK_SCHEMA,
+    USER_ELAPSED_FIELDS,
+    USER_ELAPSED_FORMAT,
+    USER_EVENTS_PART_SCHEMA,
+    USER_EVENTS_SCHEMA,
+    USER_MAX_ELAPSED,
+    USER_MAX_RECORDS,
+    USER_RECORD_FIELDS,
+    USER_RECORD_FORMAT,
+)
 
 # How far outside its bracket (ns) a record's call may lie: the clock offset's own
 # uncertainty (a mark's bracket is ~0.5-2 µs wide; their intersection narrower).
@@ -49,6 +58,7 @@ class RunnerRecords:
     notes: list[str]
     hook_cost_ns: float | None
     dropped_records: int = 0
+    dropped_elapsed: int = 0
     offset_ns: float | None = None  # report time = host clock + offset (clock_offset)
     offset_spread_ns: float | None = None  # how far the clock marks disagree
 
@@ -78,57 +88,241 @@ def runner_documents(marks: pd.DataFrame, notes: list[str]) -> list[dict]:
     docs, parts = [], {}
     for text in texts[mine]:
         try:
-            doc = json.loads(text)
+            doc = parse(text)
         except ValueError:
             notes.append("a mark of nsyswrap's runner is not JSON (cut short?); left out")
             continue
-        if doc.get("nsyswrap") == USER_EVENTS_SCHEMA:
+        kind = doc.get("nsyswrap") if isinstance(doc, dict) else None
+        if kind == USER_EVENTS_SCHEMA:
             docs.append(doc)
-        elif doc.get("nsyswrap") == USER_EVENTS_PART_SCHEMA:
-            parts.setdefault(str(doc.get("key")), {})[doc.get("part")] = doc
+        elif kind == USER_EVENTS_PART_SCHEMA:
+            if not (is_text(doc.get("key")) and whole(doc.get("part"), 0)
+                    and whole(doc.get("parts"), 1) and is_text(doc.get("text"))):
+                notes.append("a part of the runner's records lacks its key, part number, part "
+                             "count or text; left out")
+                continue
+            parts.setdefault(doc["key"], {})[doc["part"]] = doc
     for key, pieces in parts.items():
-        first = pieces.get(0) or next(iter(pieces.values()))
-        if len(pieces) != first.get("parts"):
+        count = pieces[min(pieces)]["parts"]
+        if set(pieces) != set(range(count)):
             notes.append(f"the runner's records {key} are incomplete ({len(pieces)} of "
-                         f"{first.get('parts')} parts: the capture ended while they were "
-                         "written); left out")
+                         f"{count} parts: the capture ended while they were written); left "
+                         "out")
             continue
         try:
-            docs.append(json.loads("".join(pieces[i]["text"] for i in sorted(pieces))))
-        except (ValueError, KeyError, TypeError):
-            notes.append(f"the runner's records {key} cannot be read; left out")
+            doc = parse("".join(pieces[i]["text"] for i in range(count)))
+        except ValueError:
+            doc = None
+        if not (isinstance(doc, dict) and doc.get("nsyswrap") == USER_EVENTS_SCHEMA):
+            notes.append(f"the runner's records {key} cannot be read (their parts do not "
+                         "join into one of its documents); left out")
+            continue
+        docs.append(doc)
     return docs
 
 
-def _unpack(doc: dict, data: str, fmt: str, fields: list[str]) -> pd.DataFrame:
-    raw = zlib.decompress(base64.b64decode(doc[data]))
-    layout = struct.Struct(fmt)
-    if len(raw) % layout.size:
-        raise ValueError(f"{data} is {len(raw)} bytes, not rows of {layout.size}")
-    dtype = np.dtype([(name, _NUMPY_CODES[code]) for name, code in
-                      zip(fields, fmt.lstrip("<"), strict=True)])
-    return pd.DataFrame(np.frombuffer(raw, dtype=dtype.newbyteorder("<")).copy())
+# What the runner writes, as the analysis takes it: a host clock reading (perf_counter_ns,
+# ns since boot: far below this bound, which keeps the matching's sums within int64), and
+# process and thread ids (pid_t).
+CLOCK_MAX = 1 << 62
+ID_MAX = (1 << 31) - 1
+
+
+def _check(ok: bool, problem: str) -> None:
+    if not ok:
+        raise ValueError(problem)
+
+
+def _is_clock(value) -> bool:
+    return whole(value, 0, CLOCK_MAX)
+
+
+def _optional(doc: dict, name: str, default):
+    """A field the runner always writes but a document of an earlier one may lack."""
+    value = doc.get(name)
+    return default if value is None else value
+
+
+# Compressed bytes inflated a step: deflate's greatest ratio (1032:1) makes at most ~4 MB
+# of each, so no step goes far past the bound.
+INFLATE_STEP = 4 << 10
+
+
+def _inflate(packed, most: int, name: str) -> np.ndarray:
+    """A packed column (zlib, then base64) as bytes, no more than `most` of them: a crafted
+    column of a few MB inflates to GBs, which a whole zlib.decompress would allocate before
+    any check. Inflated a step at a time into one buffer (np.empty: the pages of the bound
+    not filled are never touched)."""
+    _check(is_text(packed), f"{name} is not text")
+    try:
+        compressed = memoryview(base64.b64decode(packed, validate=True))
+    except ValueError:  # binascii.Error is one; so is text that is not ASCII
+        raise ValueError(f"{name} is not base64") from None
+    inflater = zlib.decompressobj()
+    out = np.empty(most, dtype=np.uint8)
+    filled = 0
+    for at in range(0, len(compressed), INFLATE_STEP):
+        try:
+            step = inflater.decompress(compressed[at:at + INFLATE_STEP])
+        except zlib.error as e:
+            raise ValueError(f"{name} is not zlib data ({e})") from None
+        _check(filled + len(step) <= most,
+               f"{name} inflates past {most} bytes, more than the document says it holds")
+        out[filled:filled + len(step)] = np.frombuffer(step, dtype=np.uint8)
+        filled += len(step)
+        if inflater.eof:
+            break
+    _check(inflater.eof, f"{name} is cut short")
+    return out[:filled]
+
+
+def _unpack(doc: dict, name: str, fmt: str, fields: tuple[str, ...],
+            most_rows: int) -> pd.DataFrame:
+    """A packed column as a frame: inflated no further than the rows the document says it
+    holds (`<name>_rows`; a document of an earlier runner says none: the most it keeps)."""
+    size = struct.calcsize(fmt)
+    rows = doc.get(f"{name}_rows")
+    _check(rows is None or whole(rows, 0, most_rows),
+           f"{name}_rows is not a count of rows up to {most_rows}")
+    raw = _inflate(doc.get(name), (most_rows if rows is None else rows) * size, name)
+    _check(len(raw) % size == 0 and (rows is None or len(raw) == rows * size),
+           f"{name} is {len(raw)} bytes, not "
+           f"{'rows' if rows is None else rows} of {size} bytes")
+    table = raw.view(np.dtype(
+        [(f, "<" + _NUMPY_CODES[code]) for f, code in zip(fields, fmt[1:], strict=True)]))
+    # Each column copied out whole, in the machine's byte order; the bytes then go.
+    return pd.DataFrame({f: table[f].astype(table.dtype[f].newbyteorder("="), copy=True)
+                         for f in fields})
 
 
 # struct codes of the runner's formats, as numpy types.
 _NUMPY_CODES = {"q": "i8", "Q": "u8", "I": "u4", "i": "i4", "H": "u2", "h": "i2", "d": "f8"}
 
 
+def _check_rows(records: pd.DataFrame, elapsed: pd.DataFrame, threads: int,
+                sites: int) -> None:
+    """The packed rows' codes point into the document's lists, their clock readings are
+    readings, and each (event, record) is recorded once, as the runner writes them."""
+    for name, frame in (("records", records), ("elapsed", elapsed)):
+        _check(bool((frame["thread"].to_numpy() < threads).all()),
+               f"{name} name a thread past the document's {threads}")
+        _check(bool((frame["site"].to_numpy() < sites).all()),
+               f"{name} name a call site past the document's {sites}")
+    before = records["before_ns"].to_numpy()
+    took = records["took_ns"].to_numpy()
+    _check(bool(((before >= 0) & (before <= CLOCK_MAX) & (took >= 0)
+                 & (took <= CLOCK_MAX - before)).all()),
+           "records hold times that are not clock readings")
+    before, after = elapsed["before_ns"].to_numpy(), elapsed["after_ns"].to_numpy()
+    _check(bool(((before >= 0) & (before <= after) & (after <= CLOCK_MAX)).all()),
+           "elapsed holds times that are not clock readings in order")
+    keys = ((records["event"].to_numpy().astype("uint64") << np.uint64(32))
+            | records["nth"].to_numpy().astype("uint64"))
+    _check(len(np.unique(keys)) == len(keys), "records repeat an event's record")
+
+
+def _is_plain(value) -> bool:
+    """What the runner writes of a Python value (_user_events._plain): a number, a list of
+    numbers, or text (its repr)."""
+    return real(value) or all_of(value, real) or is_text(value)
+
+
+_SCOPE_COUNTS = ("first_record", "end_record", "first_elapsed", "end_elapsed", "number")
+
+
+def _scope_problem(scope, threads: int, sites: int) -> str | None:
+    """What makes a scope (a do_bench or Timer call, a pause) unusable, None when nothing
+    does: the fields the analysis reads, each of the type and range the runner writes."""
+    if not isinstance(scope, dict):
+        return "it is not an object"
+    if not is_text(scope.get("kind")):
+        return "its kind is not text"
+    before, after = scope.get("before_ns"), scope.get("after_ns")
+    if not (_is_clock(before) and _is_clock(after) and before <= after):
+        return "before_ns and after_ns are not clock readings in order"
+    if not whole(scope.get("thread"), 0, threads - 1):
+        return "its thread is not one of the document's"
+    if not whole(scope.get("site", -1), -1, sites - 1):
+        return "its site is not one of the document's"
+    for name in _SCOPE_COUNTS:
+        if name in scope and not whole(scope[name], 0):
+            return f"{name} is not a count"
+    if not is_text(scope.get("label", "")):
+        return "its label is not text"
+    options = scope.get("options", {})
+    if not (isinstance(options, dict) and all(_is_plain(v) for v in options.values())):
+        return "options must map names to numbers or text"
+    returned = scope.get("returned")
+    if isinstance(returned, dict):  # a Timer's Measurement
+        if not (_is_plain(returned.get("raw_times", []))
+                and whole(returned.get("number_per_run", 0), 0)
+                and all(_is_plain(returned.get(k, 0.0)) for k in ("median", "mean"))):
+            return "what it returned is not a measurement"
+    elif returned is not None and not _is_plain(returned):
+        return "what it returned is not a number, numbers or text"
+    return None
+
+
+def _is_site(value) -> bool:
+    return (isinstance(value, list) and len(value) == 3 and is_text(value[0])
+            and whole(value[1], 0) and is_text(value[2]))
+
+
+def _is_clock_mark(value) -> bool:
+    return (isinstance(value, list) and len(value) == 3 and _is_clock(value[0])
+            and _is_clock(value[1]) and value[0] <= value[1] and is_text(value[2]))
+
+
 def decode(doc: dict) -> RunnerRecords:
-    """One runner document as frames. Raises ValueError (KeyError, ...) when malformed."""
-    records = _unpack(doc, "records", doc["record_format"], doc["record_fields"])
-    elapsed = _unpack(doc, "elapsed", doc["elapsed_format"], doc["elapsed_fields"])
-    errors = {int(k): str(v) for k, v in (doc.get("elapsed_errors") or {}).items()}
+    """One runner document as frames, each field the analysis reads checked to be what the
+    runner writes (its type and range, the packed columns' layout and size, the codes in
+    them). Raises ValueError saying what is not."""
+    _check(isinstance(doc, dict), "it is not a JSON object")
+    pid = doc.get("pid")
+    _check(whole(pid, 0, ID_MAX), "its pid is not a process id")
+    _check(doc.get("record_format") == USER_RECORD_FORMAT
+           and doc.get("record_fields") == list(USER_RECORD_FIELDS)
+           and doc.get("elapsed_format") == USER_ELAPSED_FORMAT
+           and doc.get("elapsed_fields") == list(USER_ELAPSED_FIELDS),
+           "its packed columns are not laid out as the runner's (record_format, "
+           "record_fields, elapsed_format, elapsed_fields)")
+    threads, sites = doc.get("threads"), doc.get("sites")
+    _check(all_of(threads, lambda t: whole(t, 0, ID_MAX)), "threads is not a list of thread ids")
+    _check(all_of(sites, _is_site), "sites is not a list of [file, line, function]")
+    records = _unpack(doc, "records", USER_RECORD_FORMAT, USER_RECORD_FIELDS, USER_MAX_RECORDS)
+    elapsed = _unpack(doc, "elapsed", USER_ELAPSED_FORMAT, USER_ELAPSED_FIELDS,
+                      USER_MAX_ELAPSED)
+    _check_rows(records, elapsed, len(threads), len(sites))
+    errors = _optional(doc, "elapsed_errors", {})
+    _check(isinstance(errors, dict) and all(
+        k.isascii() and k.isdigit() and len(k) < 19 and is_text(v) for k, v in errors.items()),
+        "elapsed_errors does not map row numbers to text")
+    errors = {int(k): v for k, v in errors.items()}
     elapsed["error"] = [errors.get(i, "") for i in range(len(elapsed))]
-    sites = [(str(f), int(line), str(fn)) for f, line, fn in doc["sites"]]
+    scopes = _optional(doc, "scopes", [])
+    _check(isinstance(scopes, list), "scopes is not a list")
+    for i, scope in enumerate(scopes):
+        problem = _scope_problem(scope, len(threads), len(sites))
+        _check(problem is None, f"scope {i}: {problem}")
+    clock_marks = _optional(doc, "clock_marks", [])
+    _check(all_of(clock_marks, _is_clock_mark),
+           "clock_marks is not a list of [before_ns, after_ns, key]")
+    floor_ms = _optional(doc, "floor_ms", [])
+    _check(all_of(floor_ms, finite), "floor_ms is not a list of times")
+    notes = _optional(doc, "notes", [])
+    _check(all_of(notes, is_text), "notes is not a list of text")
+    hook_cost_ns = doc.get("hook_cost_ns")
+    _check(hook_cost_ns is None or finite(hook_cost_ns, 0), "hook_cost_ns is not a time")
+    dropped = {name: _optional(doc, name, 0) for name in ("dropped_records", "dropped_elapsed")}
+    _check(all(whole(n, 0) for n in dropped.values()),
+           "dropped_records or dropped_elapsed is not a count")
     return RunnerRecords(
-        pid=int(doc["pid"]), records=records, elapsed=elapsed, sites=sites,
-        threads=[int(t) for t in doc["threads"]], scopes=list(doc.get("scopes") or []),
-        clock_marks=[(int(b), int(a), str(k)) for b, a, k in doc.get("clock_marks") or []],
-        floor_ms=[float(x) for x in doc.get("floor_ms") or []],
-        notes=[str(n) for n in doc.get("notes") or []],
-        hook_cost_ns=doc.get("hook_cost_ns"),
-        dropped_records=int(doc.get("dropped_records") or 0))
+        pid=pid, records=records, elapsed=elapsed, sites=[tuple(s) for s in sites],
+        threads=list(threads), scopes=scopes,
+        clock_marks=[(b, a, k) for b, a, k in clock_marks],
+        floor_ms=[float(x) for x in floor_ms], notes=list(notes),
+        hook_cost_ns=None if hook_cost_ns is None else float(hook_cost_ns),
+        dropped_records=dropped["dropped_records"], dropped_elapsed=dropped["dropped_elapsed"])
 
 
 def clock_offset(runner: RunnerRecords, marks: pd.DataFrame) -> tuple[float, float] | None:
@@ -142,9 +336,12 @@ def clock_offset(runner: RunnerRecords, marks: pd.DataFrame) -> tuple[float, flo
     times = {}
     for time_ns, text in zip(mine["time_ns"], mine["text"], strict=True):
         try:
-            times[json.loads(text)["key"]] = int(time_ns)
-        except (ValueError, KeyError, TypeError):
+            doc = parse(text)
+        except ValueError:
             continue
+        key = doc.get("key") if isinstance(doc, dict) else None
+        if is_text(key):
+            times[key] = int(time_ns)
     lows, highs = [], []
     for before, after, key in runner.clock_marks:
         if key in times:
@@ -167,17 +364,24 @@ def match_records(report: Report) -> UserEvents:
     if not docs:
         return out
     calls = report.event_calls
-    frames = []
+    frames, pids = [], set()
     for doc in docs:
         try:
             runner = decode(doc)
-        except (ValueError, KeyError, TypeError, binascii.Error, zlib.error, struct.error) as e:
+        except ValueError as e:  # decode checks every field: anything else is a bug here
             notes.append(f"the runner's records of a process cannot be read ({e}); left out")
             continue
+        if runner.pid in pids:  # the runner writes one document per process, at its exit
+            notes.append(f"process {runner.pid}: a second document of the runner's records "
+                         "(a process writes one); left out")
+            continue
+        pids.add(runner.pid)
         notes.extend(runner.notes)
-        if runner.dropped_records:
-            notes.append(f"process {runner.pid}: {runner.dropped_records} record() calls past "
-                         "the runner's limit were counted, not kept")
+        for count, what in ((runner.dropped_records, "record()"),
+                            (runner.dropped_elapsed, "elapsed_time()")):
+            if count:
+                notes.append(f"process {runner.pid}: {count} {what} calls past the runner's "
+                             "limit were counted, not kept")
         offset = clock_offset(runner, report.marks)
         if offset is None:
             notes.append(f"process {runner.pid}: none of the runner's clock marks is in the "

@@ -138,6 +138,9 @@ def _user_ranges(a: Analysis, t: Thresholds) -> list[Finding]:
         label = range_label(domain, name)
         skip = max(x.count for x in cold.values())
         first = next(iter(cold.values()))
+        # The rest may have a median of 0 (the first instance alone launched GPU work).
+        ratio = (f" ({first.first_ns[0] / first.median_rest_ns:.0f}x)"
+                 if first.median_rest_ns > 0 else "")
         findings.append(Finding(
             code=CODE,
             severity=WARNING,
@@ -146,8 +149,7 @@ def _user_ranges(a: Analysis, t: Thresholds) -> list[Finding]:
                 f"{label}: the first "
                 f"{'instance' if first.count == 1 else f'{first.count} instances'} took "
                 f"{', '.join(fmt_ns(v) for v in first.first_ns)} of {first.words} against a "
-                f"median of {fmt_ns(first.median_rest_ns)} for the rest "
-                f"({first.first_ns[0] / first.median_rest_ns:.0f}x): "
+                f"median of {fmt_ns(first.median_rest_ns)} for the rest{ratio}: "
                 f"skip {plural(skip, 'warmup iteration')} of {len(g)}"
             ),
             evidence=_evidence(cold, skip, len(g)),

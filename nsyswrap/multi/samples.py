@@ -8,7 +8,6 @@ samples are what the document holds: the `samples` section `nsyswrap run` writes
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +18,7 @@ import pandas as pd
 
 from ..diagnose.finding import range_label
 from ..errors import BadInputError
+from ..json_input import all_of, is_text, parse, real, whole
 from ..result import SCHEMA, Comparison
 from .stats import cap_samples
 
@@ -190,16 +190,106 @@ def _number(v: float) -> int | float:
     return int(v) if float(v).is_integer() else float(v)
 
 
-def _from_sample_rows(side: DiffSide, rows: list[dict[str, Any]], path: Path) -> None:
-    try:
-        for r in rows:
-            ops = r.get("ops_per_instance")
-            side.items[(r["kind"], r["name"], r["metric"])] = Item(
-                r["kind"], r["name"], r["metric"],
-                np.asarray(r["values_ns"], dtype="float64"), float(r["median_ns"]),
-                int(r["count"]), ops_per_instance=None if ops is None else float(ops))
-    except (KeyError, TypeError, ValueError) as e:
-        raise BadInputError(f"{path}: its samples section is not nsyswrap's ({e!r})") from None
+def _from_sample_rows(side: DiffSide, rows: list[dict[str, Any]]) -> None:
+    for r in rows:
+        ops = r.get("ops_per_instance")
+        side.items[(r["kind"], r["name"], r["metric"])] = Item(
+            r["kind"], r["name"], r["metric"],
+            np.asarray(r["values_ns"], dtype="float64"), float(r["median_ns"]),
+            int(r["count"]), ops_per_instance=None if ops is None else float(ops))
+
+
+def _maybe(check):
+    """`check`, or absent (None: how a document writes NaN, or a value it does not know)."""
+    return lambda value: value is None or check(value)
+
+
+def _count(value) -> bool:
+    return whole(value, 0)
+
+
+# What from_analysis_json reads of each row of a section, and what each value must be (the
+# fields it reads with [] are required; the rest may be absent or null): a document that
+# says it is nsyswrap's but holds something else (text where a number is, a number past
+# 64 bits, null where a section is) is refused here, not halfway through the diff.
+_ROW_FIELDS: dict[str, dict[str, tuple[bool, Any]]] = {
+    "kernels": {"name": (True, is_text), "median_ns": (True, real), "count": (True, _count),
+                "short_name": (False, is_text), "total_ns": (False, real),
+                "mean_ns": (False, real), "std_ns": (False, real)},
+    "samples": {"kind": (True, is_text), "name": (True, is_text), "metric": (True, is_text),
+                "median_ns": (True, real), "count": (True, _count),
+                "values_ns": (True, lambda v: all_of(v, real)),
+                "ops_per_instance": (False, real)},
+    "ranges": {"name": (True, is_text), "count": (True, _count), "domain": (False, is_text),
+               "gpu_busy_median_ns": (False, real), "cpu_median_ns": (False, real),
+               "gpu_ops": (False, real)},
+    "instances": {"name": (True, is_text), "domain": (False, is_text),
+                  "family": (False, is_text), "cpu_ns": (False, real),
+                  "gpu_busy_ns": (False, real), "gpu_ops": (False, real)},
+    "benchmarks": {"benchmark": (True, is_text), "busy_median_ns": (False, real),
+                   "iterations": (False, _count)},
+    "iterations": {"benchmark": (True, is_text), "calls": (False, real),
+                   "gpu_busy_ns": (False, real), "event_ns": (False, real)},
+    "user_timing_instances": {"label": (True, is_text), "kind": (False, is_text),
+                              "calls": (False, real), "gpu_busy_ns": (False, real),
+                              "value_ns": (False, real)},
+    "findings": {"code": (False, is_text), "severity": (False, is_text),
+                 "range": (False, is_text), "message": (False, is_text)},
+}
+# Sections from_analysis_json takes as empty when null (the others it iterates).
+_MAY_BE_NULL = frozenset({"samples", "instances", "iterations", "user_timing_instances"})
+_GROUP_FIELDS = {"label": (False, is_text), "kind": (False, is_text),
+                 "kernels_median_ns": (False, real), "value_median_ns": (False, real),
+                 "instances": (False, _count)}
+_GPU_FIELDS = {"name": (False, is_text)}
+
+
+def _rows_problem(section: str, rows: Any, fields: dict[str, tuple[bool, Any]]) -> str | None:
+    if not isinstance(rows, list):
+        return f"{section} is not a list"
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict):
+            return f"{section}[{i}] is not an object"
+        for name, (required, check) in fields.items():
+            if name not in row:
+                if required:
+                    return f"{section}[{i}] has no {name}"
+                continue
+            if not (check(row[name]) or (not required and row[name] is None)):
+                return f"{section}[{i}].{name} is {_shown(row[name])}"
+    return None
+
+
+def _shown(value: Any) -> str:
+    """A value as the message shows it: its type, and itself where that is short."""
+    if isinstance(value, int) and not isinstance(value, bool) and not whole(value):
+        return "an integer past 64 bits"
+    text = repr(value) if not isinstance(value, (list, dict)) else type(value).__name__
+    return text if len(text) <= 40 else f"{type(value).__name__} of {len(text)} characters"
+
+
+def _document_problem(doc: dict[str, Any]) -> str | None:
+    """What in a nsyswrap.compare/1 document from_analysis_json cannot read as its writer
+    wrote it (render/json.py, pipeline.analysis_json), None when nothing."""
+    rep = doc.get("report", {})
+    if not isinstance(rep, dict):
+        return "report is not an object"
+    for name in ("source", "driver_version", "nsys_version"):
+        if rep.get(name) is not None and not is_text(rep[name]):
+            return f"report.{name} is {_shown(rep[name])}"
+    checks = [("report.gpus", rep.get("gpus", []), _GPU_FIELDS)]
+    checks += [(name, doc[name], fields) for name, fields in _ROW_FIELDS.items()
+               if name in doc and not (name in _MAY_BE_NULL and doc[name] is None)]
+    timings = doc.get("user_timings")
+    if timings is not None:
+        if not isinstance(timings, dict):
+            return "user_timings is not an object"
+        checks.append(("user_timings.groups", timings.get("groups") or [], _GROUP_FIELDS))
+    for section, rows, fields in checks:
+        problem = _rows_problem(section, rows, fields)
+        if problem is not None:
+            return problem
+    return None
 
 
 def from_analysis_json(path: Path) -> DiffSide:
@@ -208,13 +298,17 @@ def from_analysis_json(path: Path) -> DiffSide:
     `samples` section of a run's analysis.json, or in the rows of a document written with
     --instances (instances, iterations, user_timing_instances)."""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        doc = parse(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:  # UnicodeDecodeError is a ValueError
         raise BadInputError(f"{path}: not readable as JSON ({e})") from None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         raise BadInputError(f"{path}: not a {SCHEMA} document (nsyswrap compare --format "
                             "json, or a run's analysis.json)")
-    rep = doc.get("report", {})
+    problem = _document_problem(doc)
+    if problem is not None:
+        raise BadInputError(f"{path}: not a {SCHEMA} document as nsyswrap writes it: "
+                            f"{problem}")
+    rep = doc.get("report") or {}
     side = DiffSide(str(rep.get("source") or path), [g.get("name") for g in rep.get("gpus", [])],
                     rep.get("driver_version"), rep.get("nsys_version"), None)
     for k in doc.get("kernels", []):
@@ -225,7 +319,7 @@ def from_analysis_json(path: Path) -> DiffSide:
             "kernel", k["name"], "duration", None, float(k["median_ns"]), int(k["count"]),
             k.get("mean_ns"), k.get("std_ns"))
     if isinstance(doc.get("samples"), list):
-        _from_sample_rows(side, doc["samples"], path)
+        _from_sample_rows(side, doc["samples"])
     else:
         _from_document_rows(side, doc)
     side.findings = [{k: f.get(k) for k in ("code", "severity", "range", "message")}
