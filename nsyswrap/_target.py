@@ -14,7 +14,7 @@ exit(), not through a signal.
 Under `nsyswrap run` it first puts the program's standard output and error on the two
 FIFOs nsyswrap reads (NSYSWRAP_STDOUT, NSYSWRAP_STDERR: apart from nsys's own output, see
 nsyswrap/launch.py); when the module of `-m` cannot be found, it says so in the file
-NSYSWRAP_STATUS.
+NSYSWRAP_STATUS. It gives the program the user's umask back (NSYSWRAP_UMASK).
 
 Why: nsys's CUDA trace is buffered inside the profiled process and handed to nsys by exit
 handlers of its injection library. Python ends a program interrupted by Ctrl-C by re-raising
@@ -59,6 +59,10 @@ STUCK_AFTER_S = float(os.environ.get("NSYSWRAP_STUCK_AFTER_S", "10"))
 INTERRUPT_EXIT = os.environ.get("NSYSWRAP_INTERRUPT_EXIT")
 # The names nsyswrap/launch.py hands the program's channels under.
 STDOUT_ENV, STDERR_ENV, STATUS_ENV = "NSYSWRAP_STDOUT", "NSYSWRAP_STDERR", "NSYSWRAP_STATUS"
+# The user's umask (octal), as nsyswrap/files.py hands it: nsyswrap runs with 077, and nsys
+# 2022.4 starts the program with 000 (docs/nsys-quirks.md); the program makes its files as
+# it would without either.
+UMASK_ENV = "NSYSWRAP_UMASK"
 NO_MODULE = "no-module"  # the status when the module of -m cannot be found
 
 _handled: list[int] = []  # signals whose Python handler has run (in the main thread)
@@ -186,8 +190,17 @@ def _record_user_events() -> None:
     module.install()
 
 
+def _restore_umask() -> None:
+    value = os.environ.pop(UMASK_ENV, "")
+    try:
+        os.umask(int(value, 8))
+    except ValueError:  # not under nsyswrap run: the umask nsys gave
+        pass
+
+
 def main(argv: list[str]) -> int:
     status = _take_channels()
+    _restore_umask()
     if not argv or argv == ["-m"]:
         print(USAGE, file=sys.stderr)
         return 2

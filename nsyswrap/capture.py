@@ -26,9 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import BadInputError, NsysWrapError
-from .files import open_new, replacing
+from .files import UMASK_ENV, make_private, open_new, replacing, user_umask
 from .launch import LOG_NAME, WRAPPER, Interrupts, Workspace, run_nsys
 from .nsys import export_to, nsys_version, real_nsys_path, require_nsys
+from .redact import redact_args
 from .run_folder import INCOMPLETE_PREFIX
 from .schema import CAPTURE_ENV, CAPTURE_RANGE, USER_EVENTS_ENV
 
@@ -81,7 +82,7 @@ class Capture:
 
     output_dir: Path
     name: str
-    command: list[str]
+    command: list[str]  # nsys's (or torchrun's around it)
     nsys: str
     nsys_version: str | None
     workload_exit: int | None = None
@@ -101,6 +102,7 @@ class Capture:
     # nsys shut the workload down when its capture range ended (the range-end mode named
     # here): a nonzero workload_exit is then nsys's doing, not the program's.
     shut_down_by_nsys: str | None = None
+    target: list[str] = field(default_factory=list)  # the profiled command, as the user gave it
 
     def files(self) -> list[Path]:
         return [p for p in (self.qdstrm, self.rep, self.sqlite, self.log) if p and p.exists()]
@@ -244,7 +246,8 @@ def profile(target: Sequence[str], output_dir: Path, opts: ProfileOptions, *,
     base = output_dir / name
     _refuse_existing([base])
     cmd = profile_command(exe, target, base, opts)
-    cap = Capture(output_dir, name, cmd, exe, nsys_version(exe), log=output_dir / LOG_NAME)
+    cap = Capture(output_dir, name, cmd, exe, nsys_version(exe), log=output_dir / LOG_NAME,
+                  target=list(target))
     _launch(cap, target, opts, progress, quiet, stdout_to_stderr, interrupts, rescue_as=name)
     _collect(cap, base)
     # A capture kept elsewhere is the whole one; anything nsys left here beside it is not.
@@ -274,7 +277,7 @@ def profile_ranks(target: Sequence[str], output_dir: Path, opts: ProfileOptions,
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(ranks),
            "--no-python", *inner]
     first = Capture(output_dir, f"{name}.rank0", cmd, exe, nsys_version(exe),
-                    log=output_dir / LOG_NAME)
+                    log=output_dir / LOG_NAME, target=list(target))
     # An interrupted rank exits with 0, or torchrun takes it for a failed worker and kills
     # the other ranks' nsys before they write their reports (nsyswrap/_target.py).
     # A capture nsys left in its temporary folder is no rank's by its name: moved as it is.
@@ -288,7 +291,7 @@ def profile_ranks(target: Sequence[str], output_dir: Path, opts: ProfileOptions,
                       nsys_lines=first.nsys_lines, stdout_closed=first.stdout_closed,
                       rescued=first.rescued, kept_elsewhere=first.kept_elsewhere,
                       failed_ranks=first.failed_ranks,
-                      shut_down_by_nsys=first.shut_down_by_nsys)
+                      shut_down_by_nsys=first.shut_down_by_nsys, target=first.target)
         _collect(cap, base)
         if cap.rep or cap.qdstrm:
             captures.append(cap)
@@ -355,17 +358,18 @@ def _launch(cap: Capture, target, opts: ProfileOptions, progress, quiet, stdout_
     """Run nsys for `cap`; fill in how it ended and rescue what it left in its temporary
     folder (named `rescue_as`; None: as nsys named it)."""
     env = dict(os.environ, PYTHONUNBUFFERED="1", **(extra_env or {}))
+    env[UMASK_ENV] = f"{user_umask():03o}"  # the program's own files as without nsyswrap
     if opts.harness_only:
         env[CAPTURE_ENV] = "1"
     if not opts.user_events:
         env[USER_EVENTS_ENV] = "0"
     if progress:
-        progress(f"profiling with nsys {cap.nsys_version or '?'}: {shlex.join(target)}")
+        progress(f"profiling with nsys {cap.nsys_version or '?'}: {_shown(target)}")
     with contextlib.ExitStack() as stack:
         if interrupts is None:
             interrupts = stack.enter_context(Interrupts(progress))
         log = stack.enter_context(open_new(cap.log, binary=True))
-        log.write(("$ " + shlex.join(cap.command) + "\n").encode())
+        log.write(("$ " + _shown(cap.command) + "\n").encode())
         log.flush()
         work = stack.enter_context(Workspace())
         outcome = run_nsys(cap.command, work.env(env), work, log, interrupts,
@@ -379,8 +383,14 @@ def _launch(cap: Capture, target, opts: ProfileOptions, progress, quiet, stdout_
         cap.shut_down_by_nsys = end
     if status and status[0] == _NO_MODULE:
         raise ProgramNotStarted(f"{status[1] if len(status) > 1 else 'no module'} "
-                                f"(python {shlex.join(target[1:])}); nothing was profiled")
+                                f"(python {_shown(target[1:])}); nothing was profiled")
     _rescue(cap, _named_by_nsys(cap.nsys_lines, cap.output_dir), rescue_as)
+
+
+def _shown(command: Sequence[str]) -> str:
+    """A command line as nsyswrap prints or logs it: quoted as a shell would read it, what
+    looks like a credential redacted (redact.py)."""
+    return shlex.join(redact_args(command).args)
 
 
 def _named_by_nsys(lines: Sequence[str], output_dir: Path) -> list[Path]:
@@ -403,6 +413,7 @@ def _rescue(cap: Capture, left: Sequence[Path], name: str | None) -> None:
     """Move each capture nsys left elsewhere into the output folder (as `name` if free,
     else as nsys named it); one that cannot be moved (a full disk) stays where it is."""
     for src in left:
+        make_private(src)  # nsys made it 0664, in a folder everyone reads (/tmp)
         ext = ".qdstrm" if src.name.endswith(".qdstrm") else ".nsys-rep"
         dst = _file(cap.output_dir / name, ext) if name else cap.output_dir / src.name
         if os.path.lexists(dst):
@@ -440,6 +451,11 @@ def _collect(cap: Capture, base: Path) -> None:
     rep, qdstrm = _file(base, ".nsys-rep"), _file(base, ".qdstrm")
     cap.rep = rep if rep.is_file() else None
     cap.qdstrm = qdstrm if qdstrm.is_file() else None
+    for made in (cap.rep, cap.qdstrm):
+        # nsys makes its captures 0664 whatever the umask (docs/nsys-quirks.md): they hold
+        # the command line and the environment.
+        if made is not None and not made.is_symlink():
+            make_private(made)
 
 
 # --- importing a raw capture -------------------------------------------------------------

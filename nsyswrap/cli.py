@@ -27,9 +27,11 @@ from ._version import __version__
 from .capture import DEFAULT_TRACE
 from .diagnose import Thresholds
 from .errors import BadInputError, NsysWrapError
-from .files import atomic_write, refuse_input_as_output
+from .files import atomic_write, private_files, refuse_input_as_output
 from .multi.thresholds import DiffThresholds, RankThresholds
+from .redact import redact_text
 from .render import FORMATS, RANKS_SECTIONS, SECTIONS, render_pieces
+from .render.names import printable
 
 # Exit codes: 0 fine, 1 failure, 2 bad input or usage, 3 findings matched --fail-on.
 EXIT_FINDINGS = 3
@@ -60,7 +62,7 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except NsysWrapError as e:
-            click.echo(f"nsyswrap: error: {e}", err=True)
+            _error(str(e))
             ctx.exit(e.exit_code)
         except KeyboardInterrupt:
             click.echo("nsyswrap: interrupted", err=True)
@@ -78,9 +80,8 @@ class _Group(click.Group):
         except Exception as e:  # a bug in nsyswrap: still one line unless asked for more
             if os.environ.get("NSYSWRAP_DEBUG"):
                 raise
-            click.echo(f"nsyswrap: internal error: {type(e).__name__}: {e} "
-                       "(set NSYSWRAP_DEBUG=1 for the traceback, and please report it)",
-                       err=True)
+            _say(f"internal error: {type(e).__name__}: {e} "
+                 "(set NSYSWRAP_DEBUG=1 for the traceback, and please report it)")
             ctx.exit(1)
 
     def make_context(self, info_name, args, parent=None, **extra):
@@ -97,10 +98,10 @@ def _usage_error(e: click.UsageError, command_path: str | None):
     # (Click 8.2 and later: the help a bare command asks for.)
     if isinstance(e, getattr(click.exceptions, "NoArgsIsHelpError", ())):
         raise e
-    click.echo(f"nsyswrap: error: {e.format_message()}", err=True)
+    _error(e.format_message())
     where = e.ctx.command_path if e.ctx is not None else command_path
     if where:
-        click.echo(f"Try '{where} -h' for help.", err=True)
+        click.echo(_line(f"Try '{where} -h' for help."), err=True)
     raise click.exceptions.Exit(e.exit_code)
 
 
@@ -150,15 +151,28 @@ def _nothing_left_running() -> bool:
     return not (mp is not None and mp.active_children())
 
 
+def _line(message: str) -> str:
+    """A message as nsyswrap prints it, the one place: what looks like a credential
+    redacted (redact.py: a command line quoted in an error) and control characters as
+    escapes (render/names.printable: a file named with an escape sequence cannot retitle or
+    recolour the terminal, one with a newline cannot forge a line; a name of megabytes is
+    cut)."""
+    return printable(redact_text(message))
+
+
 def _say(message: str) -> None:
-    click.echo(f"nsyswrap: {message}", err=True)
+    click.echo(f"nsyswrap: {_line(message)}", err=True)
+
+
+def _error(message: str) -> None:
+    _say(f"error: {message}")
 
 
 def _messages(steps):
     """Where one-line messages go: above the spinners where they are drawn (a message
     written past them would share the spinner's line), else plain lines on stderr."""
     say = getattr(steps, "say", None)
-    return say if say is not None else _say
+    return _say if say is None else lambda message: say(_line(message))
 
 
 def _steps(fmt: str):
@@ -265,8 +279,7 @@ def _exit_for_ranks(analysis, fail_codes: set[str] | None) -> None:
     meaning: bad input. It wins over --fail-on (findings over part of the ranks).
     Otherwise --fail-on over the cross-rank findings and every report's own."""
     for failure in analysis.failed:
-        click.echo(f"nsyswrap: error: {failure.describe()} (left out; the other reports "
-                   "were analysed)", err=True)
+        _error(f"{failure.describe()} (left out; the other reports were analysed)")
     if analysis.failed:
         sys.exit(BadInputError.exit_code)
     if not fail_codes:
@@ -363,8 +376,8 @@ def compare_command(reports, fmt, output, section, instances, top, full_names, t
     if report is None:
         report = demo_report()
         refuse_input_as_output(output, [report])
-        click.echo(f"nsyswrap: no report given; comparing the bundled demo report {report.name} "
-                   "(try: nsyswrap compare YOUR_REPORT.sqlite)", err=True)
+        _say(f"no report given; comparing the bundled demo report {report.name} "
+             "(try: nsyswrap compare YOUR_REPORT.sqlite)")
     _check_section(section, SECTIONS, "for one report")
     steps = _steps(fmt)
     from .database import open_report
@@ -576,17 +589,20 @@ def run_command(args, module, output, force, nsys, trace, sample, gpu_metrics,
     analysis = {"attribution": attribution, "all_domains": all_domains}
     steps = _steps(fmt)
     say = _messages(steps)
-    if ranks:
-        if target[0] != sys.executable:
-            raise BadInputError("--ranks runs a Python SCRIPT or -m MODULE with torchrun; "
-                                "for other commands use nsyswrap run -- torchrun ...")
-        results = run_ranks(target, output, opts, ranks, limits, nsys=nsys, progress=say,
-                            stdout_to_stderr=quiet_stdout, compare_options=analysis,
-                            steps=steps)
-    else:
-        results = [run(target, output, opts, limits, nsys=nsys, progress=say,
-                       stdout_to_stderr=quiet_stdout, compare_options=analysis,
-                       steps=steps)]
+    if ranks and target[0] != sys.executable:
+        raise BadInputError("--ranks runs a Python SCRIPT or -m MODULE with torchrun; "
+                            "for other commands use nsyswrap run -- torchrun ...")
+    # The run's folder, captures, exports, log and pages are its owner's alone: they hold
+    # the command line and the environment nsys saw (files.private_files).
+    with private_files():
+        if ranks:
+            results = run_ranks(target, output, opts, ranks, limits, nsys=nsys,
+                                progress=say, stdout_to_stderr=quiet_stdout,
+                                compare_options=analysis, steps=steps)
+        else:
+            results = [run(target, output, opts, limits, nsys=nsys, progress=say,
+                           stdout_to_stderr=quiet_stdout, compare_options=analysis,
+                           steps=steps)]
     first = results[0].capture
     # The reader of standard output left (`| head`): the files are written; the rest goes
     # to standard error, and nsyswrap ends as a program killed by SIGPIPE would.
@@ -726,8 +742,9 @@ def import_command(capture, output, force, nsys, fmt, color):
     from .pipeline import import_capture
 
     steps = _steps(fmt)
-    result = import_capture(capture, nsys=nsys, output_dir=output, force=force,
-                            progress=_messages(steps), steps=steps)
+    with private_files():  # as a run's (run_command)
+        result = import_capture(capture, nsys=nsys, output_dir=output, force=force,
+                                progress=_messages(steps), steps=steps)
     if result.comparison is not None and _stdout_open():
         _output(result.comparison, fmt, None, 10, color)
     _say_files([result])
@@ -747,7 +764,7 @@ def doctor_command(nsys):
         line = f"{mark} {c.name}: {c.detail}"
         if c.fix and c.status != OK:
             line += f"  → {c.fix}"
-        click.echo(line)
+        click.echo(_line(line))
         failed = failed or c.status == FAIL
     if failed:
         sys.exit(1)

@@ -16,6 +16,10 @@ The rules:
   spelling, a link or a hard link) is refused before anything is read or written.
 - A replaced file keeps its permissions (and owner, where nsyswrap runs as root); a new one
   gets 0o666 less the umask, as `open` gives.
+- What another program fills (`replacing`: a capture, an export) is private, 0600,
+  whatever that program made of it: a capture and its export hold the profiled command line
+  and the environment nsys saw (tokens, passwords). `nsyswrap run` and `import` create
+  everything under `private_files` (umask 077): folders 0700, files 0600.
 """
 
 from __future__ import annotations
@@ -41,6 +45,63 @@ _SYSTEM_LINK_FOLDERS = ("/dev/",)
 _OPEN_FLAGS = os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 # The temporary name's room for the target's name (a file name has at most 255 bytes).
 _NAME_ROOM = 200
+PRIVATE_FILE = 0o600
+PRIVATE_FOLDER = 0o700
+# The umask the user had, handed to the profiled program (nsyswrap/_target.py, which keeps
+# its own copy of the name): nsyswrap's own files are private, the program's are as it
+# would make them without nsyswrap (nsys 2022.4 itself runs it with umask 000).
+UMASK_ENV = "NSYSWRAP_UMASK"
+_user_umask: list[int] = []  # the umask outside `private_files`, while inside
+
+
+@contextmanager
+def private_files() -> Iterator[None]:
+    """Files and folders created meanwhile, by nsyswrap and the programs it starts,
+    readable by their owner only (umask 077: folders 0700, files 0600); the umask is
+    restored after. nsys makes its shared folders and its raw capture itself, with modes of
+    its own (capture.py makes the capture private afterwards)."""
+    old = os.umask(0o077)
+    _user_umask.append(old)
+    try:
+        yield
+    finally:
+        _user_umask.pop()
+        os.umask(old)
+
+
+def user_umask() -> int:
+    """The user's umask: outside any `private_files`."""
+    if _user_umask:
+        return _user_umask[0]
+    current = os.umask(0o077)
+    os.umask(current)
+    return current
+
+
+def make_private(path: str | os.PathLike) -> None:
+    """`path` (a file nsyswrap made, or nsys made for it) readable by its owner only; a
+    file system that keeps no modes is left as it is."""
+    try:
+        os.chmod(path, PRIVATE_FILE, follow_symlinks=False)
+    except (OSError, NotImplementedError):
+        pass
+
+
+def private_folder(path: str | os.PathLike) -> Path:
+    """`path` and its missing parents created as folders only their owner can enter
+    (0700); folders already there are left as they are."""
+    path = Path(path)
+    missing = []
+    for folder in [path, *path.parents]:
+        if os.path.lexists(folder):
+            break
+        missing.append(folder)
+    for folder in reversed(missing):
+        try:
+            folder.mkdir(mode=PRIVATE_FOLDER)
+        except FileExistsError:  # made meanwhile (another nsyswrap); checked by the caller
+            pass
+    return path
 
 
 def refuse_input_as_output(output: str | os.PathLike | None,
@@ -128,15 +189,17 @@ def replacing(path: str | os.PathLike, *, suffix: str = "",
               inputs: Iterable[str | os.PathLike | None] = ()) -> Iterator[Path]:
     """A fresh, empty temporary file beside `path` (created with O_EXCL; its name ends in
     `suffix`) for another program to fill, e.g. `nsys export -o TMP`. When the block ends
-    without an exception it is fsynced and renamed onto `path`; otherwise removed, and an
-    existing `path` is left as it was. OSErrors of the block itself pass through."""
+    without an exception it is made private (0600: `nsys export --force-overwrite true`
+    makes a new file, 0644 under the usual umask), fsynced and renamed onto `path`;
+    otherwise removed, and an existing `path` is left as it was. OSErrors of the block itself
+    pass through."""
     path = Path(path)
     refuse_input_as_output(path, inputs, option="output")
     existing, in_place = _existing(path)
     if in_place:
         raise BadInputError(f"cannot write {path}: it is not a regular file")
     try:
-        fd, tmp = _new_temp(path, existing, suffix)
+        fd, tmp = _new_temp(path, None, suffix, mode=PRIVATE_FILE)
         os.close(fd)
     except OSError as e:
         raise write_error(path, e, _left(path, existing)) from None
@@ -146,6 +209,7 @@ def replacing(path: str | os.PathLike, *, suffix: str = "",
         _discard(tmp)
         raise
     try:
+        make_private(tmp)
         _fsync_file(tmp)
     except BaseException as e:
         _discard(tmp)
@@ -240,16 +304,16 @@ def _in_place(path: Path, binary: bool, encoding: str) -> Iterator[IO]:
         raise write_error(path, e, "it may hold part of the output") from None
 
 
-def _new_temp(path: Path, existing: os.stat_result | None, suffix: str = ""
-              ) -> tuple[int, Path]:
+def _new_temp(path: Path, existing: os.stat_result | None, suffix: str = "",
+              mode: int = 0o666) -> tuple[int, Path]:
     """A fresh file beside `path` (O_EXCL: never one that was there, never through a
-    link), with the permissions `path` has or a new file would get."""
+    link), with the permissions `path` has, or `mode` less the umask."""
     base = path.name[:_NAME_ROOM]
     for attempt in range(100):
         tmp = path.with_name(f".{base}.{secrets.token_hex(4)}.tmp{suffix}")
         try:
             fd = os.open(tmp, _OPEN_FLAGS | os.O_CREAT | os.O_EXCL,
-                         0o600 if existing is not None else 0o666)
+                         0o600 if existing is not None else mode)
             break
         except FileExistsError:
             if attempt == 99:

@@ -628,7 +628,7 @@ def _report_info(db: Database, source: Path) -> ReportInfo:
         row = db.rows("SELECT min(startTime), max(stopTime) FROM ANALYSIS_DETAILS")
         if row and row[0][0] is not None:
             start, end = int(row[0][0]), int(row[0][1])
-    return ReportInfo(
+    info = ReportInfo(
         path=db.path,
         source=source,
         nsys_version=meta.get("EXPORT_PRODUCT_VERSION"),
@@ -639,8 +639,11 @@ def _report_info(db: Database, source: Path) -> ReportInfo:
         session_start_utc_ns=_session_start(db),
         driver_version=_driver_version(db),
         rank_env=_rank_env(db),
-        command=_command(db),
     )
+    command = _command(db)
+    if command:
+        info.show_command(command)
+    return info
 
 
 # Variables that number a process among its peers, as launchers set them: torchrun

@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 from .errors import BadInputError, NsysWrapError
-from .files import replacing
+from .files import private_folder, replacing
 
 # Where nsys lives when it is not on PATH, most specific first.
 NSYS_SEARCH_GLOBS = (
@@ -106,7 +106,7 @@ def cache_root(explicit: str | os.PathLike | None = None) -> Path | None:
 
 
 def cache_folder(explicit: str | os.PathLike | None, name: str) -> tuple[Path, str | None]:
-    """The cache's folder `name`, made where missing, and a note where it is a temporary
+    """The cache's folder `name`, made where missing (0700), and a note where it is a temporary
     one (no home folder: see cache_root). A folder that cannot be made or written is a
     one-line error that names it."""
     root = cache_root(explicit)
@@ -117,7 +117,10 @@ def cache_folder(explicit: str | os.PathLike | None, name: str) -> tuple[Path, s
                 f"{root}, a temporary folder; choose one with --cache-dir or $NSYSWRAP_CACHE")
     folder = root / name
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        # Private: the exports hold the environment nsys saw (files.py).
+        private_folder(folder)
+        if not folder.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
         if not os.access(folder, os.W_OK | os.X_OK):
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
     except OSError as e:
@@ -174,7 +177,7 @@ def export_to(rep: Path, target: Path, nsys: str | None = None) -> Path:
     failed or interrupted export leaves nothing that a later run would take for a good
     export, and an existing `target` as it was."""
     exe = require_nsys(nsys, purpose=f"exporting {rep.name} to SQLite")
-    target.parent.mkdir(parents=True, exist_ok=True)
+    private_folder(target.parent)
     # No `inputs=[rep]`: files.py counts a report's .sqlite sibling as read for it, and
     # here that sibling is what is being made; the rename never touches the report.
     with replacing(target, suffix=".sqlite") as tmp:

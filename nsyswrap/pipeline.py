@@ -267,6 +267,8 @@ def _analyse(cap: Capture, thresholds: Thresholds | None,
         progress("analysing")
     result = compare(cap.sqlite, thresholds, progress=steps, **(compare_options or {}))
     result.info.notes.extend(cap.notes)
+    if result.info.command is None and cap.target:  # nsys 2022.4 keeps none: the one run
+        result.info.show_command(cap.target)
     # What nsys traced and the program never did is the program's, not the profile's.
     said = {NO_CUDA_TRACE_NOTE: NO_CUDA_CALLS_NOTE if cuda_traced else None,
             NO_NVTX_NOTE: NO_NVTX_CALLS_NOTE if nvtx_traced else None}

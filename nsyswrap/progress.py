@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from .render.names import printable
+
 Advance = Callable[..., None]
 
 
@@ -55,13 +57,17 @@ class TerminalProgress(Progress):
         from rich.progress import Progress as RichProgress
 
         if self._bar is None:
-            self._bar = RichProgress(SpinnerColumn(), TextColumn("{task.description}"),
+            # The description as text, not rich markup: it may name a file ('[red]x.sqlite').
+            self._bar = RichProgress(SpinnerColumn(),
+                                     TextColumn("{task.description}", markup=False),
                                      BarColumn(), TextColumn("{task.fields[counter]}"),
                                      TimeElapsedColumn(),
                                      console=self.console, transient=True)
             self._bar.start()
         bar = self._bar
-        task = bar.add_task(f"nsyswrap: {description}", total=total,
+        # Control characters as escapes: a file named with an escape sequence must not act
+        # on the terminal (render/names.printable, as the CLI's messages).
+        task = bar.add_task(f"nsyswrap: {printable(description)}", total=total,
                             counter=f"0/{total}" if total else "")
         self._depth += 1
         done = [0]

@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .redact import redact_args
+
 
 @dataclass(frozen=True)
 class GpuInfo:
@@ -60,7 +62,18 @@ class ReportInfo:
     session_start_utc_ns: int | None = None
     driver_version: str | None = None
     rank_env: dict[str, str] = field(default_factory=dict)
-    command: list[str] | None = None  # the profiled command line, when the report keeps it
+    # The profiled command line, where the report keeps it (or `nsyswrap run` ran it), its
+    # credentials redacted: set it through `show_command`.
+    command: list[str] | None = None
+
+    def show_command(self, args: list[str]) -> None:
+        """`args` as the profiled command line, with what looks like a credential redacted
+        (redact.py) and a note saying so: nothing that shows the command shows a secret."""
+        redacted = redact_args(args)
+        self.command = redacted.args
+        note = redacted.note("the profiled command line")
+        if note and note not in self.notes:
+            self.notes.append(note)
 
     def alert(self, text: str) -> None:
         """A note that every output shows prominently (and in `notes`, for JSON)."""

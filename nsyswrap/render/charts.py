@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from .names import capped
 from .timeline import (
     KIND_COPY_DEVICE,
     KIND_COPY_HOST,
@@ -58,7 +59,10 @@ def timeline(win: Window) -> dict[str, Any]:
     dragging, hover for details. Instants (launch and record() calls) are ticks; the
     window's bands are shaded behind every row."""
     n = len(win.rows)
-    marks = [{**m, "y0": m["row"] - _BAR_HALF, "y1": m["row"] + _BAR_HALF,
+    # Names as data, capped (names.capped): a range named with megabytes would be carried
+    # whole into the page by each of its marks.
+    marks = [{**{k: capped(v) if isinstance(v, str) else v for k, v in m.items()},
+              "y0": m["row"] - _BAR_HALF, "y1": m["row"] + _BAR_HALF,
               "dur_us": round(m["end_us"] - m["start_us"], 4)} for m in win.marks]
     flows = [{"x": f["x_us"], "x2": f["x2_us"], "y0": f["row"] + _BAR_HALF,
               "y1": f["row2"] - _BAR_HALF} for f in win.flows if f["row2"] is not None]

@@ -31,10 +31,15 @@ from .views import (
 # In a table cell or a list item they must stay one line of plain text: GitHub renders raw
 # HTML (an <img> in a range name would show as an image), `|` ends a cell, and `*_[]`
 # and backticks would format. HTML's specials become entities, Markdown's get a backslash;
-# control characters show as escapes (names.printable).
+# control characters, newlines included, show as escapes (names.printable). GitHub also acts
+# on plain text: `@name` mentions a user or a team (and notifies them), and a bare URL or
+# `www.` name becomes a link; a zero-width space after the `@`, before `://` and after
+# `www` leaves the text reading the same, inert.
 _HTML = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
 _MARKDOWN = re.compile(r"([\\`*_\[\]|#~])")
-_LINE_BREAKS = re.compile(r"[\r\n\t]+")
+_ZERO_WIDTH = "&#8203;"
+_MENTION = re.compile(r"@(?=\w)")
+_AUTOLINK = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*)(?=://)|\b(www)(?=\.)")
 
 
 # Kernel names are shortened to this (told apart: names.short_names); --full-names shows them
@@ -43,10 +48,12 @@ KERNEL_NAME_WIDTH = 100
 
 
 def escape(text: str) -> str:
-    """Report text as one line of plain Markdown: line breaks as spaces, control characters
-    shown, HTML and Markdown syntax escaped (for table cells and list items)."""
-    text = printable(_LINE_BREAKS.sub(" ", str(text))).translate(_HTML)
-    return _MARKDOWN.sub(r"\\\1", text)
+    """Report text as one line of plain Markdown: control characters (line breaks too) shown
+    as escapes, HTML and Markdown syntax escaped, no mention and no link (for table cells,
+    list items and headings)."""
+    text = _MARKDOWN.sub(r"\\\1", printable(str(text)).translate(_HTML))
+    text = _MENTION.sub("@" + _ZERO_WIDTH, text)
+    return _AUTOLINK.sub(lambda m: m.group() + _ZERO_WIDTH, text)
 
 
 def table_lines(columns: list[Column], data: list[dict]) -> list[str]:

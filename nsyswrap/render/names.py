@@ -9,17 +9,32 @@ from collections.abc import Iterable
 
 # Characters a terminal, a spreadsheet or an editor acts on rather than shows: C0 controls
 # (ESC starts the sequences that recolour a terminal, retitle its window or move its
-# cursor), DEL, C1 controls (U+009B is a one-character CSI), Unicode's line separators and
-# the bidirectional marks that reorder the text around them. Newline and tab stay: each
-# format deals with those.
-_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u2028-\u202e"
-                       "\u2066-\u2069]")
+# cursor; a newline in a name would start a row of its own in a table, a forged one), DEL,
+# C1 controls (U+009B is a one-character CSI), Unicode's line separators and the
+# bidirectional marks that reorder the text around them.
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+# The most characters of one text shown: a name of millions of characters (a range named
+# from a buffer) would make each table row, page and cell that shows it as long. Real names
+# stay whole: demangled kernel names reach 1,400 characters (the H100 fixtures' CUTLASS and
+# PyTorch kernels), and --full-names shows them so. JSON and the trace keep names whole.
+SHOWN_LIMIT = 4000
 
 
-def printable(text: str) -> str:
-    """`text` with its control characters shown as escapes (ESC as `\\x1b`, U+202E as
-    `\\u202e`), for every format a person reads: the terminal, Markdown, CSV, HTML."""
-    return _CONTROLS.sub(_escape_control, text)
+def capped(text: str, limit: int = SHOWN_LIMIT) -> str:
+    """`text`, or where it is longer than `limit` characters its first `limit` and its whole
+    length ('abc… (5,000,000 characters)'): for names that travel as data into a page's
+    charts, as they are otherwise."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}{ELLIPSIS} ({len(text):,} characters)"
+
+
+def printable(text: str, limit: int = SHOWN_LIMIT) -> str:
+    """`text` as it may be shown to a person, in every format a person reads (the terminal,
+    Markdown, CSV, HTML, nsyswrap's messages): its control characters as escapes (ESC as
+    `\\x1b`, a newline as `\\x0a`, U+202E as `\\u202e`), and capped at `limit`
+    characters (`capped`; the length counts the text's own characters, not its escapes)."""
+    return _CONTROLS.sub(_escape_control, capped(text, limit))
 
 
 def _escape_control(m: re.Match) -> str:

@@ -20,6 +20,7 @@ from urllib.parse import quote
 from ..._version import __version__
 from ...units import fmt_ns, fmt_share
 from ..base import Renderer
+from ..names import capped
 from ..page import (
     HtmlPage,
     empty_section,
@@ -305,7 +306,7 @@ class _RanksPage(HtmlPage):
                "<div class=\"two\">"]
         for key, measure, title in (("work_median_ns", "host work", "host work, ms"),
                                     ("compute_median_ns", "GPU compute", "GPU compute, ms")):
-            data = [{"family": f["family"], "rank_label": f"rank {f['rank']}",
+            data = [{"family": capped(f["family"]), "rank_label": f"rank {f['rank']}",
                      "ms": _ms(f[key])} for f in pick if finite(f[key]) is not None]
             out.append(f"<div><h3>{esc(measure[0].upper() + measure[1:])}</h3>"
                        + (self.chart(f"families-{key}", charts.family_groups(data, title),
@@ -370,7 +371,7 @@ def _interval_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if seen[label] > 1:  # two kernels that shorten alike stay two rows
             label = f"{label} [{seen[label]}]"
         out.append({
-            "label": label, "name": r["name"], "verdict": r["verdict"],
+            "label": label, "name": capped(r["name"]), "verdict": r["verdict"],
             "change_pct": _pct_of(r["change"]), "low_pct": _pct_of(r["ci_low"]),
             "high_pct": _pct_of(r["ci_high"]),
             "change_text": pct_cell("change")(r), "ci_text": ci_cell(r) + (

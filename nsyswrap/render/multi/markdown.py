@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from ..base import Renderer
 from ..markdown import KERNEL_NAME_WIDTH, escape, table_lines
-from ..names import printable
 from .document import diff_section, ranks_section
 from .views import IDENTITY_COLUMNS, RANK_COLUMNS, diff_columns, diff_names, family_rows
 
@@ -34,7 +33,8 @@ class DiffMarkdown(Renderer):
         comp = d.comparability
         rows = diff_section(d, "rows")
         counts = d.rows["verdict"].value_counts()
-        out = [f"## nsyswrap diff: `{printable(d.base.source)}` → `{printable(d.new.source)}`",
+        # The paths as escaped text, not code spans: a backtick in a file name would end one.
+        out = [f"## nsyswrap diff: {escape(d.base.source)} → {escape(d.new.source)}",
                "",
                f"**{comp['level']}**" + "".join(f"; {escape(r)}" for r in
                                                 comp["reasons"] + comp["cautions"]), "",
