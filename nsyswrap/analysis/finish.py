@@ -132,13 +132,15 @@ class Analysis:
         """The instances at user_rows() as a frame (every column unless `columns`)."""
         return self.instances.rows(self.user_rows(), columns)
 
-    def user_families(self, rows: np.ndarray
+    def user_families(self, rows: np.ndarray, min_size: int = 1, keep: np.ndarray | None = None
                       ) -> Iterator[tuple[tuple[str, str], np.ndarray]]:
         """The families of the instances at `rows` (user_rows), each with its positions in
-        `rows` (in their order): families in order of first appearance."""
+        `rows` (in their order): families in order of first appearance. Only positions
+        where `keep` is true (one flag per row), and only families with at least
+        `min_size` of them (families.family_positions)."""
         frame = pd.DataFrame({"family_id": self.instances.values("family_id", rows)},
                              index=rows, copy=False)
-        return family_positions(frame, self.instances)
+        return family_positions(frame, self.instances, min_size, keep)
 
 
 def estimated_floor(iterations: pd.DataFrame, runs: list[dict]) -> float | None:
