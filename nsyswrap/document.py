@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ._version import __version__
+from .analysis.families import MAX_RANGE_FAMILIES, heaviest
 from .result import SCHEMA, Comparison
 
 KERNEL_FIELDS = ["name", "short_name", "count", "total_ns", "mean_ns", "median_ns", "min_ns",
@@ -150,11 +151,9 @@ def records(df: pd.DataFrame, fields: list[str]) -> list[dict[str, Any]]:
     return [row for chunk in record_chunks(df, fields) for row in chunk]
 
 
-# Range families listed at most (the `ranges` section of json, csv, the terminal and
-# Markdown, unless --instances asks for every one; the page shows fewer): the heaviest
-# (heaviest_families). A program that names each range after what it serves (`request
-# 81723`) makes a family of every range: a million families as rows were a 690 MB document.
-MAX_RANGE_FAMILIES = 1000
+# Range families listed at most (analysis/families.py): in the `ranges` section of json,
+# csv, the terminal and Markdown, unless --instances asks for every one; the page shows
+# fewer.
 # What the `ranges_left_out` summary adds up over the families not listed.
 LEFT_OUT_SUMS = ["count", "cpu_total_ns", "gpu_busy_total_ns", "gpu_ops", "kernels"]
 
@@ -163,11 +162,8 @@ def heaviest_families(ranges: pd.DataFrame, limit: int) -> np.ndarray:
     """Positions in `ranges` (range_summary's rows) of the `limit` heaviest families, in
     the frame's order: by GPU busy time in all (unknown as none), then wall time in all,
     equal ones in the frame's order. Every format that leaves families out keeps these."""
-    if len(ranges) <= limit:
-        return np.arange(len(ranges))
-    busy = np.nan_to_num(ranges["gpu_busy_total_ns"].to_numpy(dtype="float64"), nan=0.0)
-    wall = np.nan_to_num(ranges["cpu_total_ns"].to_numpy(dtype="float64"), nan=0.0)
-    return np.sort(np.lexsort((-wall, -busy))[:limit])  # lexsort is stable
+    return heaviest(ranges["gpu_busy_total_ns"].to_numpy(dtype="float64"),
+                    ranges["cpu_total_ns"].to_numpy(dtype="float64"), limit)
 
 
 def range_families(c: Comparison, every: bool = False

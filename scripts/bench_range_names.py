@@ -2,12 +2,14 @@
 names and with a name each: what a name per range costs.
 
     python scripts/bench_range_names.py [--ranges 1000000] [--names 7 1000000] [--runs 3]
-        [--formats json html table markdown csv] [--old OLD_CODE_DIR] [--timeout 600]
-        [--workdir /tmp/nsyswrap-bench]
+        [--formats json html table markdown csv] [--syncs] [--old OLD_CODE_DIR]
+        [--timeout 600] [--workdir /tmp/nsyswrap-bench]
 
 The reports are scripts/make_range_report.py's (one range around each tiny kernel, on two
 threads, `--nesting 1`), their ranges named `request <id>` with NAMES distinct ids
-(`--names`), made once and kept in WORKDIR (names_<ranges>_<names>.sqlite). A program that
+(`--names`), with `--syncs` a cudaDeviceSynchronize in each range (a SYNC_IN_RANGE finding
+for each family), made once and kept in WORKDIR (names_<ranges>_<names>[_syncs].sqlite).
+A program that
 names each range after what it serves (a request's id) makes a range family of every
 range; the cost of each format should follow the ranges, not names × instances.
 
@@ -36,14 +38,14 @@ ROOT = HERE.parent
 FORMATS = ("json", "html", "table", "markdown", "csv")
 
 
-def report(ranges: int, names: int, workdir: Path) -> Path:
+def report(ranges: int, names: int, workdir: Path, syncs: bool) -> Path:
     """`ranges` ranges named with `names` distinct names, made once and kept."""
-    out = workdir / f"names_{ranges}_{names}.sqlite"
+    out = workdir / f"names_{ranges}_{names}{'_syncs' if syncs else ''}.sqlite"
     if not out.exists():
         tmp = out.with_suffix(".partial")
         subprocess.run([sys.executable, str(HERE / "make_range_report.py"), str(tmp),
                         "--kernels", str(ranges), "--nesting", "1", "--names", str(names),
-                        "--force"], check=True)
+                        "--force", *(["--syncs"] if syncs else [])], check=True)
         tmp.rename(out)
     return out
 
@@ -85,6 +87,7 @@ def main() -> None:
     p.add_argument("--names", type=int, nargs="+", default=None,
                    help="distinct names of each report (default: 7 and one per range)")
     p.add_argument("--formats", nargs="+", default=list(FORMATS), choices=FORMATS)
+    p.add_argument("--syncs", action="store_true", help="a sync in each range")
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--old", type=Path, help="another nsyswrap's code folder, the anchor")
     p.add_argument("--timeout", type=float, default=600)
@@ -92,12 +95,12 @@ def main() -> None:
     a = p.parse_args()
     a.workdir.mkdir(parents=True, exist_ok=True)
     names = a.names or [7, a.ranges]
-    files = [report(a.ranges, n, a.workdir) for n in names]
+    files = [report(a.ranges, n, a.workdir, a.syncs) for n in names]
     os.sync()  # no write-back of fresh files competing with the timed runs
     codes = [("this checkout", ROOT)] + ([("old", a.old.resolve())] if a.old else [])
     print(f"{platform.node()}: {os.cpu_count()} cores, Python {platform.python_version()}; "
-          f"{a.ranges:,} ranges; {a.runs} runs each, median [min–max]; ratios to "
-          f"{names[0]:,} names, run by run\n")
+          f"{a.ranges:,} ranges{' with a sync each' if a.syncs else ''}; {a.runs} runs each, "
+          f"median [min–max]; ratios to {names[0]:,} names, run by run\n")
     print("| format | code | names | wall | CPU | peak RSS | output | wall ratio | "
           "CPU ratio | RSS ratio |")
     print("|---|---|---:|---|---|---|---:|---:|---:|---:|")

@@ -32,8 +32,11 @@ RANGES = 6000  # the first 1000 names name two ranges each
 
 
 def make_report(path: Path, ranges: int, names: int) -> Path:
+    """`ranges` ranges named with `names` names, a kernel and a cudaDeviceSynchronize in
+    each (a SYNC_IN_RANGE finding for every family)."""
     subprocess.run([sys.executable, str(MAKE), str(path), "--kernels", str(ranges),
-                    "--nesting", "1", "--names", str(names)], check=True, capture_output=True)
+                    "--nesting", "1", "--names", str(names), "--syncs"], check=True,
+                   capture_output=True)
     return path
 
 
@@ -164,6 +167,18 @@ def test_the_page_draws_the_busiest_families_and_counts_them_all(comparison, fam
                  f"Timelines of the {MAX_FAMILY_TIMELINES} busiest of {NAMES:,} range "
                  "families"):
         assert line in page
+
+
+def test_findings_judge_the_heaviest_families_and_say_so(comparison, families):
+    """Every family syncs: the findings judge the heaviest MAX_RANGE_FAMILIES, one
+    SYNC_IN_RANGE each (30 k families judged one by one took 106 s), and the report's
+    notes say how many there were."""
+    judged = {f.range for f in comparison.findings if f.code == "SYNC_IN_RANGE"}
+    assert len(judged) == MAX_RANGE_FAMILIES
+    check_heaviest(families, judged)
+    assert (f"{NAMES:,} range families of the user's: the findings judge the "
+            f"{MAX_RANGE_FAMILIES:,} with the most GPU busy time (then wall time)"
+            in comparison.info.notes)
 
 
 def _calls(work) -> int:

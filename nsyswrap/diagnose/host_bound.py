@@ -75,7 +75,7 @@ def _harness(a: Analysis, t: Thresholds) -> list[Finding]:
 
 def _ranges(a: Analysis, t: Thresholds) -> list[Finding]:
     inst = a.instances
-    user = a.user_rows(by_start=True)
+    user = a.judged_rows(by_start=True)
     if len(user) == 0 or np.isnan(inst.values("gpu_busy_ns", user)).all():
         return []
     findings = []

@@ -29,7 +29,7 @@ def _idle_enough(a: Analysis, rows: np.ndarray, t: Thresholds) -> np.ndarray:
 
 def check(a: Analysis, t: Thresholds) -> list[Finding]:
     inst = a.instances
-    user = a.user_rows()
+    user = a.judged_rows()
     span = inst.values("gpu_span_ns", user)
     if len(user) == 0 or np.isnan(span).all():
         return []
