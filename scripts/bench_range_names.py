@@ -2,7 +2,7 @@
 names and with a name each: what a name per range costs.
 
     python scripts/bench_range_names.py [--ranges 1000000] [--names 7 1000000] [--runs 3]
-        [--formats json html table markdown csv] [--syncs] [--old OLD_CODE_DIR]
+        [--formats json html table markdown csv [trace]] [--syncs] [--old OLD_CODE_DIR]
         [--timeout 600] [--workdir /tmp/nsyswrap-bench]
 
 The reports are scripts/make_range_report.py's (one range around each tiny kernel, on two
@@ -35,7 +35,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-FORMATS = ("json", "html", "table", "markdown", "csv")
+FORMATS = ("json", "html", "table", "markdown", "csv", "trace")
 
 
 def report(ranges: int, names: int, workdir: Path, syncs: bool) -> Path:
@@ -50,12 +50,14 @@ def report(ranges: int, names: int, workdir: Path, syncs: bool) -> Path:
     return out
 
 
-def measured(cmd: list[str], env: dict, timeout: float) -> dict | None:
-    """Wall seconds, CPU seconds and peak RSS (MiB) of one child process; None when it
-    failed or ran past `timeout`."""
+def measured(cmd: list[str], code: Path, timeout: float) -> dict | None:
+    """Wall seconds, CPU seconds and peak RSS (MiB) of one child process running `code`'s
+    nsyswrap; None when it failed or ran past `timeout`."""
+    # Run from the code's own folder: `python -m` puts the working folder first on the path.
+    env = dict(os.environ, PYTHONPATH=str(code), PYTHONDONTWRITEBYTECODE="1")
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            start_new_session=True)
+    proc = subprocess.Popen(cmd, env=env, cwd=code, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, start_new_session=True)
     deadline = t0 + timeout
     while True:
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
@@ -86,7 +88,8 @@ def main() -> None:
     p.add_argument("--ranges", type=int, default=1_000_000)
     p.add_argument("--names", type=int, nargs="+", default=None,
                    help="distinct names of each report (default: 7 and one per range)")
-    p.add_argument("--formats", nargs="+", default=list(FORMATS), choices=FORMATS)
+    p.add_argument("--formats", nargs="+", default=list(FORMATS[:-1]), choices=FORMATS,
+                   help="default: all but trace, which writes every GPU operation (~490 B each)")
     p.add_argument("--syncs", action="store_true", help="a sync in each range")
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--old", type=Path, help="another nsyswrap's code folder, the anchor")
@@ -95,7 +98,7 @@ def main() -> None:
     a = p.parse_args()
     a.workdir.mkdir(parents=True, exist_ok=True)
     names = a.names or [7, a.ranges]
-    files = [report(a.ranges, n, a.workdir, a.syncs) for n in names]
+    files = [report(a.ranges, n, a.workdir, a.syncs).resolve() for n in names]
     os.sync()  # no write-back of fresh files competing with the timed runs
     codes = [("this checkout", ROOT)] + ([("old", a.old.resolve())] if a.old else [])
     print(f"{platform.node()}: {os.cpu_count()} cores, Python {platform.python_version()}; "
@@ -106,15 +109,14 @@ def main() -> None:
     print("|---|---|---:|---|---|---|---:|---:|---:|---:|")
     for fmt in a.formats:
         for label, code in codes:
-            env = dict(os.environ, PYTHONPATH=str(code), PYTHONDONTWRITEBYTECODE="1")
             samples: list[list[dict | None]] = [[] for _ in files]
             sizes = [0] * len(files)
             for _ in range(a.runs):
                 for i, path in enumerate(files):
-                    out = a.workdir / f"out.{fmt}"
+                    out = a.workdir.resolve() / f"out.{fmt}"
                     samples[i].append(measured(
                         [sys.executable, "-m", "nsyswrap", "compare", str(path), "--format",
-                         fmt, "-o", str(out)], env, a.timeout))
+                         fmt, "-o", str(out)], code, a.timeout))
                     sizes[i] = out.stat().st_size if out.exists() else 0
                     out.unlink(missing_ok=True)
             for i, n in enumerate(names):
