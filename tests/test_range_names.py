@@ -192,23 +192,51 @@ def _calls(work) -> int:
     return pstats.Stats(profile).total_calls
 
 
-def test_work_per_range_family_is_a_constant_amount_of_python(tmp_path):
+SCALES = (1500, 3000)  # names (and ranges): both more than the formats list
+
+
+@pytest.fixture(scope="module")
+def scaled(tmp_path_factory) -> list[Path]:
+    folder = tmp_path_factory.mktemp("scaled")
+    return [make_report(folder / f"names_{n}.sqlite", n, n) for n in SCALES]
+
+
+def per_family(counts: list[dict[str, int]]) -> dict[str, float]:
+    """Python calls per range family added between the two SCALES."""
+    return {k: (counts[1][k] - counts[0][k]) / (SCALES[1] - SCALES[0]) for k in counts[0]}
+
+
+def test_work_per_range_family_is_a_constant_amount_of_python(scaled):
     """The analysis and every format make at most a few Python calls per range family, so
     that the Python work grows with the report, not with names × instances: 3,000 names
-    against 1,500 (both more than the formats list), in calls (not seconds: deterministic
-    on a busy machine). A Python step per family costs 20 to 1,800 calls each."""
+    against 1,500, in calls (not seconds: deterministic on a busy machine). A Python step
+    per family costs 20 to 1,800 calls each."""
     warm = nsyswrap.compare(CPU_2022)  # imports and first-use set-up, not counted
     formats = ("json", "table", "markdown", "csv", "html")  # trace: an event per range
     for fmt in formats:
         renderer(fmt)().render(warm)
     counts = []
-    for n in (1500, 3000):
-        path = make_report(tmp_path / f"names_{n}.sqlite", n, n)
+    for path in scaled:
         held = {}
         got = {"compare": _calls(lambda path=path, held=held: held.update(
             c=nsyswrap.compare(path)))}
         for fmt in formats:
             got[fmt] = _calls(lambda fmt=fmt, c=held["c"]: "".join(renderer(fmt)().pieces(c)))
         counts.append(got)
-    per_family = {k: (counts[1][k] - counts[0][k]) / 1500 for k in counts[0]}
-    assert all(v < 10 for v in per_family.values()), sorted(per_family.items())
+    assert all(v < 10 for v in per_family(counts).values()), sorted(per_family(counts).items())
+
+
+def test_ranks_side_by_side_work_per_range_family_is_a_constant_amount_of_python(scaled):
+    """Two ranks of a name per range: what the analysis of `compare R1 R2` adds per family
+    stays a few Python calls (a pivot per family for STRAGGLER, a frame per family for the
+    steps, each thousands; 272 s for two ranks of 30 k names). Its document lists every
+    family of every rank, as rows: not counted here."""
+    from nsyswrap.multi import compare_ranks
+
+    counts = []
+    for path in scaled:
+        other = path.with_name(f"other_{path.name}")
+        other.write_bytes(path.read_bytes())
+        counts.append({"ranks": _calls(lambda path=path, other=other: compare_ranks(
+            [path, other], jobs=1))})
+    assert per_family(counts)["ranks"] < 10, per_family(counts)
