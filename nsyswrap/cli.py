@@ -316,7 +316,9 @@ def _exit_for_ranks(analysis, fail_codes: set[str] | None) -> None:
               help="csv: which table to write (one report: default the first with rows of "
               "ranges, timings, benchmarks, kernels; several reports: "
               f"{'|'.join(RANKS_SECTIONS)}, default ranks).")
-@click.option("--instances", is_flag=True, help="json: add one row per NVTX range instance.")
+@click.option("--instances", is_flag=True, help="json: add one row per NVTX range instance; "
+              "json, csv, table, markdown: list every range family (default: the 1,000 "
+              "with the most GPU time).")
 @click.option("--top", type=int, default=10, show_default=True,
               help="table/markdown: kernels to list (0: all).")
 @click.option("--full-names", is_flag=True, help="table/markdown/html: kernels' whole "
@@ -397,7 +399,7 @@ def compare_command(reports, fmt, output, section, instances, top, full_names, t
                          all_domains=all_domains, progress=steps)
         read = [report, opened.db.path]
     if fmt == "csv":
-        section = _csv_section(result, section)
+        section = _csv_section(result, section, instances)
     _output(result, fmt, output, top, color, steps=steps, inputs=read, section=section,
             instances=instances, full_names=full_names)
     _exit_for([result], fail_codes)
@@ -426,9 +428,10 @@ def _check_section(section: str | None, valid, where: str) -> None:
                                f"{', '.join(valid)}")
 
 
-def _csv_section(result, section: str | None) -> str:
+def _csv_section(result, section: str | None, every_family: bool = False) -> str:
     """The section CSV writes; where it has no rows, one line saying so and naming those
-    that have (its header is still written)."""
+    that have (its header is still written); where it leaves range families out
+    (document.range_families), one line saying so: a table has no room for it."""
     from .render.csv import default_section, section_size
 
     section = section or default_section(result)
@@ -436,6 +439,14 @@ def _csv_section(result, section: str | None) -> str:
         full = [s for s in SECTIONS if section_size(result, s)]
         _say(f"the {section} section is empty (header only); sections with rows: "
              f"{', '.join(full) or 'none'}")
+    if section == "ranges" and not every_family:
+        from .document import range_families
+        from .render.views import families_left_out
+
+        shown, left_out = range_families(result)
+        if left_out:
+            line = families_left_out(len(shown), left_out, "--instances writes every one")
+            _say(f"csv ranges: {line[0].lower()}{line[1:]}")
     return section
 
 

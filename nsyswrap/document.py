@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ._version import __version__
+from .analysis.families import MAX_RANGE_FAMILIES, heaviest
 from .result import SCHEMA, Comparison
 
 KERNEL_FIELDS = ["name", "short_name", "count", "total_ns", "mean_ns", "median_ns", "min_ns",
@@ -150,14 +151,53 @@ def records(df: pd.DataFrame, fields: list[str]) -> list[dict[str, Any]]:
     return [row for chunk in record_chunks(df, fields) for row in chunk]
 
 
-# Sections that are rows of a frame: (the frame, its fields) of a Comparison.
-def section_frame(c: Comparison, section: str) -> tuple[pd.DataFrame, list[str]]:
+# Range families listed at most (analysis/families.py): in the `ranges` section of json,
+# csv, the terminal and Markdown, unless --instances asks for every one; the page shows
+# fewer.
+# What the `ranges_left_out` summary adds up over the families not listed.
+LEFT_OUT_SUMS = ["count", "cpu_total_ns", "gpu_busy_total_ns", "gpu_ops", "kernels"]
+
+
+def heaviest_families(ranges: pd.DataFrame, limit: int) -> np.ndarray:
+    """Positions in `ranges` (range_summary's rows) of the `limit` heaviest families, in
+    the frame's order: by GPU busy time in all (unknown as none), then wall time in all,
+    equal ones in the frame's order. Every format that leaves families out keeps these."""
+    return heaviest(ranges["gpu_busy_total_ns"].to_numpy(dtype="float64"),
+                    ranges["cpu_total_ns"].to_numpy(dtype="float64"), limit)
+
+
+def range_families(c: Comparison, every: bool = False
+                   ) -> tuple[pd.DataFrame, dict[str, Any] | None]:
+    """The user's range families as the `ranges` section lists them: the
+    MAX_RANGE_FAMILIES heaviest (all with `every`), and what the others add up to
+    (`families`: how many rows were left out, and LEFT_OUT_SUMS over them; None where none
+    was)."""
+    ranges = c.analysis.ranges[~c.analysis.ranges["harness"]]
+    if every or len(ranges) <= MAX_RANGE_FAMILIES:
+        return ranges, None
+    kept = heaviest_families(ranges, MAX_RANGE_FAMILIES)
+    rest = np.ones(len(ranges), dtype=bool)
+    rest[kept] = False
+    left = ranges.iloc[np.flatnonzero(rest)]
+    # A sum of unknowns (no CUDA trace) is unknown: min_count=1 makes it NaN, then null.
+    sums = {f: left[f].sum(min_count=1) for f in LEFT_OUT_SUMS}
+    return ranges.iloc[kept], plain({"families": len(left), **sums})
+
+
+def range_fields(c: Comparison) -> list[str]:
+    """The ranges section's fields: with `pid` first where it is split by process."""
+    return (["pid"] if "pid" in c.analysis.ranges else []) + RANGE_FIELDS
+
+
+# Sections that are rows of a frame: (the frame, its fields) of a Comparison. `every_family`:
+# the ranges section with every family (range_families).
+def section_frame(c: Comparison, section: str, every_family: bool = False
+                  ) -> tuple[pd.DataFrame, list[str]]:
     a = c.analysis
     if section == "kernels":
         return a.kernels, KERNEL_FIELDS
     if section == "ranges":
-        fields = (["pid"] if "pid" in a.ranges else []) + RANGE_FIELDS
-        return a.ranges[~a.ranges["harness"]], fields
+        return range_families(c, every_family)[0], range_fields(c)
     if section == "processes":
         return a.processes, PROCESS_FIELDS
     if section == "benchmarks":
@@ -200,16 +240,18 @@ def _timing_instances(c: Comparison) -> pd.DataFrame:
     return i.assign(instance=i["iteration"])
 
 
-def section_chunks(c: Comparison, section: str) -> Iterator[list[dict[str, Any]]]:
+def section_chunks(c: Comparison, section: str, every_family: bool = False
+                   ) -> Iterator[list[dict[str, Any]]]:
     """A section's rows, CHUNK_ROWS at a time (writers that stream: json, csv)."""
     if section == "findings":
         yield [plain(f.to_dict()) for f in c.findings]
         return
-    yield from record_chunks(*section_frame(c, section))
+    yield from record_chunks(*section_frame(c, section, every_family))
 
 
-def section_rows(c: Comparison, section: str) -> list[dict[str, Any]]:
-    return [row for chunk in section_chunks(c, section) for row in chunk]
+def section_rows(c: Comparison, section: str, every_family: bool = False
+                 ) -> list[dict[str, Any]]:
+    return [row for chunk in section_chunks(c, section, every_family) for row in chunk]
 
 
 def report_block(c: Comparison) -> dict[str, Any]:
@@ -303,15 +345,19 @@ def user_timings_block(c: Comparison) -> dict[str, Any]:
     })
 
 
-def document(c: Comparison) -> dict[str, Any]:
-    """The JSON contract `nsyswrap.compare/1` (see docs/json.md)."""
+def document(c: Comparison, every_family: bool = False) -> dict[str, Any]:
+    """The JSON contract `nsyswrap.compare/1` (see docs/json.md): the ranges section with
+    the MAX_RANGE_FAMILIES heaviest families, and `ranges_left_out` where there were more,
+    unless `every_family` (--instances) lists them all."""
+    ranges, left_out = range_families(c, every_family)
     return {
         "schema": SCHEMA,
         "tool": {"name": "nsyswrap", "version": __version__},
         "report": report_block(c),
         "thresholds": plain(c.thresholds.to_dict()),
         "kernels": section_rows(c, "kernels"),
-        "ranges": section_rows(c, "ranges"),
+        "ranges": records(ranges, range_fields(c)),
+        **({"ranges_left_out": left_out} if left_out else {}),
         "benchmarks": section_rows(c, "benchmarks"),
         "processes": section_rows(c, "processes"),
         "findings": section_rows(c, "findings"),

@@ -1,10 +1,17 @@
 """Make a range-heavy nsys export: NESTING nested NVTX ranges around each of N tiny kernels,
 launched alternately from two threads of one process.
 
-    python scripts/make_range_report.py OUT.sqlite --kernels 2000000 [--source S.sqlite]
+    python scripts/make_range_report.py OUT.sqlite --kernels 2000000 [--nesting 5]
+        [--names N] [--syncs] [--source S.sqlite]
 
 With the defaults (2 M kernels, five levels) the report holds 10 M NVTX ranges, the shape
-that breaks range-to-kernel maps built in memory. The schema and the small
+that breaks range-to-kernel maps built in memory. With --names N the ranges are named
+`request <id>` instead of by level, with N distinct ids, as a server that names each
+request's range by its id does: N = the number of ranges gives every range a name of its
+own. The ids are handed out in a scrambled order, so that they are no counter
+(analysis/families.py) and each name stays a range family of its own. --syncs puts a
+cudaDeviceSynchronize in each innermost range after its kernel (a SYNC_IN_RANGE finding
+for each family). The schema and the small
 tables (strings, enums, metadata, GPU, processes) come from SOURCE, a real export, so the
 loader sees a genuine nsys layout; every activity row is made here. Kernel i runs on the GPU
 inside its own innermost range's launch window, so each range owns exactly one kernel:
@@ -26,6 +33,7 @@ RANGE_INSET_NS = 100  # each level starts 100 ns after and ends 100 ns before it
 RANGE_LENGTH_NS = 5_000
 LAUNCH_AT_NS, LAUNCH_NS = 800, 300  # the cudaLaunchKernel call, inside the innermost range
 KERNEL_AT_NS, KERNEL_NS = 2_000, 1_500  # on the GPU, after the launch
+SYNC_AT_NS, SYNC_NS = 3_600, 100  # --syncs: a cudaDeviceSynchronize after the kernel
 BATCH = 200_000
 PUSHPOP = 59
 ACTIVITY_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS")
@@ -33,7 +41,8 @@ SMALL_TABLES = ("StringIds", "PROCESSES", "ThreadNames", "TARGET_INFO_GPU", "ANA
                 "META_DATA_EXPORT", "EXPORT_META_DATA")
 
 
-def make(source: Path, out: Path, kernels: int, nesting: int) -> dict:
+def make(source: Path, out: Path, kernels: int, nesting: int, names: int | None = None,
+         syncs: bool = False) -> dict:
     out.unlink(missing_ok=True)
     con = sqlite3.connect(out)
     con.execute("PRAGMA journal_mode = OFF")
@@ -56,6 +65,7 @@ def make(source: Path, out: Path, kernels: int, nesting: int) -> dict:
     con.execute("DETACH DATABASE src")
     threads = [tid, tid + 1]  # the source's busiest thread and one more of its process
     launch_id = _string(con, "cudaLaunchKernel_v7000")
+    sync_id = _string(con, "cudaDeviceSynchronize_v3020")
     kernel_id = _string(con, "tiny_kernel")
     t0 = 1_000_000_000
     for lo in range(0, kernels, BATCH):
@@ -67,10 +77,13 @@ def make(source: Path, out: Path, kernels: int, nesting: int) -> dict:
             for level in range(nesting):
                 nvtx.append((base + level * RANGE_INSET_NS,
                              base + RANGE_LENGTH_NS - level * RANGE_INSET_NS, PUSHPOP,
-                             LEVELS[level % len(LEVELS)], thread))
+                             _name(i * nesting + level, level, names), thread))
             corr = i + 1
             runtime.append((base + LAUNCH_AT_NS, base + LAUNCH_AT_NS + LAUNCH_NS, thread, corr,
                             launch_id))
+            if syncs:
+                runtime.append((base + SYNC_AT_NS, base + SYNC_AT_NS + SYNC_NS, thread,
+                                kernels + corr, sync_id))
             kern.append((base + KERNEL_AT_NS, base + KERNEL_AT_NS + KERNEL_NS, device,
                          7 + i % 2, pid, corr, kernel_id, kernel_id))
         con.executemany('INSERT INTO NVTX_EVENTS (start, "end", eventType, text, globalTid) '
@@ -90,6 +103,20 @@ def make(source: Path, out: Path, kernels: int, nesting: int) -> dict:
     return {"kernels": kernels, "ranges": kernels * nesting}
 
 
+def _name(number: int, level: int, names: int | None) -> str:
+    """The name of range `number`: its level's, or `request <id>` for one of `names` ids
+    (a multiplicative scramble of the range's number modulo `names`, a permutation where
+    the two are coprime: ids that go down, so no counter family forms)."""
+    if names is None:
+        return LEVELS[level % len(LEVELS)]
+    return f"request {(number * SCRAMBLE) % names if names > 1 else 0}"
+
+
+# An odd prime larger than any report's range count, coprime to any `names` but its own
+# multiples.
+SCRAMBLE = 1_000_000_007
+
+
 def _string(con: sqlite3.Connection, value: str) -> int:
     row = con.execute("SELECT id FROM StringIds WHERE value = ?", (value,)).fetchone()
     if row:
@@ -104,6 +131,10 @@ def main() -> None:
     p.add_argument("out", type=Path)
     p.add_argument("--kernels", type=int, default=2_000_000)
     p.add_argument("--nesting", type=int, default=len(LEVELS))
+    p.add_argument("--names", type=int, default=None,
+                   help="name the ranges `request <id>` with this many distinct ids")
+    p.add_argument("--syncs", action="store_true",
+                   help="a cudaDeviceSynchronize in each innermost range, after its kernel")
     p.add_argument("--source", type=Path,
                    default=HERE.parent / "tests/data/h100_torch_train.sqlite")
     p.add_argument("--force", action="store_true")
@@ -111,7 +142,7 @@ def main() -> None:
     if a.out.exists() and not a.force:
         sys.exit(f"{a.out} exists (--force to overwrite)")
     t = time.perf_counter()
-    info = make(a.source.resolve(), a.out, a.kernels, a.nesting)
+    info = make(a.source.resolve(), a.out, a.kernels, a.nesting, a.names, a.syncs)
     print(f"{a.out}: {info['kernels']} kernels, {info['ranges']} NVTX ranges on 2 threads, "
           f"{a.out.stat().st_size / 2**20:.0f} MiB, {time.perf_counter() - t:.1f} s")
 

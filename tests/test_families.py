@@ -125,6 +125,75 @@ def test_by_family_groups_as_groupby_does(report):
         assert got == want
 
 
+@pytest.mark.parametrize("report", [FAMILIES, DATA / "h100_torch_emit_nvtx.sqlite"])
+def test_family_positions_keep_and_min_size_skip_families_as_a_filter_would(report):
+    """family_positions with `keep` and `min_size` gives what the plain walk gives with the
+    rows not kept left out of each family, and families with fewer left skipped: the same
+    keys, positions and order (families by first appearance among all rows)."""
+    import numpy as np
+
+    from nsyswrap.analysis.families import family_positions
+
+    a = analyze(nsyswrap.load(report))
+    frame = a.instances.frame()[["family_id"]]
+    keep = np.random.default_rng(3).random(len(frame)) < 0.6
+    for min_size in (1, 2, 4):
+        want = []
+        for key, at in family_positions(frame, a.instances):
+            at = at[keep[at]]
+            if len(at) >= min_size:
+                want.append((key, at.tolist()))
+        got = [(key, at.tolist())
+               for key, at in family_positions(frame, a.instances, min_size, keep)]
+        assert got == want and len(got) > 1
+
+
+def test_counter_parts_are_the_counter_rules_match():
+    """counter_parts (RE2 in C for ASCII names without a line break, Python for the rest)
+    gives what COUNTER.match gives for every name: line breaks before and after the
+    number, control characters, other scripts' digits, names that are only a number."""
+    import numpy as np
+
+    from nsyswrap.analysis.families import COUNTER, counter_parts
+
+    rng = np.random.default_rng(11)
+    alphabet = list("ab 0123456789_:-\n\r\t\x00\x1b{}") + ["\u0663", "\u00e9", "\u2028",
+                                                              "\U0001d7d9"]
+    names = ["step 12", "step 12\n", "ab\n12\n", "a5\n\n", "12", "", "x", "\u0661\u0662 x\u0663",
+             *("".join(rng.choice(alphabet, rng.integers(0, 9))) for _ in range(3000))]
+    stems, numbers = counter_parts(np.array(names, dtype=object))
+    for name, stem, number in zip(names, stems, numbers, strict=True):
+        m = COUNTER.match(name)
+        assert (stem, number) == ((m.group("stem"), m.group("number")) if m else (None, None))
+
+
+def test_library_mask_is_the_rule_for_each_name():
+    """library_mask (only names that could be an operator's searched in Python) against
+    the rule written out for each (domain, name): a library's domain, or in the default
+    domain an operator's or the runner's name, emit_nvtx's suffix included."""
+    import numpy as np
+    import pandas as pd
+
+    from nsyswrap.analysis.domains import (
+        EMIT_NVTX_SUFFIX,
+        LIBRARY_DOMAINS,
+        LIBRARY_RANGE_NAME,
+        library_mask,
+    )
+
+    rng = np.random.default_rng(5)
+    names = ["aten::mm", "aten::add_, seq = 12", "AddmmBackward0, seq = 15, op_id = 53",
+             "detach, op_id = 7", "x, seq = y", "nsyswrap.timer t", "nsyswrap.other", "step 3",
+             "c10d::allreduce_", "my::thing", "a, op_id = -4", "b, seq = 5\n", "request 9"]
+    domains = ["", "", "NCCL", "nccl", "mine", "cuDNN"]
+    frame = pd.DataFrame({"domain": rng.choice(domains, 2000), "name": rng.choice(names, 2000)})
+    want = [d.lower() in LIBRARY_DOMAINS or (d == "" and bool(
+        LIBRARY_RANGE_NAME.match(n) or EMIT_NVTX_SUFFIX.search(n)))
+        for d, n in zip(frame["domain"], frame["name"], strict=True)]
+    for column in (frame["name"], frame["name"].astype("category")):
+        assert library_mask(frame["domain"].astype("category"), column).tolist() == want
+
+
 @pytest.mark.parametrize("few_keys", [True, False])
 def test_family_numbers_are_groupbys_ngroup_and_cumcount(monkeypatch, few_keys):
     """Family ids and instance numbers by integer codes, as groupby of the two text

@@ -273,17 +273,19 @@ def test_outputs_that_draw_every_operation_refuse_a_streamed_analysis(stream_sma
     assert np.isfinite(c.analysis.instances["gpu_busy_ns"]).any()
 
 
-def test_pooled_counts_give_pandas_median_whatever_the_batches():
+@pytest.mark.parametrize(("families", "spread"), [(6, 10**9), (6, 10**12), (3000, 10**9)])
+def test_pooled_counts_give_pandas_median_whatever_the_batches(families, spread):
     """PooledCounts (value counts per group, folded as batches come) against pandas'
     grouped median of all the values: ties, even and odd counts, negative values, a
-    group with one value, batches small enough to fold many times."""
+    group with one value, batches small enough to fold many times; values that fit 32 bits
+    and values that do not; a few groups and thousands (a range family per name)."""
     from nsyswrap.analysis.engine import open_values
 
     rng = np.random.default_rng(7)
-    groups = rng.integers(-1, 6, 20_000)
-    groups[0] = 9  # a group of one value
+    groups = rng.integers(-1, families, 20_000)
+    groups[0] = families + 3  # a group of one value
     values = np.where(rng.random(20_000) < 0.5, rng.integers(-50, 400, 20_000),
-                      rng.integers(-10**9, 10**9, 20_000))  # ties, and values apart
+                      rng.integers(-spread, spread, 20_000))  # ties, and values apart
     counts = open_values.PooledCounts()
     old_fold = open_values.FOLD_VALUES
     open_values.FOLD_VALUES = 64

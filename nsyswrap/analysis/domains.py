@@ -17,6 +17,8 @@ import re
 import numpy as np
 import pandas as pd
 
+from .texts import holding
+
 # Compared case-insensitively. Names as the libraries register them (NCCL: "NCCL"; cuDNN's
 # and cuBLAS's own NVTX; NVSHMEM; MPI and UCX wrappers; OpenMP and OpenACC tools; NVIDIA's
 # inference and data libraries).
@@ -41,22 +43,36 @@ EMIT_NVTX_COUNTER = re.compile(r"(, (?:seq|op_id) = )-?\d+")  # group 1: the lab
 EMIT_NVTX_SUFFIX = re.compile(EMIT_NVTX_COUNTER.pattern + r"(?:,|$)")
 
 
+# What a name must hold for LIBRARY_RANGE_NAME or EMIT_NVTX_SUFFIX to match it: the names
+# searched in Python (texts.holding).
+OPERATOR_PREFILTER = {"literals": ("::", ", seq = ", ", op_id = "), "prefixes": ("nsyswrap.",)}
+
+
 def library_mask(domains: pd.Series, names: pd.Series) -> np.ndarray:
     """True for ranges that belong to a library (see the module docstring)."""
-    # Decided once per distinct (domain, name): millions of ranges share a few.
+    # Decided once per distinct domain and once per distinct name: millions of ranges
+    # share a few, and where each has a name of its own, only names that could be an
+    # operator's are searched in Python.
     dom_codes, dom_values = pd.factorize(domains)
-    name_codes, name_values = pd.factorize(names)
-    width = max(len(name_values), 1)
-    codes, uniques = pd.factorize(dom_codes.astype("int64") * width + name_codes)
-    dom = pd.Series(np.asarray(dom_values, dtype=object)[uniques // width]).astype(str)
-    name = pd.Series(np.asarray(name_values, dtype=object)[uniques % width]).astype(str)
-    in_domain = dom.str.lower().isin(LIBRARY_DOMAINS).to_numpy()
+    dom = pd.Series(np.asarray(dom_values, dtype=object)).astype(str)
+    # A missing domain or name (code -1) takes the last place: no library's.
+    in_domain = np.r_[dom.str.lower().isin(LIBRARY_DOMAINS).to_numpy(), False][dom_codes]
+    default = np.r_[(dom == "").to_numpy(), False][dom_codes]
+    if not default.any():
+        return in_domain
     # Only the default domain's names are read as operator names: a user domain may name
     # ranges as it likes.
-    operator = (dom == "").to_numpy() & (
-        name.str.match(LIBRARY_RANGE_NAME).to_numpy(dtype=bool)
-        | np.fromiter((EMIT_NVTX_SUFFIX.search(n) is not None for n in name), bool, len(name)))
-    return (in_domain | operator)[codes] if len(codes) else np.zeros(0, dtype=bool)
+    name_codes, name_values = pd.factorize(names[default])
+    operator = np.zeros(len(name_values) + 1, dtype=bool)
+    candidates = np.flatnonzero(holding(name_values, **OPERATOR_PREFILTER))
+    if len(candidates):
+        name = pd.Series(np.asarray(name_values, dtype=object)[candidates]).astype(str)
+        operator[candidates] = (
+            name.str.match(LIBRARY_RANGE_NAME).to_numpy(dtype=bool)
+            | np.fromiter((EMIT_NVTX_SUFFIX.search(n) is not None for n in name), bool,
+                          len(name)))
+    in_domain[default] |= operator[name_codes]
+    return in_domain
 
 
 def runner_ranges(domains: pd.Series, names: pd.Series) -> np.ndarray:

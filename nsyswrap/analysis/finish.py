@@ -19,7 +19,14 @@ from .attribution import Attribution
 from .columns import GPU_INSTANCE_COLUMNS
 from .completeness import lost_tail
 from .domains import library_mask, runner_ranges
-from .families import family_names, family_numbers, family_positions, user_rows
+from .families import (
+    MAX_RANGE_FAMILIES,
+    family_names,
+    family_numbers,
+    family_positions,
+    heaviest_rows,
+    user_rows,
+)
 from .instance_table import InstanceTable
 from .marks import MARK_COLUMNS, user_marks
 from .reconcile import (
@@ -123,6 +130,21 @@ class Analysis:
         at 10 M ranges every instance column is 76 MB."""
         return user_rows(self.instances, self.all_domains, by_start)
 
+    def judged_rows(self, by_start: bool = False) -> np.ndarray:
+        """user_rows() of the families the findings judge: all of them, or where there are
+        more than MAX_RANGE_FAMILIES, the heaviest (families.heaviest_rows; `judged_note`
+        says so)."""
+        rows = self.user_rows(by_start)
+        return rows[heaviest_rows(self.instances, rows, MAX_RANGE_FAMILIES)[0]]
+
+    def judged_note(self) -> str | None:
+        """What judged_rows left out, as a note for the report; None where nothing."""
+        count = heaviest_rows(self.instances, self.user_rows(), MAX_RANGE_FAMILIES)[1]
+        if count <= MAX_RANGE_FAMILIES:
+            return None
+        return (f"{count:,} range families of the user's: the findings judge the "
+                f"{MAX_RANGE_FAMILIES:,} with the most GPU busy time (then wall time)")
+
     def instance_rows(self, range_ids) -> np.ndarray:
         """The instances' rows of range ids (-1 for ids not among them): for a finding that
         takes a few columns at the rows of its calls or copies."""
@@ -132,13 +154,19 @@ class Analysis:
         """The instances at user_rows() as a frame (every column unless `columns`)."""
         return self.instances.rows(self.user_rows(), columns)
 
-    def user_families(self, rows: np.ndarray
+    def judged_instances(self, columns: list[str] | None = None) -> pd.DataFrame:
+        """The instances at judged_rows() as a frame (every column unless `columns`)."""
+        return self.instances.rows(self.judged_rows(), columns)
+
+    def user_families(self, rows: np.ndarray, min_size: int = 1, keep: np.ndarray | None = None
                       ) -> Iterator[tuple[tuple[str, str], np.ndarray]]:
         """The families of the instances at `rows` (user_rows), each with its positions in
-        `rows` (in their order): families in order of first appearance."""
+        `rows` (in their order): families in order of first appearance. Only positions
+        where `keep` is true (one flag per row), and only families with at least
+        `min_size` of them (families.family_positions)."""
         frame = pd.DataFrame({"family_id": self.instances.values("family_id", rows)},
                              index=rows, copy=False)
-        return family_positions(frame, self.instances)
+        return family_positions(frame, self.instances, min_size, keep)
 
 
 def estimated_floor(iterations: pd.DataFrame, runs: list[dict]) -> float | None:
@@ -201,7 +229,7 @@ def finished(report: Report, instances: InstanceTable, runs: list[dict], *,
         ["pid", "start_ns", "gpu_busy_ns"])
     mine = user_timings(report, ops, attribution.blocking_calls, floor_windows)
     report.info.notes.extend(mine.notes)
-    return Analysis(
+    analysis = Analysis(
         info=report.info,
         kernels=kernels,
         instances=instances,
@@ -217,3 +245,7 @@ def finished(report: Report, instances: InstanceTable, runs: list[dict], *,
         call_summaries=report.call_summaries,
         marks=user_marks(report.marks),
     )
+    judged = analysis.judged_note()
+    if judged:
+        report.info.notes.append(judged)
+    return analysis

@@ -126,10 +126,9 @@ def _cold_window_finding(label: str, cold: dict[str, _Cold], n: int, what: str, 
 
 def _user_ranges(a: Analysis, t: Thresholds) -> list[Finding]:
     findings = []
-    user = a.user_rows(by_start=True)
-    for (domain, name), at in a.user_families(user):
-        if len(at) < t.cold_min_instances:
-            continue
+    user = a.judged_rows(by_start=True)
+    # Families with fewer instances skipped at once, not one step each.
+    for (domain, name), at in a.user_families(user, min_size=t.cold_min_instances):
         # This family's columns only, decoded at its rows.
         g = a.instances.rows(user[at], ["family_id", "start_ns", *(c for c, _ in METRICS)])
         cold = _cold_metrics(g, METRICS, t)

@@ -75,19 +75,20 @@ def _harness(a: Analysis, t: Thresholds) -> list[Finding]:
 
 def _ranges(a: Analysis, t: Thresholds) -> list[Finding]:
     inst = a.instances
-    user = a.user_rows(by_start=True)
+    user = a.judged_rows(by_start=True)
     if len(user) == 0 or np.isnan(inst.values("gpu_busy_ns", user)).all():
         return []
     findings = []
     # Families found on one column, then each one's columns decoded at the rows it keeps,
     # a column or two at a time: the kept rows' nine columns at once held ~300 MB at 10 M
     # instances (the findings' peak there).
-    ops = inst.values("gpu_ops", user)
-    for (domain, name), at in a.user_families(user):
-        at = at[1:]  # after its first instance
-        rows = user[at[ops[at] > 0]]
-        if len(rows) < 2:
-            continue
+    # The instances with GPU work after each family's first, and the families with two
+    # or more of them, found at once: a step per family of one instance each (a name
+    # per range) took seconds.
+    later = inst.values("gpu_ops", user) > 0
+    later[np.unique(inst.values("family_id", user), return_index=True)[1]] = False
+    for (domain, name), at in a.user_families(user, min_size=2, keep=later):
+        rows = user[at]
 
         cpu_all = inst.series("cpu_ns", rows)
         host = float((cpu_all - inst.series("sync_ns", rows)).median())

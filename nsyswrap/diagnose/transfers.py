@@ -9,6 +9,7 @@ little of them (DDP's one-off set-up copies in the first step) are left out."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from ..analysis import Analysis
 from ..units import fmt_bytes, fmt_ns, fmt_share, plural
@@ -19,7 +20,7 @@ CODE = "TRANSFER_IN_RANGE"
 
 def check(a: Analysis, t: Thresholds) -> list[Finding]:
     copies = a.attribution.host_copies
-    copies = copies[copies["range_id"].isin(a.user_instances(["range_id"])["range_id"])]
+    copies = copies[copies["range_id"].isin(a.judged_instances(["range_id"])["range_id"])]
     if copies.empty:
         return []
     inst = a.instances
@@ -38,14 +39,26 @@ def check(a: Analysis, t: Thresholds) -> list[Finding]:
         pageable=(copies["src_kind"] == "pageable") | (copies["dst_kind"] == "pageable"),
     )
     counts = np.bincount(inst["family_id"].to_numpy())  # instances per family
+    # Per instance with copies, then per family, each a grouped pass over all of them: a
+    # groupby per family cost milliseconds each (every range a family of its own).
+    per_instance = copies.groupby("range_id").agg(copy_ns=("copy_ns", "sum"),
+                                                  wall_ns=("wall_ns", "first"),
+                                                  family_id=("family_id", "first"))
+    per_family = per_instance.assign(
+        share=per_instance["copy_ns"] / per_instance["wall_ns"]).groupby("family_id").agg(
+        share=("share", "median"), copy_ns=("copy_ns", "median"),
+        instances=("copy_ns", "size"))
     findings = []
-    for (domain, name), g in copies.groupby(["domain", "family"], sort=False, observed=True):
-        per_instance = g.groupby("range_id").agg(copy_ns=("copy_ns", "sum"),
-                                                 wall_ns=("wall_ns", "first"))
-        share = float((per_instance["copy_ns"] / per_instance["wall_ns"]).median())
-        total = int(counts[g["family_id"].iloc[0]])
-        if len(per_instance) < 0.5 * total and share < t.transfer_share:
+    # Families in order of first appearance among the copies, each with its copies' rows.
+    rows_of = copies.groupby("family_id").indices
+    for family_id in pd.unique(copies["family_id"]).tolist():
+        share, copy_ns, instances = per_family.loc[family_id]
+        share, instances = float(share), int(instances)
+        total = int(counts[family_id])
+        if instances < 0.5 * total and share < t.transfer_share:
             continue  # a one-off in a few instances, and small there
+        g = copies.iloc[rows_of[family_id]]
+        domain, name = g["domain"].iat[0], g["family"].iat[0]
         kinds = g["copy_kind"].astype(str).value_counts()
         pageable = int(g["pageable"].sum())
         label = range_label(domain, name)
@@ -57,9 +70,9 @@ def check(a: Analysis, t: Thresholds) -> list[Finding]:
             range=label,
             message=(
                 f"{label}: {plural(len(g), 'host-device copy', 'host-device copies')} ({what}; "
-                f"median {fmt_bytes(per_copy_bytes)}) in {len(per_instance)} of "
+                f"median {fmt_bytes(per_copy_bytes)}) in {instances} of "
                 f"{plural(total, 'instance')}, "
-                f"{fmt_ns(float(per_instance['copy_ns'].median()))} of copy time per instance "
+                f"{fmt_ns(float(copy_ns))} of copy time per instance "
                 f"({fmt_share(share)} of the range)"
                 + (f"; {pageable} from/to pageable memory, which the CPU stages and the "
                    "host waits for" if pageable else "")
@@ -69,9 +82,9 @@ def check(a: Analysis, t: Thresholds) -> list[Finding]:
                 "kinds": {str(k): int(v) for k, v in kinds.items()},
                 "bytes_total": int(g["bytes"].sum()),
                 "pageable_copies": pageable,
-                "copy_median_ns": float(per_instance["copy_ns"].median()),
+                "copy_median_ns": float(copy_ns),
                 "copy_share_median": share,
-                "instances_with_copies": len(per_instance),
+                "instances_with_copies": instances,
             },
             suggestion=(
                 "Move inputs to the GPU before the timed region; if copies belong to the "

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..diagnose.finding import range_label
+from ..document import range_families
 from ..errors import BadInputError
 from ..json_input import all_of, is_text, parse, real, whole
 from ..result import SCHEMA, Comparison
@@ -83,7 +84,7 @@ def diff_samples(c: Comparison, kernels: pd.DataFrame | None = None) -> DiffSide
         side.kernel_time_ns = float(k["ns"].sum())
         for name, g in k.groupby("name", sort=False, observed=True):
             _add(side, "kernel", str(name), "duration", g["ns"])
-    inst = a.user_instances()
+    inst = _listed_instances(c)
     for (domain, family), g in inst.groupby(["domain", "family"], sort=False, observed=True):
         _add_range(side, range_label(domain, family), g)
     _add_benchmarks(side, a.iterations)
@@ -91,6 +92,23 @@ def diff_samples(c: Comparison, kernels: pd.DataFrame | None = None) -> DiffSide
     side.findings = [{"code": f.code, "severity": f.severity, "range": f.range,
                       "message": f.message} for f in c.findings]
     return side
+
+
+def _listed_instances(c: Comparison) -> pd.DataFrame:
+    """The user's instances of the range families the document lists (the heaviest
+    MAX_RANGE_FAMILIES, document.range_families), with what _add_range reads: a program
+    that names each range after what it serves makes a family of every range, and a step
+    per family of a million took minutes."""
+    a = c.analysis
+    rows = a.user_rows()
+    listed, left_out = range_families(c)
+    if left_out:
+        names = a.instances.rows(rows, ["domain", "family"])
+        maybe = names["family"].isin(listed["name"].unique()).to_numpy()
+        pairs = pd.MultiIndex.from_frame(listed[["domain", "name"]].astype(str))
+        rows = rows[maybe][pd.MultiIndex.from_frame(
+            names[maybe].astype(str)).isin(pairs)]
+    return a.instances.rows(rows, ["domain", "family", "gpu_busy_ns", "cpu_ns", "gpu_ops"])
 
 
 def _add_range(side: DiffSide, label: str, g: pd.DataFrame) -> None:

@@ -22,13 +22,16 @@ FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
 class CsvRenderer(StreamingRenderer):
-    def pieces(self, c: Comparison, *, section: str | None = None, **_) -> Iterator[str]:
+    def pieces(self, c: Comparison, *, section: str | None = None, instances: bool = False,
+               **_) -> Iterator[str]:
         """The section's CSV a chunk of rows at a time (millions of instances stream); its
-        header alone where it has no rows."""
+        header alone where it has no rows. The ranges section has the heaviest
+        MAX_RANGE_FAMILIES families, every one with `instances` (document.range_families;
+        the CLI says how many were left out)."""
         section = section or default_section(c)
         if section == "findings":
             return csv_pieces(section_chunks(c, section), FINDING_FIELDS)
-        return _frame_pieces(*section_frame(c, section))
+        return _frame_pieces(*section_frame(c, section, every_family=instances))
 
 
 # What CSV writes without --section: the first of these with rows.
@@ -37,7 +40,8 @@ DEFAULT_SECTIONS = ("ranges", "timings", "benchmarks", "kernels")
 
 def section_size(c: Comparison, section: str) -> int:
     """How many rows `section` has."""
-    return len(c.findings) if section == "findings" else len(section_frame(c, section)[0])
+    return len(c.findings) if section == "findings" else len(
+        section_frame(c, section, every_family=True)[0])
 
 
 def default_section(c: Comparison) -> str:

@@ -20,7 +20,15 @@ import pandas as pd
 
 from .._version import __version__
 from ..diagnose import range_label
-from ..document import refuse_without_pairs, report_block, section_rows
+from ..document import (
+    heaviest_families,
+    range_families,
+    range_fields,
+    records,
+    refuse_without_pairs,
+    report_block,
+    section_rows,
+)
 from ..result import Comparison
 from ..units import fmt_ns, fmt_share
 from . import charts
@@ -104,21 +112,41 @@ class _Page(HtmlPage):
     # -- data choices ---------------------------------------------------------------------
 
     def _families(self) -> list[dict[str, Any]]:
-        """User range families, the busiest on the GPU first (wall time without CUDA)."""
-        inst = self.c.analysis.user_instances()
-        if inst.empty:
+        """The user range families drawn (MAX_FAMILY_BARS of them, those with timelines
+        among them), the busiest on the GPU first (wall time without CUDA), each with its
+        instances in start order; sets `family_count`, and `undrawn_families`: the labels
+        of families the findings name that are not drawn. One grouped pass over the
+        instances: the rows of every family picked by a comparison per family were
+        quadratic in families (61 s for a report of 30 k range names)."""
+        a = self.c.analysis
+        self.family_count, self.undrawn_families = 0, set()
+        rows = a.user_rows()
+        if len(rows) == 0:
             return []
-        family = inst["family"]
+        inst = a.instances
+        # Labels worked out once per family (two families may share one: a domain "a" with
+        # a range "b" and the default domain's "a:b"), then each row's label by its family.
+        family, firsts = _first_appearances(inst.values("family_id", rows))
+        names = inst.rows(rows[firsts], ["domain", "family"])
         labels = [range_label(d or "", str(n)) for d, n in
-                  zip(inst["domain"].fillna(""), family.astype(str), strict=True)]
-        inst = inst.assign(_label=labels)
-        busy = inst["gpu_busy_ns"].fillna(0)
-        order = (inst.assign(_busy=busy).groupby("_label", sort=False, observed=True)
-                 .agg(busy=("_busy", "sum"), cpu=("cpu_ns", "sum"), n=("cpu_ns", "size"))
-                 .sort_values(["busy", "cpu"], ascending=False))
-        return [{"label": label, "instances": inst[inst["_label"] == label]
+                  zip(names["domain"].fillna(""), names["family"].astype(str), strict=True)]
+        label_of_family, labels = pd.factorize(np.asarray(labels, dtype=object))
+        label = label_of_family[family]  # numbered in order of first appearance
+        self.family_count = len(labels)
+        sums = (pd.DataFrame({"label": label, "busy": inst.values("gpu_busy_ns", rows),
+                              "cpu": inst.values("cpu_ns", rows)})
+                .assign(busy=lambda f: f["busy"].fillna(0))
+                .groupby("label", sort=False).agg(busy=("busy", "sum"), cpu=("cpu", "sum"))
+                .sort_values(["busy", "cpu"], ascending=False))
+        drawn = sums.index.to_numpy()[:max(MAX_FAMILY_BARS, MAX_FAMILY_TIMELINES)]
+        named = {name for f in self.c.findings for name in f.ranges}
+        if named:
+            undrawn = np.ones(len(labels), dtype=bool)
+            undrawn[drawn] = False
+            self.undrawn_families = set(labels[undrawn & pd.Index(labels).isin(named)])
+        return [{"label": labels[k], "instances": inst.rows(rows[label == k])
                  .sort_values("start_ns"), "anchor": f"r{i}"}
-                for i, label in enumerate(order.index)]
+                for i, k in enumerate(drawn.tolist())]
 
     def _plotted_runs(self) -> set[int]:
         """The benchmark runs drawn: those with findings first, then in run order."""
@@ -251,10 +279,10 @@ class _Page(HtmlPage):
         for i, fam in enumerate(self.families):
             if i < MAX_FAMILY_TIMELINES and self.timelines:
                 self.family_anchor[fam["label"]] = f"tl-{fam['anchor']}"
-            elif i < MAX_FAMILY_BARS:
-                self.family_anchor[fam["label"]] = fam["anchor"]
             else:
-                self.family_anchor[fam["label"]] = "ranges"
+                self.family_anchor[fam["label"]] = fam["anchor"]
+        for label in self.undrawn_families:  # in the range table (or left out of it)
+            self.family_anchor[label] = "ranges"
         for g in self.user_groups:
             run = int(g["run"])
             self.user_anchor[g["label"]] = f"u{run}" if run in self.drawn_groups \
@@ -455,11 +483,11 @@ class _Page(HtmlPage):
             out.append(self._timeline_block(win, codes.get(fam["label"], []),
                                              f"#{fam['anchor']}"))
             drawn += 1
-        if len(self.families) > MAX_FAMILY_TIMELINES:
+        if self.family_count > MAX_FAMILY_TIMELINES:
             self.caps.append(f"Timelines are drawn for the {MAX_FAMILY_TIMELINES} busiest of "
-                             f"{len(self.families)} range families.")
+                             f"{self.family_count:,} range families.")
             out.append(f"<p class=\"cap\">Timelines of the {MAX_FAMILY_TIMELINES} busiest of "
-                       f"{len(self.families)} range families.</p>")
+                       f"{self.family_count:,} range families.</p>")
         if not drawn:
             out.append("<p class=\"muted\">No harness iterations or NVTX ranges to draw.</p>")
         out.append("</section>")
@@ -481,12 +509,15 @@ class _Page(HtmlPage):
     def _range_families(self) -> str:
         if not self.families:
             return ""
-        rows = section_rows(self.c, "ranges")
+        ranges, left_out = range_families(self.c)
+        total = len(ranges) + (left_out["families"] if left_out else 0)
         cap = ""
-        if len(rows) > MAX_RANGE_ROWS:
+        if total > MAX_RANGE_ROWS:
             cap = (f"<p class=\"cap\">The {MAX_RANGE_ROWS} range families with the most GPU "
-                   f"time of {len(rows)}; the JSON output lists all.</p>")
-            rows = sorted(rows, key=lambda r: -(r["gpu_busy_total_ns"] or 0))[:MAX_RANGE_ROWS]
+                   f"time (then wall time) of {total:,}; <code>--format json --instances"
+                   "</code> lists every one.</p>")
+            ranges = ranges.iloc[heaviest_families(ranges, MAX_RANGE_ROWS)]
+        rows = records(ranges, range_fields(self.c))
         out = ["<section id=\"ranges\"><h2>Range families</h2>",
                "<p class=\"explain\">Every NVTX range with the GPU work it launched (nested "
                "ranges included). Bars: per instance, GPU busy time (kernels, copies) and idle "
@@ -521,9 +552,9 @@ class _Page(HtmlPage):
                           "longer instances are cut, their total written above them.</p>"
                           if y_max else "")
                        + (f"<p class=\"cap\">{esc(note)}</p>" if note else "") + "</div>")
-        if len(self.families) > MAX_FAMILY_BARS:
+        if self.family_count > MAX_FAMILY_BARS:
             out.append(f"<p class=\"cap\">Bars for the {MAX_FAMILY_BARS} busiest of "
-                       f"{len(self.families)} range families.</p>")
+                       f"{self.family_count:,} range families.</p>")
         out.append("</section>")
         return "".join(out)
 
@@ -686,6 +717,15 @@ def _bars_cut_us(rows: list[dict[str, Any]]) -> float | None:
     if not warm or not cold or max(warm) <= 0 or max(cold) <= 4 * max(warm):
         return None
     return round(1.5 * max(warm), 4)
+
+
+def _first_appearances(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(each row's number, each number's first row) for `ids`, numbered in order of first
+    appearance (as groupby(sort=False) numbers groups)."""
+    numbers, distinct = pd.factorize(ids)
+    firsts = np.full(len(distinct), len(ids), dtype="int64")
+    np.minimum.at(firsts, numbers, np.arange(len(ids)))
+    return numbers, firsts
 
 
 def _family_rows(inst: pd.DataFrame, cold: int) -> list[dict[str, Any]]:

@@ -24,11 +24,11 @@ class JsonRenderer(StreamingRenderer):
     def pieces(self, c: Comparison, *, instances: bool = False,
                extra: dict[str, Any] | None = None, **_) -> Iterator[str]:
         """The document's text in pieces: with `instances`, exactly what json.dumps(indent=2)
-        gives for the document with its instance, iteration and timing-instance rows, a
-        chunk at a time. `extra`: sections (plain JSON values) added after the document's
-        own, as a run's analysis.json adds `samples`."""
-        text = json.dumps({**document(c), **(extra or {})}, indent=2, ensure_ascii=False,
-                          allow_nan=False)
+        gives for the document with every range family and its instance, iteration and
+        timing-instance rows, a chunk at a time. `extra`: sections (plain JSON values) added
+        after the document's own, as a run's analysis.json adds `samples`."""
+        text = json.dumps({**document(c, every_family=instances), **(extra or {})}, indent=2,
+                          ensure_ascii=False, allow_nan=False)
         if not instances:
             yield text + "\n"
             return

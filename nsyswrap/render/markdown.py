@@ -22,6 +22,7 @@ from .views import (
     kernel_columns,
     kernel_names,
     no_findings_line,
+    range_rows,
     rows,
     summary_sections,
     timing_notes,
@@ -65,7 +66,8 @@ def table_lines(columns: list[Column], data: list[dict]) -> list[str]:
 
 
 class MarkdownRenderer(Renderer):
-    def render(self, c: Comparison, *, top: int = 10, full_names: bool = False, **_) -> str:
+    def render(self, c: Comparison, *, top: int = 10, full_names: bool = False,
+               instances: bool = False, **_) -> str:
         lines = header_lines(c)
         out = [f"## nsyswrap compare: {escape(lines[0])}", "", escape(lines[1]), ""]
         out += [f"> **Warning:** {escape(n)}" for n in c.info.alerts]
@@ -104,10 +106,12 @@ class MarkdownRenderer(Renderer):
         if benchmarks:
             out += ["", "### Harness benchmarks (per call; trust the kernels)", ""]
             out += table_lines(BENCHMARK_COLUMNS, benchmarks)
-        ranges = rows(c, "ranges")
+        ranges, left_out = range_rows(c, every=instances)
         if ranges:
             out += ["", "### NVTX ranges", ""]
             out += table_lines(RANGE_COLUMNS, ranges)
+        if left_out:
+            out += ["", escape(left_out)]
         out += _summaries(c, top)
         return "\n".join(out) + "\n"
 

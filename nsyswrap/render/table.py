@@ -28,6 +28,7 @@ from .views import (
     kernel_columns,
     kernel_names,
     no_findings_line,
+    range_rows,
     rows,
     summary_sections,
     timing_notes,
@@ -58,7 +59,7 @@ def print_grid(console: Console, grid: Grid, width: int) -> None:
 
 class TableRenderer(Renderer):
     def render(self, c: Comparison, *, color: bool = False, width: int | None = None,
-               top: int = 10, full_names: bool = False, **_) -> str:
+               top: int = 10, full_names: bool = False, instances: bool = False, **_) -> str:
         width = width or DEFAULT_WIDTH
         console, buf = terminal_console(color, width)
         lines = header_lines(c)
@@ -111,11 +112,14 @@ class TableRenderer(Renderer):
             print_grid(console, Grid("Harness benchmarks: CUDA events against the kernels "
                                      "(per call; trust the kernels)", numbers, benchmarks,
                                      detail=verdict), width)
-        ranges = rows(c, "ranges")
+        ranges, left_out = range_rows(c, every=instances)
         if ranges:
             print_grid(console, Grid("NVTX ranges and the GPU work they launched",
                                      RANGE_COLUMNS, ranges, optional=(("Lat",), ("Span",))),
                        width)
+        if left_out:
+            _print_lines(console, (Text(line, style="dim")
+                                   for line in wrapped(left_out, width)))
         print_summaries(console, c, width, top)
         return buf.getvalue()
 

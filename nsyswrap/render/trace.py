@@ -235,15 +235,36 @@ def _marks(c: Comparison, origin: int) -> list[dict[str, Any]]:
                                                  marks["domain"], ts, strict=True)]
 
 
+def _earliest(inst: pd.DataFrame, column: str, labels: set[str]) -> dict[str, int]:
+    """Per label among `labels` that some instance's (domain, `column`) reads as
+    (range_label), the index of its earliest such instance (the first of equal starts)."""
+    if not labels or not len(inst):
+        return {}
+    # Only names that could make one of the labels: the label itself, or what follows one
+    # of its colons (a domain's name may hold colons too).
+    names = labels | {label[i + 1:] for label in labels
+                      for i, ch in enumerate(label) if ch == ":"}
+    inst = inst[inst[column].isin(names).to_numpy()]
+    text = pd.Series([range_label(d or "", str(n)) for d, n in
+                      zip(inst["domain"].fillna(""), inst[column], strict=True)],
+                     index=inst.index, dtype="object")
+    inst = inst[text.isin(labels).to_numpy()]
+    starts = inst["start_ns"].groupby(text[inst.index], sort=False).idxmin()
+    return {str(label): int(rid) for label, rid in starts.items()}
+
+
 def _findings(c: Comparison, origin: int) -> list[dict[str, Any]]:
     """Each finding as an instant on the first instance of each range it concerns (the
     first timed iteration of a benchmark); findings about the whole report as global
     instants."""
     inst = c.analysis.instances.frame()
     its = c.analysis.iterations
-    labels = pd.Series([range_label(d or "", str(n)) for d, n in
-                        zip(inst["domain"].fillna(""), inst["name"], strict=True)],
-                       index=inst.index, dtype="object") if len(inst) else pd.Series([])
+    # Each label a finding names, to the instance it is drawn on: the earliest range of that
+    # name, else of that family ("step {n}"), each found in one pass over the instances (a
+    # search of every instance per label was findings × instances: a name per range).
+    wanted = {label for f in c.findings for label in f.ranges}
+    by_name = _earliest(inst, "name", wanted)
+    by_family = _earliest(inst, "family", wanted - set(by_name))
     first_iteration = {}
     if not its.empty:
         for name, g in its.groupby("benchmark", sort=False, observed=True):
@@ -257,14 +278,8 @@ def _findings(c: Comparison, origin: int) -> list[dict[str, Any]]:
         placed = False
         for label in f.ranges:
             rid = first_iteration.get(label)
-            if rid is None and len(labels):
-                hits = labels.index[labels == label]
-                if not len(hits):  # a counter-named family ("step {n}")
-                    fam = inst[[range_label(d or "", str(n)) == label for d, n in
-                                zip(inst["domain"].fillna(""), inst["family"].astype(str),
-                                    strict=True)]]
-                    hits = fam.index
-                rid = int(inst.loc[hits, "start_ns"].idxmin()) if len(hits) else None
+            if rid is None:
+                rid = by_name.get(label, by_family.get(label))
             if rid is None or rid not in inst.index:
                 continue
             r = inst.loc[rid]

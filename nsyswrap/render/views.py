@@ -8,7 +8,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..diagnose import range_label
-from ..document import origin_ns, report_block, section_rows, user_timings_block
+from ..document import (
+    origin_ns,
+    range_families,
+    range_fields,
+    records,
+    report_block,
+    section_rows,
+    user_timings_block,
+)
 from ..result import Comparison
 from ..units import fmt_bytes, fmt_ns, fmt_share, plural
 from .names import printable, short_names
@@ -331,6 +339,29 @@ def header_lines(c: Comparison) -> list[str]:
 
 def rows(c: Comparison, section: str) -> list[dict[str, Any]]:
     return section_rows(c, section)
+
+
+def range_rows(c: Comparison, every: bool = False) -> tuple[list[dict[str, Any]], str]:
+    """The ranges section's rows as the text formats list them (document.range_families:
+    the heaviest families, every one with `every`), and the line that says what the others
+    add up to ("" where none was left out)."""
+    frame, left_out = range_families(c, every)
+    return records(frame, range_fields(c)), families_left_out(len(frame), left_out)
+
+
+def families_left_out(shown: int, left_out: dict[str, Any] | None,
+                      every: str = "--instances lists every one") -> str:
+    """What a list of the `shown` heaviest range families says of the rest
+    (document.range_families' `left_out`), and how to list every one."""
+    if not left_out:
+        return ""
+    n, count = left_out["families"], left_out["count"]
+    busy = left_out["gpu_busy_total_ns"]
+    return (f"The {shown:,} range families with the most GPU busy time (then wall time) of "
+            f"{shown + n:,}; the other {n:,} ({count:,} instance{'' if count == 1 else 's'}"
+            + (f", {fmt_ns(busy)} of GPU busy time" if busy is not None else "")
+            + f", {fmt_ns(left_out['cpu_total_ns'])} of wall time in all) are left out: "
+            f"{every}.")
 
 
 def cells(columns: list[Column], row: dict[str, Any]) -> list[str]:

@@ -33,7 +33,14 @@ def candidates(a: RankAnalysis, t: RankThresholds) -> list[dict]:
     if len(a.ranks) < 2 or a.instances.empty:
         return out
     step_ns = float(a.steps["cpu_ns"].median()) if len(a.steps) else np.nan
-    for family, g in a.instances.groupby("family", sort=False, observed=True):
+    # Only families with three instances or more on every rank can be paired across ranks
+    # in three steps: the others found at once, not by a pivot each (a name per range
+    # makes a family of every range: 6 ms each).
+    sizes = a.instances.groupby(["family", "rank"], sort=False, observed=True).size()
+    ranks = sizes[sizes >= 3].reset_index().groupby("family", sort=False,
+                                                    observed=True)["rank"].nunique()
+    inst = a.instances[a.instances["family"].isin(ranks.index[ranks >= len(a.ranks)])]
+    for family, g in inst.groupby("family", sort=False, observed=True):
         for measure, label in MEASURES.items():
             m = g.pivot_table(index="index", columns="rank", values=measure, aggfunc="first")
             m = m.dropna()
