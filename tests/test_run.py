@@ -465,7 +465,8 @@ def test_any_script_name_gives_a_report(tmp_path, script, stem, folder):
     proc = nsyswrap("run", "-o", out, "--trace", "nvtx", script, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        [f"{stem}.nsys-rep", f"{stem}.sqlite", "nsys.log", "analysis.json", "report.html"])
+        [f"{stem}.nsys-rep", f"{stem}.sqlite", "nsys.log", "analysis.json", "report.html",
+         "nsyswrap-run.json"])
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([script, folder])
     assert sql(out / f"{stem}.sqlite", "SELECT count(*) FROM NVTX_EVENTS e JOIN StringIds s "
                                        "ON s.id = e.textId WHERE s.value = 'step'")[0][0] == 1

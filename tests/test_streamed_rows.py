@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import subprocess
 import sys
 
@@ -40,6 +41,14 @@ def reference_records(df: pd.DataFrame, fields: list[str]) -> list[dict]:
     return rows
 
 
+def shown(value):
+    """A text as a person's formats show it: C0 and C1 controls, newlines included, as
+    \\xNN escapes (a newline in a cell would start a forged row for line-based tools)."""
+    if not isinstance(value, str):
+        return value
+    return re.sub("[\x00-\x1f\x7f-\x9f]", lambda m: f"\\x{ord(m.group()):02x}", value)
+
+
 def reference_csv(rows: list[dict]) -> str:
     out = io.StringIO()
     if not rows:
@@ -48,7 +57,7 @@ def reference_csv(rows: list[dict]) -> str:
     writer.writeheader()
     for row in rows:
         writer.writerow({k: json.dumps(v) if isinstance(v, (dict, list)) else
-                         ("" if v is None else v) for k, v in row.items()})
+                         ("" if v is None else shown(v)) for k, v in row.items()})
     return out.getvalue()
 
 
