@@ -117,7 +117,7 @@ def _refused(stderr: str) -> str:
     return stderr
 
 
-# -- case 3: a runner's column that inflates without bound ----------------------------------
+# -- a runner's column that inflates without bound ----------------------------------
 
 def _zeros_stream(size: int) -> bytes:
     """A valid zlib stream of `size` zero bytes (a multiple of 1 MiB, at least 2), made in
@@ -204,7 +204,7 @@ def test_a_runner_column_with_more_rows_than_it_states_is_left_out(tmp_path):
     assert any("records inflates past" in n for n in notes), notes
 
 
-# -- case 10: crafted runner documents, left out with a note ---------------------------------
+# -- crafted runner documents, left out with a note ---------------------------------
 
 def _out_of_range_thread(doc):
     raw = bytearray(_packed_rows(doc))
@@ -257,7 +257,7 @@ def test_the_same_runner_document_twice_is_read_once(tmp_path):
     assert doc["user_timings"]["groups"]
 
 
-# -- case 10: crafted tables of the export ---------------------------------------------------
+# -- crafted tables of the export ---------------------------------------------------
 
 @pytest.mark.parametrize("table, what", [
     ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUDA API call"), ("OSRT_API", "OS runtime call")])
@@ -349,7 +349,7 @@ def test_a_gpu_without_a_minor_compute_capability_has_none(tmp_path):
     assert all(g["compute_capability"] is None for g in doc["report"]["gpus"])
 
 
-# -- case 10: crafted harness marks ----------------------------------------------------------
+# -- crafted harness marks ----------------------------------------------------------
 
 def _set_string(path: Path, string_id: int, text: str) -> None:
     con = sqlite3.connect(path)
@@ -391,7 +391,7 @@ def test_a_harness_time_of_4300_digits_is_left_out_with_a_note(tmp_path):
     assert mark["name"] not in {b["benchmark"] for b in doc["benchmarks"]}
 
 
-# -- case 10: diff of a crafted analysis.json --------------------------------------------------
+# -- diff of a crafted analysis.json --------------------------------------------------
 
 @pytest.fixture(scope="module")
 def analysis_json(tmp_path_factory) -> dict:

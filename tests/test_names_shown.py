@@ -1,4 +1,4 @@
-"""Names from a report as every format shows them, and nsyswrap's own messages (case 12):
+"""Names from a report as every format shows them, and nsyswrap's own messages:
 a newline in a range name forges no table row, an escape sequence never reaches the
 terminal, Markdown for a pull-request comment neither mentions (`@team`) nor links, and a
 name of megabytes is cut where it is shown (its whole length said) and kept whole in JSON.
