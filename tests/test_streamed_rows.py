@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import subprocess
 import sys
 
@@ -40,7 +41,12 @@ def reference_records(df: pd.DataFrame, fields: list[str]) -> list[dict]:
     return rows
 
 
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
 def reference_csv(rows: list[dict]) -> str:
+    """csv.DictWriter of the rows, text cells one line (control characters, a newline too,
+    as \\xNN: docs/json.md)."""
     out = io.StringIO()
     if not rows:
         return ""
@@ -48,7 +54,9 @@ def reference_csv(rows: list[dict]) -> str:
     writer.writeheader()
     for row in rows:
         writer.writerow({k: json.dumps(v) if isinstance(v, (dict, list)) else
-                         ("" if v is None else v) for k, v in row.items()})
+                         CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", v)
+                         if isinstance(v, str) else ("" if v is None else v)
+                         for k, v in row.items()})
     return out.getvalue()
 
 
