@@ -41,15 +41,12 @@ def reference_records(df: pd.DataFrame, fields: list[str]) -> list[dict]:
     return rows
 
 
-def shown(value):
-    """A text as a person's formats show it: C0 and C1 controls, newlines included, as
-    \\xNN escapes (a newline in a cell would start a forged row for line-based tools)."""
-    if not isinstance(value, str):
-        return value
-    return re.sub("[\x00-\x1f\x7f-\x9f]", lambda m: f"\\x{ord(m.group()):02x}", value)
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 
 def reference_csv(rows: list[dict]) -> str:
+    """csv.DictWriter of the rows, text cells one line (control characters, a newline too,
+    as \\xNN: docs/json.md)."""
     out = io.StringIO()
     if not rows:
         return ""
@@ -57,7 +54,9 @@ def reference_csv(rows: list[dict]) -> str:
     writer.writeheader()
     for row in rows:
         writer.writerow({k: json.dumps(v) if isinstance(v, (dict, list)) else
-                         ("" if v is None else shown(v)) for k, v in row.items()})
+                         CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", v)
+                         if isinstance(v, str) else ("" if v is None else v)
+                         for k, v in row.items()})
     return out.getvalue()
 
 
