@@ -306,7 +306,10 @@ def test_a_file_that_appears_meanwhile_is_not_overwritten(tmp_path):
 def test_two_forced_runs_into_one_folder_one_wins_the_other_keeps_its_capture(tmp_path):
     out = tmp_path / "runs"
     planted = _plant_another_experiment(out)
-    assert nsyswrap("run", "-o", out, NOISY).returncode == 0
+    earlier = RunFolder.for_run(out, "noisy", force=False, names=["noisy.sqlite", "nsys.log"])
+    for name in ("noisy.sqlite", "nsys.log"):
+        (earlier.stage / name).write_text("the earlier run's")
+    earlier.commit()
     procs = [subprocess.Popen([sys.executable, "-m", "nsyswrap", "run", "-o", str(out),
                                "--force", str(WORKLOAD)], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(2)]
@@ -379,9 +382,10 @@ def test_a_capture_is_named_whatever_ends_the_run(tmp_path):
     killed_stage = next(p for p in killed_out.iterdir() if p.name.startswith(INCOMPLETE_PREFIX))
     assert (f"nsyswrap: the run's files are written into {killed_stage} and moved into "
             f"{killed_out} once the run is complete\n") in said
-    # The next run into the folder names the capture; import finishes it where it lies.
-    nxt = nsyswrap("run", "-o", killed_out, NOISY)
-    assert nxt.returncode == 0, nxt.stderr
+    # The next run into the folder names the capture (before nsys starts: this one is
+    # refused by nsys at once); import finishes it where it lies.
+    nxt = nsyswrap("run", "-o", killed_out, "--nsys-arg=--no-such-nsys-option", NOISY)
+    assert nxt.returncode == 1, nxt.stderr
     killed_rep = killed_stage / "annotated.nsys-rep"
     assert (f"{killed_rep} is the capture of an earlier run into {killed_out} that did not "
             f"finish: `nsyswrap import {killed_rep} --force` finishes it") in nxt.stderr
