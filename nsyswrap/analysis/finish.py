@@ -39,7 +39,8 @@ from .reconcile import (
 )
 from .summary import range_summary
 from .texts import text_where
-from .user_timings import DEFAULT_FLOOR_NS, GpuOps, UserTimings, user_timings
+from .timing_groups import DEFAULT_FLOOR_NS
+from .user_timings import GpuOps, UserTimings, user_timings
 
 
 @dataclass

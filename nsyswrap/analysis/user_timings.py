@@ -39,37 +39,17 @@ import pandas as pd
 
 from ..report import Report, thread_ids
 from ..union import union_length
-from .reconcile import BENCHMARK_COLUMNS, ITERATION_COLUMNS, benchmark_summary
-from .user_events import RunnerRecords, UserEvents, match_records
+from .reconcile import BENCHMARK_COLUMNS
+from .timing_groups import (
+    GROUP_COLUMNS,
+    USER_INTERVAL_COLUMNS,
+    SiteLabels,
+    grouped,
+)
+from .user_events import UserEvents, match_records
 
-# Where no floor was measured and none can be estimated from the report, the events' own
-# cost is taken as this (the largest we measured: 4.6 µs on an H200 under nsys with CUDA
-# event trace; 2.4 µs on an H100 without): never as 0, which would call it launch overhead.
-DEFAULT_FLOOR_NS = 5_000.0
-# A window counts as back-pressured (its start event waited for earlier work) when that
-# work ran on this long after the start record was issued.
-BACKPRESSURE_MIN_NS = 5_000
 # How far back from a start record host copies on its stream are said to precede it.
 COPIES_BEFORE_NS = 10_000_000
-# Groups of at most this many instances are listed with all their instances' values.
-USER_INTERVAL_COLUMNS = [
-    *ITERATION_COLUMNS, "label", "kind", "scope", "thread", "tid", "start_site", "end_site",
-    "stream_id",
-    "start_stream_handle", "end_stream_handle", "value_ns", "predicted_ns", "residual_ns",
-    "lead_idle_ns", "tail_idle_ns", "prior_busy_ns", "uncovered_busy_ns", "uncovered_ops",
-    "joined_ops", "host_between_records_ns", "first_launch_ns", "work",
-    "copies_before_bytes", "copies_before_gap_ns",
-]
-GROUP_COLUMNS = [
-    "label", "kind", "pid", "start_site", "end_site", "scope", "instances", "value_median_ns",
-    "value_iqr_ns", "kernels_median_ns", "kernels_iqr_ns", "difference_ns",
-    "difference_share", "floor_ns", "floor_source", "host_median_ns", "lead_idle_median_ns",
-    "tail_idle_median_ns", "prior_busy_median_ns", "uncovered_median_ns", "sync_median_ns",
-    "copy_median_ns", "residual_median_ns", "first_values_ns", "tool_value_ns",
-    "tool_statistic", "tool_kernels_ns", "calls", "run",
-]
-
-
 @dataclass
 class UserTimings:
     """What `nsyswrap run` recorded of the program's own timing code, reconciled."""
@@ -187,7 +167,7 @@ def user_timings(report: Report, ops: GpuOps | None, blocking: pd.DataFrame,
     if ops is None or not len(ops):
         out.notes.append("the report has no GPU operations: the program's timings are listed, "
                          "not reconciled")
-    labels = _SiteLabels(events)
+    labels = SiteLabels(events)
     rows, unreconciled = _intervals(events, labels)
     out.unmeasured = _unmeasured(events, labels)
     out.unreconciled = unreconciled
@@ -196,41 +176,12 @@ def user_timings(report: Report, ops: GpuOps | None, blocking: pd.DataFrame,
     timers = _timer_measurements(events, labels, ops)
     if rows.empty and timers.empty:
         return out
-    intervals, groups, summary = _grouped(rows, timers, events, floor_windows, labels)
+    intervals, groups, summary = grouped(rows, timers, events, floor_windows, labels)
     out.intervals, out.groups, out.summary = intervals, groups, summary
     return out
 
 
-class _SiteLabels:
-    """Call sites as people read them: 'file.py:37', the function where it helps."""
-
-    def __init__(self, events: UserEvents):
-        self.sites = {p.pid: p.sites for p in events.processes}
-
-    def site(self, pid: int, code: int) -> str:
-        sites = self.sites.get(pid) or []
-        if not 0 <= code < len(sites):
-            return "?"
-        file, line, _ = sites[code]
-        return f"{os.path.basename(file)}:{line}"
-
-    def function(self, pid: int, code: int) -> str:
-        sites = self.sites.get(pid) or []
-        return sites[code][2] if 0 <= code < len(sites) else ""
-
-    def file(self, pid: int, code: int) -> str:
-        sites = self.sites.get(pid) or []
-        return sites[code][0] if 0 <= code < len(sites) else ""
-
-    def pair(self, pid: int, start: int, end: int) -> str:
-        a, b = self.site(pid, start), self.site(pid, end)
-        fa, fb = a.rpartition(":")[0], b.rpartition(":")[0]
-        text = f"{a}→{b.rpartition(':')[2]}" if fa == fb else f"{a}→{b}"
-        fn = self.function(pid, start)
-        return f"{text} ({fn})" if fn and fn != "<module>" else text
-
-
-def _intervals(events: UserEvents, labels: _SiteLabels) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _intervals(events: UserEvents, labels: SiteLabels) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One row per elapsed_time() whose two records were matched; the others, counted by
     reason, in the second frame."""
     rec = events.records
@@ -288,7 +239,7 @@ def _intervals(events: UserEvents, labels: _SiteLabels) -> tuple[pd.DataFrame, p
     return rows.reset_index(drop=True), unreconciled
 
 
-def _unmeasured(events: UserEvents, labels: _SiteLabels) -> pd.DataFrame:
+def _unmeasured(events: UserEvents, labels: SiteLabels) -> pd.DataFrame:
     """Record call sites no elapsed_time() measured (torch's own Python records left out:
     wait_stream's, record_event's)."""
     rec = events.records
@@ -532,11 +483,7 @@ def _segment_gaps(start: np.ndarray, end: np.ndarray, lo: np.ndarray, hi: np.nda
     return gaps, longest
 
 
-def _scopes_of(events: UserEvents) -> dict[int, list[dict]]:
-    return {p.pid: p.scopes for p in events.processes}
-
-
-def _timer_measurements(events: UserEvents, labels: _SiteLabels,
+def _timer_measurements(events: UserEvents, labels: SiteLabels,
                         ops: GpuOps | None) -> pd.DataFrame:
     """One row per measurement behind a Timer's figure (timeit, blocked_autorange,
     adaptive_autorange): the seconds it timed for `number` calls, against the GPU work its
@@ -613,243 +560,3 @@ def _timer_measurements(events: UserEvents, labels: _SiteLabels,
     frame["residual_ns"] = frame["value_ns"] - frame["predicted_ns"]
     return frame
 
-
-def _grouped(rows: pd.DataFrame, timers: pd.DataFrame, events: UserEvents,
-             floor_windows: pd.DataFrame | None, labels: _SiteLabels,
-             ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """Intervals labelled and grouped (call-site pairs within their do_bench call), Timer's
-    measurements beside them, the groups, and the harness-shaped summary the checks read."""
-    rows = _labelled(rows, events, labels) if not rows.empty else rows
-    if not timers.empty:
-        rows = pd.concat([rows, timers], ignore_index=True) if not rows.empty else timers
-    rows = rows.sort_values(["measured_at_ns"], kind="stable").reset_index(drop=True)
-    order = pd.unique(rows["label"])
-    run_of = {label: i for i, label in enumerate(order)}
-    rows["benchmark"] = rows["label"]
-    rows["run"] = rows["label"].map(run_of).astype("int64")
-    rows["iteration"] = rows.groupby("run").cumcount()
-    rows["cache"] = "unknown"
-    rows["calls"] = rows["calls"].fillna(1).astype("int64") if "calls" in rows else 1
-    rows["range_id"] = -1
-    rows["start_ns"] = rows["start_time_ns"]
-    rows["end_ns"] = rows["end_time_ns"]
-    rows["cpu_ns"] = (rows["end_time_ns"] - rows["start_time_ns"]).astype("float64")
-    rows["host_between_records_ns"] = rows["cpu_ns"]
-    rows["event_ns"] = rows["value_ns"]
-    for c in ("gpu_busy_ns", "gpu_span_ns", "gpu_first_start_ns", "gpu_last_end_ns",
-              "internal_idle_ns", "max_gap_ns", "launch_latency_ns", "predicted_ns",
-              "residual_ns", "lead_idle_ns", "tail_idle_ns", "prior_busy_ns",
-              "uncovered_busy_ns", "host_lead_ns", "first_launch_ns", "copy_ns", "sync_ns"):
-        if c not in rows:
-            rows[c] = np.nan
-    if "copies_before_gap_ns" not in rows:
-        rows["copies_before_gap_ns"] = np.nan
-    for c in ("gaps", "gpu_ops", "kernels", "streams", "copies", "copy_bytes",
-              "pageable_copies", "syncs", "uncovered_ops", "joined_ops",
-              "start_stream_handle", "end_stream_handle", "start_stream_id",
-              "copies_before_bytes"):
-        if c not in rows:
-            rows[c] = 0
-        rows[c] = rows[c].fillna(0).astype("int64")
-    rows["sync_ns"] = rows["sync_ns"].fillna(0.0)
-    rows["work"] = rows["work"].fillna("") if "work" in rows else ""
-    rows["host_ns"] = rows["cpu_ns"] - rows["sync_ns"]
-    rows["overhead_ns"] = rows["event_ns"] - rows["gpu_busy_ns"]
-    rows["edge_ns"] = rows["event_ns"] - rows["gpu_span_ns"]
-    rows["stream_id"] = rows["start_stream_id"]
-    # The recording thread: the start record's (a Timer measurement's own thread).
-    for column, start in (("thread", "start_thread"), ("tid", "start_tid")):
-        value = rows[start] if start in rows else pd.Series(np.nan, index=rows.index)
-        if column in rows:
-            value = value.fillna(rows[column])
-        rows[column] = value.fillna(-1).astype("int64")
-    intervals = rows[USER_INTERVAL_COLUMNS].copy()
-
-    floors, sources = _floors(events, floor_windows, intervals)
-    runs = [{"config": {}} for _ in order]
-    floor_of_run = {}
-    for _label, i in run_of.items():
-        p = int(rows.loc[rows["run"] == i, "pid"].iloc[0])
-        floor_of_run[i] = floors[p] if rows.loc[rows["run"] == i, "kind"].iloc[0] != \
-            "timer" else 0.0
-    summary = benchmark_summary(intervals, runs, floor_of_run)
-    summary["label"] = summary["benchmark"]
-    pid_of_run = intervals.groupby("run", sort=True)["pid"].first()
-    summary["floor_source"] = [sources[int(pid_of_run[r])] for r in summary["run"]]
-    kinds = intervals.groupby("run", sort=True)["kind"].first()
-    summary["kind"] = [kinds[r] for r in summary["run"]]
-    summary["measured_by"] = [
-        "Timer" if k == "timer" else "do_bench" if k.startswith("do_bench") else "the events"
-        for k in summary["kind"]]
-    groups = _group_rows(intervals, summary, floors, sources, events)
-    return intervals, groups, summary
-
-
-def _labelled(rows: pd.DataFrame, events: UserEvents, labels: _SiteLabels) -> pd.DataFrame:
-    """Event intervals with their group's label and kind, and the scope (a do_bench call)
-    that made them."""
-    scopes = _scopes_of(events)
-    # The scope each interval was measured in (do_bench calls; a Timer records no events).
-    scope = np.full(len(rows), -1, "int64")
-    scope_site = np.full(len(rows), -1, "int64")
-    for p in events.processes:
-        mine = np.flatnonzero(rows["pid"].to_numpy() == p.pid)
-        elapsed_row = rows["elapsed_row"].to_numpy()[mine]
-        for k, sc in enumerate(scopes.get(p.pid, [])):
-            if sc.get("kind") != "do_bench":
-                continue
-            inside = (elapsed_row >= sc.get("first_elapsed", 0)) & (
-                elapsed_row < sc.get("end_elapsed", 0))
-            scope[mine[inside]] = k
-            scope_site[mine[inside]] = sc.get("site", -1)
-    rows["scope"] = scope
-    rows["start_site"] = rows["start_site"].astype("int64")
-    rows["end_site"] = rows["end_site"].astype("int64")
-    group_keys = list(zip(rows["pid"], scope, rows["start_site"], rows["end_site"],
-                          strict=True))
-    names, kinds = [], []
-    main_pair: dict[tuple, tuple] = {}
-    if (scope >= 0).any():
-        counts = pd.Series(group_keys).value_counts()
-        for (p, sc, a, b), _n in counts.items():
-            if sc >= 0 and (p, sc) not in main_pair:
-                main_pair[(p, sc)] = (a, b)
-    for (p, sc, a, b), ss in zip(group_keys, scope_site, strict=True):
-        if sc >= 0:
-            where = labels.site(p, int(ss))
-            part = "" if main_pair.get((p, sc)) == (a, b) else " [its estimate]"
-            names.append(f"do_bench at {where}{part}")
-            kinds.append("do_bench" if not part else "do_bench estimate")
-        else:
-            names.append(labels.pair(p, int(a), int(b)))
-            kinds.append("events")
-    # Two processes timing the same lines are told apart.
-    rows["label"] = names
-    if rows["pid"].nunique() > 1:
-        rows["label"] = [f"{n} [pid {p}]" for n, p in zip(rows["label"], rows["pid"],
-                                                          strict=True)]
-    rows["kind"] = kinds
-    rows["start_time_ns"] = rows["start_time_ns"]
-    rows["end_time_ns"] = rows["end_time_ns"]
-    return rows
-
-
-def _floors(events: UserEvents, floor_windows: pd.DataFrame | None,
-            intervals: pd.DataFrame) -> tuple[dict[int, float], dict[int, str]]:
-    """The events' own cost per process: measured by the runner at exit (its windows around
-    one tiny kernel, less that kernel), else estimated from the report's back-pressured
-    intervals (their start event waited for earlier work, so they hold no launch overhead:
-    events - kernels is the events' own cost), else DEFAULT_FLOOR_NS."""
-    floors, sources = {}, {}
-    for p in events.processes:
-        measured = _measured_floor(p, floor_windows)
-        if measured is not None:
-            floors[p.pid], sources[p.pid] = measured, "measured"
-            continue
-        mine = intervals[(intervals["pid"] == p.pid)
-                         & (intervals["prior_busy_ns"] >= BACKPRESSURE_MIN_NS)
-                         & (intervals["internal_idle_ns"].fillna(np.inf) <= 1_000)
-                         & (intervals["syncs"] == 0)]
-        excess = (mine["event_ns"] - mine["gpu_busy_ns"]).dropna()
-        excess = excess[excess > 0]
-        if len(excess) >= 3:
-            floors[p.pid], sources[p.pid] = float(excess.median()), "estimated"
-        else:
-            floors[p.pid], sources[p.pid] = DEFAULT_FLOOR_NS, "assumed"
-    return floors, sources
-
-
-def _measured_floor(runner: RunnerRecords, floor_windows: pd.DataFrame | None,
-                    ) -> float | None:
-    """The runner's floor windows less the kernel each holds (as the harness's floor);
-    None without them."""
-    if not runner.floor_ms or floor_windows is None or floor_windows.empty:
-        return None
-    mine = floor_windows[floor_windows["pid"] == runner.pid].sort_values("start_ns")
-    events = np.asarray(runner.floor_ms) * 1e6
-    if len(mine) < len(events):
-        return None
-    busy = mine["gpu_busy_ns"].to_numpy("float64")[-len(events):]
-    if np.isnan(busy).all():
-        return None
-    return float(np.nanmedian(events - busy))
-
-
-def _group_rows(intervals: pd.DataFrame, summary: pd.DataFrame, floors: dict[int, float],
-                sources: dict[int, str], events: UserEvents) -> pd.DataFrame:
-    out = []
-    scopes = _scopes_of(events)
-    for s in summary.itertuples():
-        g = intervals[intervals["run"] == s.run]
-        first = g.iloc[0]
-        pid = int(first["pid"])
-        value = g["event_ns"].to_numpy("float64")
-        calls = int(first["calls"])  # benchmark_summary's per-call divisor
-        kernels = g["gpu_busy_ns"].to_numpy("float64")
-        tool_value = tool_kernels = np.nan
-        statistic = ""
-        if first["kind"] == "do_bench" and first["scope"] >= 0:
-            sc = scopes[pid][int(first["scope"])]
-            statistic, tool_value = _tool_figure(sc)
-            tool_kernels = _statistic(kernels, statistic)
-        out.append({
-            "label": s.benchmark, "kind": first["kind"], "pid": pid,
-            "start_site": int(first["start_site"]), "end_site": int(first["end_site"]),
-            "scope": int(first["scope"]), "instances": len(g),
-            "value_median_ns": s.event_median_ns, "value_iqr_ns": s.event_iqr_ns,
-            "kernels_median_ns": s.busy_median_ns, "kernels_iqr_ns": s.busy_iqr_ns,
-            "difference_ns": s.event_median_ns - s.busy_median_ns,
-            "difference_share": ((s.event_median_ns - s.busy_median_ns) / s.busy_median_ns
-                                 if s.busy_median_ns else np.nan),
-            # A host timer (Timer) has no events, so no events' floor.
-            "floor_ns": floors[pid] if first["kind"] != "timer" else np.nan,
-            "floor_source": sources[pid] if first["kind"] != "timer" else "none",
-            "host_median_ns": float(np.nanmedian(g["host_between_records_ns"])),
-            "lead_idle_median_ns": _nanmedian(g["lead_idle_ns"]),
-            "tail_idle_median_ns": _nanmedian(g["tail_idle_ns"]),
-            "prior_busy_median_ns": _nanmedian(g["prior_busy_ns"]),
-            "uncovered_median_ns": _nanmedian(g["uncovered_busy_ns"]),
-            "sync_median_ns": _nanmedian(g["sync_ns"]),
-            "copy_median_ns": _nanmedian(g["copy_ns"]),
-            "residual_median_ns": _nanmedian(g["residual_ns"]),
-            # Per call, as the medians (a Timer measurement times many calls).
-            "first_values_ns": [float(v) for v in (value / calls)[:3]],
-            "tool_value_ns": tool_value, "tool_statistic": statistic,
-            "tool_kernels_ns": tool_kernels, "calls": calls, "run": int(s.run),
-        })
-    return pd.DataFrame(out, columns=GROUP_COLUMNS)
-
-
-def _nanmedian(x: pd.Series) -> float:
-    v = x.to_numpy("float64")
-    v = v[~np.isnan(v)]
-    return float(np.median(v)) if len(v) else np.nan
-
-
-def _tool_figure(scope: dict) -> tuple[str, float]:
-    """What do_bench returned, in ns, and which statistic it was."""
-    options = scope.get("options") or {}
-    returned = scope.get("returned")
-    # The runner writes option values that are not numbers as their repr ("'median'").
-    mode = str(options.get("return_mode") or "mean").strip("'\"")
-    quantiles = options.get("quantiles") or options.get("percentiles")
-    if isinstance(returned, list):
-        # quantiles=[...] returns their values in that order (return_mode="all": every
-        # time, not compared): the first quantile.
-        if isinstance(quantiles, list) and quantiles and returned and \
-                len(returned) == len(quantiles):
-            return f"q{float(quantiles[0]):g}", float(returned[0]) * 1e6
-        return mode, np.nan
-    if isinstance(returned, (int, float)):
-        return mode, float(returned) * 1e6
-    return mode, np.nan
-
-
-def _statistic(values: np.ndarray, statistic: str) -> float:
-    v = values[~np.isnan(values)]
-    if not len(v):
-        return np.nan
-    if statistic.startswith("q"):
-        return float(np.quantile(v, float(statistic[1:])))
-    return float({"mean": np.mean, "median": np.median, "min": np.min,
-                  "max": np.max}.get(statistic, np.median)(v))

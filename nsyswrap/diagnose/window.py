@@ -13,7 +13,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..analysis import Analysis, TimedWindows
-from ..analysis.user_timings import BACKPRESSURE_MIN_NS
+from ..analysis.timing_groups import BACKPRESSURE_MIN_NS
 from ..units import fmt_bytes, fmt_ns, fmt_share
 from .finding import INFO, WARNING, Finding, Thresholds
 
