@@ -60,6 +60,13 @@ want user_do_bench && user_run do_bench -- "$here/workloads/torch_do_bench.py"
 want user_timer && user_run timer -- "$here/workloads/torch_timer.py"
 want user_loops && user_run loops -- "$here/workloads/torch_event_loops.py"
 want user_edges && user_run edges -- "$here/workloads/torch_event_edges.py"
+# What was timed, as people write it: one function per variant, one helper for many
+# workloads, size sweeps, nsyswrap's own harness beside the program's events, two processes.
+want user_variants && user_run variants -- "$here/workloads/torch_user_variants.py"
+want user_timed && user_run timed -- "$here/workloads/torch_user_timed.py"
+want user_sweep && user_run sweep -- "$here/workloads/torch_user_sweep.py"
+want user_harness && user_run harness -- "$here/workloads/torch_user_harness.py"
+want user_two_procs && user_run two_procs -- "$here/workloads/torch_user_two_procs.py"
 # Interrupted (Ctrl-C) once it has timed 200 steps: what was recorded up to then is kept.
 if want user_interrupt; then
   dir=$(mktemp -d)

@@ -161,7 +161,7 @@ def test_timing_whose_kernels_took_longer_is_slower(tmp_path):
 
     from test_user_timings_render import SEED, seed_interval_kernels
 
-    changed = "torch_seed_timings.py:59→61 (on_gpu)"
+    changed = "on_gpu at torch_seed_timings.py:59→61"
     intervals = seed_interval_kernels()[changed]
     base = tmp_path / "seed_faster.sqlite"
     shutil.copy(SEED, base)

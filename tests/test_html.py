@@ -259,9 +259,9 @@ def test_user_timings_come_after_the_findings_one_row_per_timed_place(seed, seed
     # at least every window after the copies (the GPU idle at each start record; which
     # other windows the queue ran dry in depends on the run).
     inflated = [r[0] for r in rows if r[5].startswith("events inflated")]
-    assert {f"torch_seed_timings.py:{a}→{b} (copied)"
+    assert {f"copied at torch_seed_timings.py:{a}→{b}"
             for a, b in ((37, 39), (40, 42), (43, 45))} <= set(inflated)
-    assert not [label for label in inflated if label.endswith("(on_gpu)")
+    assert not [label for label in inflated if label.startswith("on_gpu ")
                 and ":59→" in label]  # behind torch.rand's queued kernels: they agree
     # Each timed place drawn: its instances, a typical and the worst instance's timeline.
     assert len(groups) <= MAX_USER_GROUPS
@@ -272,7 +272,7 @@ def test_user_timings_come_after_the_findings_one_row_per_timed_place(seed, seed
         assert f'id="tl-u{run}"' in block and f'id="tl-u{run}-worst"' in block
     # The lines under the table, as the other formats write them (a cold first instance).
     notes = timing_notes(seed)
-    assert any(line.startswith("Cold start: torch_seed_timings.py:87→89") for line in notes)
+    assert any(line.startswith("Cold start: flushed at torch_seed_timings.py:87→89") for line in notes)
     assert all(f"<li>{html.escape(line)}</li>" in page for line in notes)
 
 

@@ -92,7 +92,7 @@ def _codes(result, label) -> set[str]:
 
 
 def _label(variant: str, line: int, trace) -> str:
-    return next(label for label in trace if label.endswith(f"({variant})")
+    return next(label for label in trace if label.startswith(f"{variant} at ")
                 and f":{line}→" in label)
 
 
@@ -144,4 +144,4 @@ def test_a_flushed_l2_slows_the_same_kernels(trace, result):
     hot = median(r["kernels_ns"] for r in trace[_label("on_gpu", 62, trace)])
     assert flushed > 1.05 * hot
     cache = [f for f in result.findings if f.code == "CACHE_EFFECT"]
-    assert cache and any("(flushed)" in label for f in cache for label in f.ranges)
+    assert cache and any(label.startswith("flushed at ") for f in cache for label in f.ranges)

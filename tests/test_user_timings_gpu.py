@@ -46,14 +46,14 @@ def test_the_seed_articles_timings_are_reconciled(tmp_path):
     assert u["records"] >= 180 and u["measured"] == 90
     groups = {g["label"]: g for g in u["groups"]}
     assert len(groups) == 9
-    copied_t1 = next(g for label, g in groups.items() if label.endswith("(copied)")
+    copied_t1 = next(g for label, g in groups.items() if label.startswith("copied at ")
                      and ":37→" in label)
     # t1 after the copies reads several times its kernels, for host time before the
     # launch; on_gpu's first window starts behind torch.rand's kernels, still queued.
     assert copied_t1["value_median_ns"] > 3 * copied_t1["kernels_median_ns"]
     assert "host work" in copied_t1["verdict"] or "launch overhead" in copied_t1["verdict"]
     first_on_gpu = next(g for label, g in groups.items()
-                        if label.endswith("(on_gpu)") and ":59→" in label)
+                        if label.startswith("on_gpu ") and ":59→" in label)
     assert first_on_gpu["prior_busy_median_ns"] > 0
     # Whether a window starts behind queued work, and whether that work outlasts the
     # window's own launches, is the GPU's and the host's of the day (three H200 runs of

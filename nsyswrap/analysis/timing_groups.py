@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from .reconcile import ITERATION_COLUMNS, benchmark_summary
+from .timing_keys import distinct_labels, identify, timer_keys
 from .user_events import RunnerRecords, UserEvents
 
 # Where no floor was measured and none can be estimated from the report, the events' own
@@ -21,7 +22,7 @@ DEFAULT_FLOOR_NS = 5_000.0
 # work ran on this long after the start record was issued.
 BACKPRESSURE_MIN_NS = 5_000
 USER_INTERVAL_COLUMNS = [
-    *ITERATION_COLUMNS, "label", "kind", "scope", "thread", "tid", "start_site", "end_site",
+    *ITERATION_COLUMNS, "key", "label", "kind", "scope", "thread", "tid", "start_site", "end_site",
     "stream_id",
     "start_stream_handle", "end_stream_handle", "value_ns", "predicted_ns", "residual_ns",
     "lead_idle_ns", "tail_idle_ns", "prior_busy_ns", "uncovered_busy_ns", "uncovered_ops",
@@ -29,8 +30,8 @@ USER_INTERVAL_COLUMNS = [
     "copies_before_bytes", "copies_before_gap_ns",
 ]
 GROUP_COLUMNS = [
-    "label", "kind", "pid", "start_site", "end_site", "scope", "instances", "value_median_ns",
-    "value_iqr_ns", "kernels_median_ns", "kernels_iqr_ns", "difference_ns",
+    "key", "label", "kind", "pid", "start_site", "end_site", "scope", "instances",
+    "value_median_ns", "value_iqr_ns", "kernels_median_ns", "kernels_iqr_ns", "difference_ns",
     "difference_share", "floor_ns", "floor_source", "host_median_ns", "lead_idle_median_ns",
     "tail_idle_median_ns", "prior_busy_median_ns", "uncovered_median_ns", "sync_median_ns",
     "copy_median_ns", "residual_median_ns", "first_values_ns", "tool_value_ns",
@@ -77,14 +78,18 @@ def grouped(rows: pd.DataFrame, timers: pd.DataFrame, events: UserEvents,
              ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Intervals labelled and grouped (call-site pairs within their do_bench call), Timer's
     measurements beside them, the groups, and the harness-shaped summary the checks read."""
-    rows = _labelled(rows, events, labels) if not rows.empty else rows
+    rows = identify(rows, events) if not rows.empty else rows
     if not timers.empty:
+        timers = timers.assign(key=timer_keys(timers, events))
         rows = pd.concat([rows, timers], ignore_index=True) if not rows.empty else timers
+    if rows.empty:
+        return rows, pd.DataFrame(columns=GROUP_COLUMNS), pd.DataFrame()
     rows = rows.sort_values(["measured_at_ns"], kind="stable").reset_index(drop=True)
-    order = pd.unique(rows["label"])
-    run_of = {label: i for i, label in enumerate(order)}
+    rows["label"] = distinct_labels(rows["key"], rows["label"])
+    order = pd.unique(rows["key"])
+    run_of = {key: i for i, key in enumerate(order)}
     rows["benchmark"] = rows["label"]
-    rows["run"] = rows["label"].map(run_of).astype("int64")
+    rows["run"] = rows["key"].map(run_of).astype("int64")
     rows["iteration"] = rows.groupby("run").cumcount()
     rows["cache"] = "unknown"
     rows["calls"] = rows["calls"].fillna(1).astype("int64") if "calls" in rows else 1
@@ -126,7 +131,7 @@ def grouped(rows: pd.DataFrame, timers: pd.DataFrame, events: UserEvents,
     floors, sources = _floors(events, floor_windows, intervals)
     runs = [{"config": {}} for _ in order]
     floor_of_run = {}
-    for _label, i in run_of.items():
+    for i in run_of.values():
         p = int(rows.loc[rows["run"] == i, "pid"].iloc[0])
         floor_of_run[i] = floors[p] if rows.loc[rows["run"] == i, "kind"].iloc[0] != \
             "timer" else 0.0
@@ -141,55 +146,6 @@ def grouped(rows: pd.DataFrame, timers: pd.DataFrame, events: UserEvents,
         for k in summary["kind"]]
     groups = _group_rows(intervals, summary, floors, sources, events)
     return intervals, groups, summary
-
-
-def _labelled(rows: pd.DataFrame, events: UserEvents, labels: SiteLabels) -> pd.DataFrame:
-    """Event intervals with their group's label and kind, and the scope (a do_bench call)
-    that made them."""
-    scopes = scopes_of(events)
-    # The scope each interval was measured in (do_bench calls; a Timer records no events).
-    scope = np.full(len(rows), -1, "int64")
-    scope_site = np.full(len(rows), -1, "int64")
-    for p in events.processes:
-        mine = np.flatnonzero(rows["pid"].to_numpy() == p.pid)
-        elapsed_row = rows["elapsed_row"].to_numpy()[mine]
-        for k, sc in enumerate(scopes.get(p.pid, [])):
-            if sc.get("kind") != "do_bench":
-                continue
-            inside = (elapsed_row >= sc.get("first_elapsed", 0)) & (
-                elapsed_row < sc.get("end_elapsed", 0))
-            scope[mine[inside]] = k
-            scope_site[mine[inside]] = sc.get("site", -1)
-    rows["scope"] = scope
-    rows["start_site"] = rows["start_site"].astype("int64")
-    rows["end_site"] = rows["end_site"].astype("int64")
-    group_keys = list(zip(rows["pid"], scope, rows["start_site"], rows["end_site"],
-                          strict=True))
-    names, kinds = [], []
-    main_pair: dict[tuple, tuple] = {}
-    if (scope >= 0).any():
-        counts = pd.Series(group_keys).value_counts()
-        for (p, sc, a, b), _n in counts.items():
-            if sc >= 0 and (p, sc) not in main_pair:
-                main_pair[(p, sc)] = (a, b)
-    for (p, sc, a, b), ss in zip(group_keys, scope_site, strict=True):
-        if sc >= 0:
-            where = labels.site(p, int(ss))
-            part = "" if main_pair.get((p, sc)) == (a, b) else " [its estimate]"
-            names.append(f"do_bench at {where}{part}")
-            kinds.append("do_bench" if not part else "do_bench estimate")
-        else:
-            names.append(labels.pair(p, int(a), int(b)))
-            kinds.append("events")
-    # Two processes timing the same lines are told apart.
-    rows["label"] = names
-    if rows["pid"].nunique() > 1:
-        rows["label"] = [f"{n} [pid {p}]" for n, p in zip(rows["label"], rows["pid"],
-                                                          strict=True)]
-    rows["kind"] = kinds
-    rows["start_time_ns"] = rows["start_time_ns"]
-    rows["end_time_ns"] = rows["end_time_ns"]
-    return rows
 
 
 def _floors(events: UserEvents, floor_windows: pd.DataFrame | None,
@@ -251,7 +207,7 @@ def _group_rows(intervals: pd.DataFrame, summary: pd.DataFrame, floors: dict[int
             statistic, tool_value = _tool_figure(sc)
             tool_kernels = _statistic(kernels, statistic)
         out.append({
-            "label": s.benchmark, "kind": first["kind"], "pid": pid,
+            "key": first["key"], "label": s.benchmark, "kind": first["kind"], "pid": pid,
             "start_site": int(first["start_site"]), "end_site": int(first["end_site"]),
             "scope": int(first["scope"]), "instances": len(g),
             "value_median_ns": s.event_median_ns, "value_iqr_ns": s.event_iqr_ns,
