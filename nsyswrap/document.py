@@ -52,7 +52,7 @@ MEMORY_OP_FIELDS = ["operation", "count", "total_ns", "mean_ns", "median_ns", "m
                     "min_bytes", "max_bytes", "std_bytes", "throughput_bytes_per_s"]
 MARK_FIELDS = ["time_ns", "pid", "tid", "domain", "text"]
 # The program's own timings (Comparison.user_timings): one row per call-site pair, per call.
-TIMING_FIELDS = ["label", "kind", "pid", "instances", "calls", "value_median_ns",
+TIMING_FIELDS = ["key", "label", "kind", "pid", "instances", "calls", "value_median_ns",
                  "value_iqr_ns", "kernels_median_ns", "kernels_iqr_ns", "difference_ns",
                  "difference_share", "floor_ns", "floor_source", "host_median_ns",
                  "lead_idle_median_ns", "tail_idle_median_ns", "prior_busy_median_ns",
@@ -61,7 +61,7 @@ TIMING_FIELDS = ["label", "kind", "pid", "instances", "calls", "value_median_ns"
                  "tool_kernels_ns", "codes", "verdict"]
 # One row per measured interval (analysis.user_timings.intervals), as the program measured it
 # (a Timer measurement of many calls whole: divide by `calls`).
-TIMING_INSTANCE_FIELDS = ["label", "kind", "pid", "instance", "calls", "stream_id",
+TIMING_INSTANCE_FIELDS = ["key", "label", "kind", "pid", "instance", "calls", "stream_id",
                           "start_ns", "end_ns", "value_ns", "gpu_busy_ns", "gpu_span_ns",
                           "gpu_first_start_ns", "gpu_last_end_ns", "predicted_ns",
                           "residual_ns", "host_between_records_ns", "lead_idle_ns",

@@ -43,6 +43,9 @@ class Item:
     # A range family's GPU operations per instance (median; None: not traced): what one
     # instance does, which decides whether two runs' instances can be compared (diff.py).
     ops_per_instance: float | None = None
+    # What matches a program's timing group between two runs (its stable key,
+    # user_timings.groups[*].key); None: the name matches.
+    key: str | None = None
 
 
 @dataclass
@@ -58,15 +61,17 @@ class DiffSide:
 
 
 def _add(side: DiffSide, kind: str, name: str, metric: str, values,
-         ops_per_instance: float | None = None) -> None:
+         ops_per_instance: float | None = None, key: str | None = None) -> None:
     """An item of the finite `values`: their median and count, and at most
-    stats.MAX_SAMPLES of them as its samples (cap_samples)."""
+    stats.MAX_SAMPLES of them as its samples (cap_samples). Matched by `key` where given,
+    else by name."""
     v = np.asarray(values, dtype="float64")
     v = v[np.isfinite(v)]
     if len(v):
-        side.items[(kind, name, metric)] = Item(kind, name, metric, cap_samples(v),
-                                                float(np.median(v)), len(v),
-                                                ops_per_instance=ops_per_instance)
+        side.items[(kind, key or name, metric)] = Item(kind, name, metric, cap_samples(v),
+                                                       float(np.median(v)), len(v),
+                                                       ops_per_instance=ops_per_instance,
+                                                       key=key)
 
 
 def diff_samples(c: Comparison, kernels: pd.DataFrame | None = None) -> DiffSide:
@@ -135,16 +140,17 @@ def _add_benchmarks(side: DiffSide, its: pd.DataFrame) -> None:
         _add(side, "benchmark", str(name), "event_per_call", g["event"])
 
 
-# "... [pid 4321]": how the analysis tells apart two processes timing the same lines. A diff
-# matches by call sites alone: the pids of two runs differ.
+# "... [pid 4321]": how an analysis of an earlier version told apart two processes timing
+# the same lines (its groups have no key): matched by call sites alone, as the pids of two
+# runs differ.
 _PID_SUFFIX = re.compile(r" \[pid \d+\]$")
 # do_bench's own estimate of how many calls to make is not a figure it returns.
 _NOT_COMPARED = frozenset({"do_bench estimate"})
 
 
 def _add_timings(side: DiffSide, intervals: pd.DataFrame) -> None:
-    """The program's timing groups by call sites, per instance and per call: the GPU work
-    between the records (busy_per_call) and what the program's timer read
+    """The program's timing groups, matched by their key, per instance and per call: the
+    GPU work between the records (busy_per_call) and what the program's timer read
     (measured_per_call). `intervals`: analysis.user_timings.intervals, or an analysis.json's
     `user_timing_instances`."""
     if intervals is None or intervals.empty or "label" not in intervals:
@@ -154,9 +160,11 @@ def _add_timings(side: DiffSide, intervals: pd.DataFrame) -> None:
     busy = pd.to_numeric(i["gpu_busy_ns"], errors="coerce") / calls
     value = pd.to_numeric(i["value_ns"], errors="coerce") / calls
     names = i["label"].astype(str).str.replace(_PID_SUFFIX, "", regex=True)
-    for name, rows in names.groupby(names, sort=False).groups.items():
-        _add(side, "timing", str(name), "busy_per_call", busy[rows])
-        _add(side, "timing", str(name), "measured_per_call", value[rows])
+    keys = i["key"].astype(str) if "key" in i else names
+    for key, rows in keys.groupby(keys, sort=False).groups.items():
+        name, key = str(names[rows[0]]), (str(key) if "key" in i else None)
+        _add(side, "timing", name, "busy_per_call", busy[rows], key=key)
+        _add(side, "timing", name, "measured_per_call", value[rows], key=key)
 
 
 def _timing_summaries(side: DiffSide, groups: list[dict]) -> None:
@@ -165,11 +173,14 @@ def _timing_summaries(side: DiffSide, groups: list[dict]) -> None:
         if g.get("kind") in _NOT_COMPARED:
             continue
         name = _PID_SUFFIX.sub("", str(g.get("label")))
-        for metric, key in (("busy_per_call", "kernels_median_ns"),
-                            ("measured_per_call", "value_median_ns")):
-            if g.get(key) is not None and (("timing", name, metric) not in side.items):
-                side.items[("timing", name, metric)] = Item(
-                    "timing", name, metric, None, float(g[key]), int(g.get("instances") or 0))
+        key = g.get("key")
+        for metric, median in (("busy_per_call", "kernels_median_ns"),
+                               ("measured_per_call", "value_median_ns")):
+            if g.get(median) is not None and (("timing", key or name, metric)
+                                              not in side.items):
+                side.items[("timing", key or name, metric)] = Item(
+                    "timing", name, metric, None, float(g[median]),
+                    int(g.get("instances") or 0), key=key)
 
 
 def _clock(c: Comparison) -> float | None:
@@ -184,7 +195,7 @@ def _clock(c: Comparison) -> float | None:
 
 
 # An analysis.json's `samples` section: one row per item (docs/json.md).
-SAMPLE_FIELDS = ["kind", "name", "metric", "count", "median_ns", "ops_per_instance",
+SAMPLE_FIELDS = ["kind", "name", "key", "metric", "count", "median_ns", "ops_per_instance",
                  "values_ns"]
 
 
@@ -196,7 +207,8 @@ def sample_rows(side: DiffSide) -> list[dict[str, Any]]:
     for item in side.items.values():
         if item.samples is None:
             continue
-        rows.append({"kind": item.kind, "name": item.name, "metric": item.metric,
+        rows.append({"kind": item.kind, "name": item.name, "key": item.key,
+                     "metric": item.metric,
                      "count": item.count, "median_ns": _number(item.median_ns),
                      "ops_per_instance": None if item.ops_per_instance is None
                      else _number(item.ops_per_instance),
@@ -211,10 +223,11 @@ def _number(v: float) -> int | float:
 def _from_sample_rows(side: DiffSide, rows: list[dict[str, Any]]) -> None:
     for r in rows:
         ops = r.get("ops_per_instance")
-        side.items[(r["kind"], r["name"], r["metric"])] = Item(
+        key = r.get("key")
+        side.items[(r["kind"], key or r["name"], r["metric"])] = Item(
             r["kind"], r["name"], r["metric"],
             np.asarray(r["values_ns"], dtype="float64"), float(r["median_ns"]),
-            int(r["count"]), ops_per_instance=None if ops is None else float(ops))
+            int(r["count"]), ops_per_instance=None if ops is None else float(ops), key=key)
 
 
 def _maybe(check):
@@ -237,7 +250,7 @@ _ROW_FIELDS: dict[str, dict[str, tuple[bool, Any]]] = {
     "samples": {"kind": (True, is_text), "name": (True, is_text), "metric": (True, is_text),
                 "median_ns": (True, real), "count": (True, _count),
                 "values_ns": (True, lambda v: all_of(v, real)),
-                "ops_per_instance": (False, real)},
+                "ops_per_instance": (False, real), "key": (False, is_text)},
     "ranges": {"name": (True, is_text), "count": (True, _count), "domain": (False, is_text),
                "gpu_busy_median_ns": (False, real), "cpu_median_ns": (False, real),
                "gpu_ops": (False, real)},
@@ -249,6 +262,7 @@ _ROW_FIELDS: dict[str, dict[str, tuple[bool, Any]]] = {
     "iterations": {"benchmark": (True, is_text), "calls": (False, real),
                    "gpu_busy_ns": (False, real), "event_ns": (False, real)},
     "user_timing_instances": {"label": (True, is_text), "kind": (False, is_text),
+                              "key": (False, is_text),
                               "calls": (False, real), "gpu_busy_ns": (False, real),
                               "value_ns": (False, real)},
     "findings": {"code": (False, is_text), "severity": (False, is_text),
@@ -256,7 +270,7 @@ _ROW_FIELDS: dict[str, dict[str, tuple[bool, Any]]] = {
 }
 # Sections from_analysis_json takes as empty when null (the others it iterates).
 _MAY_BE_NULL = frozenset({"samples", "instances", "iterations", "user_timing_instances"})
-_GROUP_FIELDS = {"label": (False, is_text), "kind": (False, is_text),
+_GROUP_FIELDS = {"label": (False, is_text), "kind": (False, is_text), "key": (False, is_text),
                  "kernels_median_ns": (False, real), "value_median_ns": (False, real),
                  "instances": (False, _count)}
 _GPU_FIELDS = {"name": (False, is_text)}
