@@ -44,3 +44,14 @@ def fmt_share(x: float | None) -> str:
 
 def plural(n: int, word: str, plural_word: str | None = None) -> str:
     return f"{n} {word if n == 1 else (plural_word or word + 's')}"
+
+
+# Values a message lists at most: the rest are counted (the evidence holds them all).
+LISTED_VALUES = 4
+
+
+def listed(texts: list[str], most: int = LISTED_VALUES) -> str:
+    """'a, b, c, d and 116 more': a message's example values, a handful at most."""
+    if len(texts) <= most:
+        return ", ".join(texts)
+    return f"{', '.join(texts[:most])} and {len(texts) - most} more"

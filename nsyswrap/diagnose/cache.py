@@ -47,13 +47,12 @@ def _same_work(a: Analysis, t: Thresholds) -> list[Finding]:
             CODE, INFO, None,
             f"the same GPU work ({_short(work)}) takes {fmt_ns(fast[3])} at {fast[0]} and "
             f"{fmt_ns(slow[3])} at {slow[0]} (+{fmt_share(diff / fast[3])}, beyond the "
-            f"{fmt_ns(noise)} spread): what ran before it differs (what the L2 held, the "
-            "clock), so neither number is the kernels' time in general",
+            f"{fmt_ns(noise)} spread): what ran before it differs (L2 contents, clocks)",
             {"work": work, "by_place": {x[0]: {"kernels_median_ns": x[3], "iqr_ns": x[4]}
                                         for x in same},
              "relative_difference": diff / fast[3], "noise_iqr_ns": noise},
-            "Quote the number your workload resembles: the fast one when the inputs were just "
-            "written and fit in L2, the slow one when they stream from memory once per step.",
+            "Quote the number your workload resembles: fast for inputs just written that fit "
+            "in L2, slow for data streamed from memory once per step.",
             ranges=others,
         ))
     return findings

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..analysis import Analysis
+from ..units import plural
 from . import cache, clock, cold_start, fp32_gemm, host_bound, idle, sync, transfers, window
 from .finding import INFO, WARNING, Finding, Thresholds
 
@@ -26,6 +27,11 @@ def diagnose(a: Analysis, thresholds: Thresholds | None = None) -> list[Finding]
     findings = merge_alike(findings, benchmarks)
     return sorted(findings, key=lambda f: (_SEVERITY_ORDER.get(f.severity, 9), f.code,
                                            f.range or ""))
+
+
+# "as in 3 more timed places": what merged findings count, one of each.
+_ONE = {"benchmarks": "more benchmark", "timed places": "more timed place",
+        "ranges": "more range"}
 
 
 def merge_alike(findings: list[Finding], benchmarks: dict[str, str]) -> list[Finding]:
@@ -54,8 +60,9 @@ def merge_alike(findings: list[Finding], benchmarks: dict[str, str]) -> list[Fin
             code=code,
             severity=WARNING if any(f.severity == WARNING for f in alike) else INFO,
             range=None,
-            message=(f"{', '.join(labels)}: in {len(alike)} {what} alike; {first.range}: "
-                     f"{detail} (each one's numbers in the evidence)"),
+            # The first one's numbers: the others' are in the evidence, their names in
+            # `ranges` (a table names the first and counts the rest).
+            message=f"{first.range}: {detail} (as in {plural(len(alike) - 1, _ONE[what])})",
             evidence={"by_range": {f.range: f.evidence for f in alike}},
             suggestion=first.suggestion,
             ranges=labels,

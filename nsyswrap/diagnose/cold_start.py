@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..analysis import Analysis
-from ..units import fmt_ns, plural
+from ..units import fmt_ns, listed, plural
 from .finding import WARNING, Finding, Thresholds, range_label
 
 CODE = "COLD_START"
@@ -117,7 +117,7 @@ def _cold_window_finding(label: str, cold: dict[str, _Cold], n: int, what: str, 
     return Finding(
         code=CODE, severity=WARNING, range=label,
         message=(f"{label}: the first {what} took "
-                 f"{', '.join(fmt_ns(v) for v in first.first_ns)} of {first.words} against "
+                 f"{listed([fmt_ns(v) for v in first.first_ns])} of {first.words} against "
                  f"a median of {fmt_ns(first.median_rest_ns)}{joint}{why}"),
         evidence={**_evidence(cold, skip, n), **evidence},
         suggestion=advice,
@@ -147,7 +147,7 @@ def _user_ranges(a: Analysis, t: Thresholds) -> list[Finding]:
             message=(
                 f"{label}: the first "
                 f"{'instance' if first.count == 1 else f'{first.count} instances'} took "
-                f"{', '.join(fmt_ns(v) for v in first.first_ns)} of {first.words} against a "
+                f"{listed([fmt_ns(v) for v in first.first_ns])} of {first.words} against a "
                 f"median of {fmt_ns(first.median_rest_ns)} for the rest{ratio}: "
                 f"skip {plural(skip, 'warmup iteration')} of {len(g)}"
             ),

@@ -39,10 +39,9 @@ def _medians(g: pd.DataFrame) -> dict[str, float]:
 # What to do, where the harness's advice (its options) does not apply to a program's own
 # timing code.
 _USER_ADVICE = {
-    "LAUNCH": "Trust the kernel time. To make the events agree, give the GPU work queued "
-              "ahead of start.record() (then launch time stays outside the window), time "
-              "more work per window, or capture a CUDA graph; nsyswrap.benchmark does this "
-              "(backpressure=True, cuda_graph=N).",
+    "LAUNCH": "Trust the kernel time; to make the events agree, queue GPU work ahead of "
+              "start.record(), time more work per window, or replay a CUDA graph "
+              "(nsyswrap.benchmark does both).",
 }
 
 
@@ -78,8 +77,7 @@ def _queued_ahead(g: pd.DataFrame, evidence: dict) -> str:
     queued = (g["prior_busy_ns"] >= BACKPRESSURE_MIN_NS).to_numpy()
     evidence["windows_with_work_queued_ahead"] = int(queued.sum())
     if not queued.any():
-        return ("; the GPU had no work queued when the start was recorded, so launching the "
-                "work is timed")
+        return "; nothing was queued at the start record, so launching is timed"
     if queued.all():
         return ""
     ahead, idle = g[queued], g[~queued]

@@ -266,14 +266,25 @@ PROCESS_COLUMNS = [
     Column("NVTX ranges", lambda r: str(r["nvtx_ranges"])),
 ]
 
+# A finding about more places than this names the first and counts the rest (JSON's
+# `ranges` lists them all).
+SUBJECT_NAMES = 1
+
+
 def finding_subject(r: dict[str, Any]) -> str:
-    """What a finding concerns: its ranges or benchmarks, else the report."""
-    return ", ".join(r.get("ranges") or []) or r["range"] or "(report)"
+    """What a finding concerns: its ranges or benchmarks (the first, and how many more),
+    else the report."""
+    names = r.get("ranges") or []
+    if len(names) > SUBJECT_NAMES:
+        return f"{names[0]} and {len(names) - 1} more"
+    return ", ".join(names) or r["range"] or "(report)"
 
 
 def finding_message(r: dict[str, Any]) -> str:
-    """A finding's message without its subject's name in front (shown beside it)."""
-    return _without_label(r["message"], finding_subject(r))
+    """A finding's message without its subject's name in front (shown beside it): a
+    finding about several places starts with the first one's."""
+    names = r.get("ranges") or []
+    return _without_label(r["message"], names[0] if names else r["range"])
 
 
 FINDING_COLUMNS = [
