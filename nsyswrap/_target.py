@@ -177,7 +177,8 @@ def _no_module(error: ImportError, status: str | None) -> int:
 
 def _record_user_events() -> None:
     """Record the program's own CUDA-event timings (_user_events.py, loaded by path like
-    this file), unless `nsyswrap run --no-user-events` set NSYSWRAP_USER_EVENTS=0."""
+    this file), in this process and in the Python processes it starts, unless `nsyswrap
+    run --no-user-events` set NSYSWRAP_USER_EVENTS=0."""
     if os.environ.get("NSYSWRAP_USER_EVENTS", "1") == "0":
         return
     import importlib.util
@@ -188,6 +189,10 @@ def _record_user_events() -> None:
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     module.install()
+    # The program's own Python processes record theirs too (_children/sitecustomize.py).
+    children = os.path.join(os.path.dirname(path), "_children")
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (children, os.environ.get("PYTHONPATH", "")) if p)
 
 
 def _restore_umask() -> None:

@@ -1,6 +1,6 @@
-"""Two worker processes (multiprocessing, fork start method: CUDA is first used in the
-workers) running the same timing code on the same GPU: the same lines, the same arguments,
-so only the process tells their windows apart (one row per process).
+"""Two worker processes (multiprocessing's spawn, as CUDA programs start them) running the
+same timing code on the same GPU: the same lines, the same arguments, so only the process
+tells their windows apart (one row per process).
 Profiled, unmodified, by scripts/make_fixtures_gpu.sh through `nsyswrap run`.
 """
 
@@ -26,7 +26,7 @@ def work(n, repeats=10):
 
 
 if __name__ == "__main__":
-    context = multiprocessing.get_context("fork")
+    context = multiprocessing.get_context("spawn")
     workers = [context.Process(target=work, args=(2048,)) for _ in range(2)]
     for w in workers:
         w.start()
