@@ -15,7 +15,7 @@ import sys
 import zlib
 from pathlib import Path
 
-from conftest import needs_nsys, sql
+from conftest import has_table, needs_nsys, sql
 
 from nsyswrap.schema import USER_EVENTS_SCHEMA
 
@@ -56,6 +56,8 @@ SITE = "import os\nos.environ['SITE_CUSTOMIZED'] = 'yes'\n"
 
 def _documents(path: Path) -> dict[int, dict]:
     out = {}
+    if not has_table(path, "NVTX_EVENTS"):  # no process marked anything
+        return out
     for (text,) in sql(path, "SELECT coalesce(e.text, s.value) AS t FROM NVTX_EVENTS e "
                        "LEFT JOIN StringIds s ON s.id = e.textId WHERE t LIKE ?",
                        ('{"nsyswrap":"' + USER_EVENTS_SCHEMA + '"%',)):
