@@ -272,7 +272,8 @@ def test_user_timings_come_after_the_findings_one_row_per_timed_place(seed, seed
         assert f'id="tl-u{run}"' in block and f'id="tl-u{run}-worst"' in block
     # The lines under the table, as the other formats write them (a cold first instance).
     notes = timing_notes(seed)
-    assert any(line.startswith("Cold start: flushed at torch_seed_timings.py:87→89") for line in notes)
+    assert any(line.startswith("Cold start: flushed at torch_seed_timings.py:87→89")
+               for line in notes)
     assert all(f"<li>{html.escape(line)}</li>" in page for line in notes)
 
 

@@ -33,13 +33,15 @@ EVENT_REPORTS = [SEED, DO_BENCH, LOOPS, EDGES]
 # The Timer fixture (12 MB as first made) comes with the final fixtures.
 needs_timer = pytest.mark.skipif(not TIMER.exists(), reason="Timer fixture not committed yet")
 
-GROUP_KEYS = ["key", "label", "kind", "pid", "instances", "calls", "value_median_ns", "value_iqr_ns",
+GROUP_KEYS = ["key", "label", "kind", "pid", "instances", "calls", "value_median_ns",
+              "value_iqr_ns",
               "kernels_median_ns", "kernels_iqr_ns", "difference_ns", "difference_share",
               "floor_ns", "floor_source", "host_median_ns", "lead_idle_median_ns",
               "tail_idle_median_ns", "prior_busy_median_ns", "uncovered_median_ns",
               "sync_median_ns", "copy_median_ns", "residual_median_ns", "first_values_ns",
               "tool_value_ns", "tool_statistic", "tool_kernels_ns", "codes", "verdict"]
-INSTANCE_KEYS = ["key", "label", "kind", "pid", "instance", "calls", "stream_id", "start_ns", "end_ns",
+INSTANCE_KEYS = ["key", "label", "kind", "pid", "instance", "calls", "stream_id", "start_ns",
+                 "end_ns",
                  "value_ns", "gpu_busy_ns", "gpu_span_ns", "gpu_first_start_ns",
                  "gpu_last_end_ns", "predicted_ns", "residual_ns", "host_between_records_ns",
                  "lead_idle_ns", "tail_idle_ns", "prior_busy_ns", "uncovered_busy_ns",

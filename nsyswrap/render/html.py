@@ -358,7 +358,9 @@ class _Page(HtmlPage):
                    charts.KERNELS_MEASURE: _round_us(g["kernels_median_ns"])}
         code_links = " ".join(f"<a href=\"#f{i}\"><code>{esc(code)}</code></a>"
                               for code, i in codes)
-        out = [f"<div class=\"ugroup\" id=\"u{run}\"><h3>{esc(label)} "
+        # data-key: the group's stable key (the same in another run of the program).
+        out = [f"<div class=\"ugroup\" id=\"u{run}\">"
+               f"<h3 data-key=\"{esc(str(g.get('key', '')))}\">{esc(label)} "
                f"<span class=\"verdict {_verdict_class(g)}\">{esc(g['verdict'])}</span></h3>",
                f"<p class=\"stats\">{esc(_user_stats(g))}</p>"]
         went = _user_parts(g)
