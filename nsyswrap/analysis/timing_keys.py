@@ -335,7 +335,7 @@ def _labels(rows: pd.DataFrame, ident_of: dict[str, tuple], shape_of: dict[str, 
 
 def _varying_args(contexts: list[tuple]) -> set[tuple]:
     """(frame, name) of the arguments whose text differs among `contexts` (or that some of
-    them lack); none where there is one."""
+    them lack), or the first that alone differs in each; none where there is one."""
     if len(contexts) < 2:
         return set()
     values: dict[tuple, list] = {}
@@ -343,7 +343,13 @@ def _varying_args(contexts: list[tuple]) -> set[tuple]:
         for f, frame in enumerate(ctx):
             for name, text in frame[3]:
                 values.setdefault((f, name), []).append(text)
-    return {a for a, v in values.items() if len(set(v)) > 1 or len(v) < len(contexts)}
+    varying = [a for a, v in values.items() if len(set(v)) > 1 or len(v) < len(contexts)]
+    # One argument that alone tells them all apart is enough (name= and fn= of a helper
+    # called per workload say the same thing twice).
+    for a in varying:
+        if len(values[a]) == len(contexts) and len(set(values[a])) == len(contexts):
+            return {a}
+    return set(varying)
 
 
 def _differing_caller(contexts: list[tuple]) -> int:
