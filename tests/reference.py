@@ -169,12 +169,20 @@ def _api(name: str) -> str:
     return head if head and tail.isdigit() else name
 
 
+def _marks(path: Path, prefix: str, with_time: bool = False) -> list[tuple]:
+    """The texts (and times) of the NVTX events whose text starts with `prefix`: inline, or
+    a registered string (nsys 2022.4 keeps the nvtx package's messages in StringIds)."""
+    return sql(path, f"""
+        SELECT coalesce(e.text, s.value){", e.start" if with_time else ""} FROM NVTX_EVENTS e
+        LEFT JOIN StringIds s ON s.id = e.textId
+        WHERE coalesce(e.text, s.value) LIKE ?""", (prefix + "%",))
+
+
 def runner_documents(path: Path) -> list[dict]:
     """Every process's document of `nsyswrap run`'s runner: a mark of JSON each, or its
     parts (nsyswrap.user-events/1/part) joined in order."""
     docs, parts = [], {}
-    for (text,) in sql(path, "SELECT text FROM NVTX_EVENTS WHERE text LIKE ?",
-                       (RUNNER_DOC + "%",)):
+    for (text,) in _marks(path, RUNNER_DOC):
         doc = json.loads(text)
         if doc["nsyswrap"].endswith("/part"):
             parts.setdefault(doc["key"], {})[doc["part"]] = doc["text"]
@@ -195,8 +203,8 @@ def runner_rows(doc: dict, name: str) -> list[dict]:
 def clock_offset(path: Path, doc: dict) -> float:
     """Report time minus the runner's clock: the median, over the clock marks, of each
     mark's time less the middle of the readings taken around it."""
-    times = {json.loads(text)["key"]: start for text, start in sql(
-        path, "SELECT text, start FROM NVTX_EVENTS WHERE text LIKE ?", (CLOCK_MARK + "%",))}
+    times = {json.loads(text)["key"]: start
+             for text, start in _marks(path, CLOCK_MARK, with_time=True)}
     return statistics.median(times[key] - (before + after) / 2
                              for before, after, key in doc["clock_marks"] if key in times)
 
