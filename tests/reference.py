@@ -236,11 +236,12 @@ def _streams_of_calls(path: Path, pid: int) -> dict[int, int]:
 
 
 def process_ops(path: Path, pid: int) -> list[dict]:
-    """The process's GPU operations (kernels, copies, memsets) with their stream and their
-    launching call's start and thread, in launch order."""
+    """The process's GPU operations (kernels, copies, memsets, and whole graphs where nsys
+    traced graphs as a whole) with their stream and their launching call's start and thread,
+    in launch order."""
     ops = []
     for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
-                  "CUPTI_ACTIVITY_KIND_MEMSET"):
+                  "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"):
         if not has_table(path, table):
             continue
         for start, end, stream, launch, tid in sql(path, f"""
@@ -253,12 +254,13 @@ def process_ops(path: Path, pid: int) -> list[dict]:
     return sorted(ops, key=lambda o: o["launch"])
 
 
-def _record_call(calls: list[dict], before: float, after: float) -> dict | None:
+def _record_call(calls: list[dict], starts: list[int], before: float,
+                 after: float) -> dict | None:
     """The event-record call (of the record's thread) lying in the record's bracket: of the
     calls starting no earlier than the bracket less the slack and ending no later than it
     plus the slack, the one least outside the bracket itself."""
     best, best_out = None, None
-    at = bisect.bisect_left([c["start"] for c in calls], before - RECORD_SLACK_NS)
+    at = bisect.bisect_left(starts, before - RECORD_SLACK_NS)
     for c in calls[at:]:
         if c["start"] > after + RECORD_SLACK_NS:
             break
@@ -304,18 +306,23 @@ def timed_windows(path: Path) -> list[dict]:
         by_tid: dict[int, list[dict]] = {}
         for c in record_calls:
             by_tid.setdefault(c["tid"], []).append(c)
+        starts = {tid: [c["start"] for c in mine] for tid, mine in by_tid.items()}
+        starts.update({t: [] for t in threads if t not in starts})
         waits = _calls(path, pid, names={"cudaStreamWaitEvent", "cuStreamWaitEvent"})
         blocking = _calls(path, pid, names=BLOCKING_CALLS)
         streams = _streams_of_calls(path, pid)
         ops = process_ops(path, pid)
         launches = [o["launch"] for o in ops]
 
-        def call(record, _by_tid=by_tid, _threads=threads, _offset=offset):
-            before = record["before_ns"] + _offset
-            return _record_call(_by_tid.get(_threads[record["thread"]], []), before,
-                                before + record["took_ns"])
-
         records = {(r["event"], r["nth"]): r for r in runner_rows(doc, "records")}
+        calls = {}
+        for key, r in records.items():
+            before = r["before_ns"] + offset
+            mine = by_tid.get(threads[r["thread"]], [])
+            calls[key] = _record_call(mine, starts[threads[r["thread"]]], before,
+                                      before + r["took_ns"])
+        matched = [id(c) for c in calls.values() if c is not None]
+        assert len(matched) == len(set(matched)), "two records in one event-record call"
         errors = {int(k) for k in doc.get("elapsed_errors", {})}
         seen = set()
         for i, e in enumerate(runner_rows(doc, "elapsed")):
@@ -324,7 +331,7 @@ def timed_windows(path: Path) -> list[dict]:
                     or pair[2:] not in records:
                 continue
             seen.add(pair)
-            start, end = call(records[pair[:2]]), call(records[pair[2:]])
+            start, end = calls[pair[:2]], calls[pair[2:]]
             if start is None or end is None:
                 continue
             tid = start["tid"]
