@@ -200,6 +200,13 @@ def test_each_groups_window_findings_follow_its_windows(outputs, path):
             wrong.append(f"{label}: no HOST_WORK_IN_WINDOW, with {lead} ns of host time "
                          f"before the first launch in a {event:.0f} ns window of {busy} ns "
                          "of GPU work")
+        # The host's time from the start record to the first launch, as the window
+        # findings read it.
+        for code in ("LAUNCH_OVERHEAD", "HOST_WORK_IN_WINDOW"):
+            said = (_evidence(doc, code, label) or {}).get("host_lead_median_ns")
+            if said is not None and leads and abs(said - median(leads)) > 1:
+                wrong.append(f"{label}: {code} reads a host lead of {said} ns, the trace "
+                             f"{median(leads)} ns")
         # Back-pressure: where launch overhead is said, how many windows had work queued
         # ahead of the start record, and what the message reads of it.
         queued = sum(w["queued_ahead"] for w in mine)
