@@ -9,7 +9,8 @@
 #   Playwright for Python (a test extra), which uses that Chromium and downloads no browser;
 #   without them those tests skip, unless NSYSWRAP_REQUIRE_BROWSER=1 (CI).
 # - a virtual environment (.venv-test) with nsyswrap installed with its test extras, and
-#   PyTorch's CPU build when it can be installed.
+#   PyTorch's CPU build when it can be installed; its tests skip without it, unless
+#   NSYSWRAP_REQUIRE_TORCH=1 (CI), which makes a failed install an error.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -55,10 +56,22 @@ python3 -m venv .venv-test
 . .venv-test/bin/activate
 python -m pip install -q --upgrade pip
 python -m pip install -q -e '.[test]'
-# PyTorch (CPU) for the torchrun per-rank test and the harness's no-GPU error path; pinned to
-# the build this project's machines keep on disk. Without it those two tests skip.
-python -m pip install -q 'torch==2.13.0' 2>/dev/null \
-  || echo "scripts/test.sh: torch 2.13.0 not installable here: its two tests will be skipped"
+# PyTorch (CPU) for the torchrun per-rank tests, the harness's no-GPU error path and the
+# runner's Timer hook; pinned to the build this project's machines keep on disk. Without it
+# those tests skip, unless NSYSWRAP_REQUIRE_TORCH=1 (CI), which makes a failed install an error.
+torch_log=$(mktemp)
+if ! python -m pip install -q 'torch==2.13.0' 2>"$torch_log"; then
+  if [ -n "${NSYSWRAP_REQUIRE_TORCH:-}" ]; then
+    tail -n 5 "$torch_log" >&2
+    rm -f "$torch_log"
+    echo "scripts/test.sh: torch 2.13.0 could not be installed and NSYSWRAP_REQUIRE_TORCH is" \
+         "set: failing" >&2
+    exit 1
+  fi
+  echo "scripts/test.sh: torch 2.13.0 not installable here: the tests that need it will be" \
+       "skipped"
+fi
+rm -f "$torch_log"
 # Two workers, every nsys test in one of them (tests/conftest.py): most tests wait on nsys
 # and subprocesses, and two nsys 2022.4 sessions at once can break each other.
 python -m pytest -n 2 --dist loadgroup "$@"

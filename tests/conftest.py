@@ -95,6 +95,22 @@ if os.environ.get("NSYSWRAP_REQUIRE_NSYS") and not nsys_available():
 needs_nsys = pytest.mark.skipif(not nsys_available(), reason="nsys not on PATH")
 
 
+def torch_available() -> bool:
+    """PyTorch installed (scripts/test.sh installs its CPU build where it can); found, not
+    imported: importing it takes seconds in every worker."""
+    import importlib.util
+
+    return importlib.util.find_spec("torch") is not None
+
+
+if os.environ.get("NSYSWRAP_REQUIRE_TORCH") and not torch_available():
+    raise RuntimeError("NSYSWRAP_REQUIRE_TORCH is set but torch is not installed (pip install "
+                       "'torch==2.13.0'): the tests of the runner's Timer hook, torchrun's "
+                       "ranks and the harness without a GPU cannot run")
+
+needs_torch = pytest.mark.skipif(not torch_available(), reason="torch not installed")
+
+
 def finding(findings, code: str, label: str):
     """(the finding with `code` that concerns `label`, its evidence for that label): merged
     findings keep each range's evidence in evidence["by_range"]."""

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import needs_nsys, sql
+from conftest import needs_nsys, needs_torch, sql
 
 pytestmark = [pytest.mark.nsys, needs_nsys]
 WORKLOAD = Path(__file__).parent / "workloads" / "annotated.py"
@@ -242,8 +242,8 @@ def test_spawned_workers_are_traced_and_grouped_by_process(tmp_path):
     assert sorted(r["count"] for r in rows) == [4, 4] and len({r["pid"] for r in rows}) == 2
 
 
+@needs_torch
 def test_one_report_per_torchrun_rank(tmp_path):
-    pytest.importorskip("torch")
     out = tmp_path / "ranks"
     proc = nsyswrap("run", "--ranks", "2", "-o", out,
                     Path(__file__).parent / "workloads" / "ranks.py", timeout=300)
@@ -263,6 +263,7 @@ def test_one_report_per_torchrun_rank(tmp_path):
         "RANK=0" in proc.stdout
 
 
+@needs_torch
 def test_interrupted_ranks_each_keep_their_report(tmp_path):
     """Ctrl-C on `run --ranks 2`: every rank's report is written and analysed, exit 130.
     Rank 0 sits in an all-reduce waiting for rank 1 when the interrupt comes; a rank that
@@ -271,7 +272,6 @@ def test_interrupted_ranks_each_keep_their_report(tmp_path):
     rank 0 (SIGABRT) when rank 1 leaves, before the watcher ends it: torchrun then fails,
     but the user interrupted, so nsyswrap still exits 130 and names the rank (the case is
     made certain in test_a_rank_that_dies_after_the_interrupt_is_named)."""
-    pytest.importorskip("torch")
     out = tmp_path / "ranks"
     env = dict(os.environ, NSYSWRAP_STUCK_AFTER_S="3")
     proc = subprocess.Popen([sys.executable, "-m", "nsyswrap", "run", "--ranks", "2", "-o",
@@ -337,10 +337,10 @@ def _has_child(pid: int) -> bool:
     return False
 
 
+@needs_torch
 def test_a_rank_that_dies_after_the_interrupt_is_named(tmp_path):
     """Rank 0 dies by SIGABRT when interrupted (as gloo aborts a rank whose peer left):
     torchrun fails, but the user interrupted: exit 130, the rank and its end named."""
-    pytest.importorskip("torch")
     out = tmp_path / "ranks"
     proc = subprocess.Popen([sys.executable, "-m", "nsyswrap", "run", "--ranks", "2", "-o",
                              str(out), str(Path(__file__).parent / "workloads" /
