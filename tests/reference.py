@@ -272,6 +272,31 @@ def _record_call(calls: list[dict], starts: list[int], before: float,
     return best
 
 
+def _do_bench_call(doc: dict, elapsed_row: int, start: dict, end: dict) -> tuple | None:
+    """(the do_bench call's number, the record sites) of a window measured inside a
+    do_bench call; None outside one."""
+    for k, scope in enumerate(doc.get("scopes", [])):
+        if scope.get("kind") == "do_bench" and \
+                scope.get("first_elapsed", 0) <= elapsed_row < scope.get("end_elapsed", 0):
+            return k, start["site"], end["site"]
+    return None
+
+
+def do_bench_estimates(windows: list[dict]) -> list[dict]:
+    """The windows do_bench timed to choose how many calls to make: within one do_bench
+    call, those of the record sites it used less often."""
+    calls: dict[int, dict[tuple, list[dict]]] = {}
+    for w in windows:
+        if w["do_bench"] is not None:
+            k, a, b = w["do_bench"]
+            calls.setdefault((w["pid"], k), {}).setdefault((a, b), []).append(w)
+    out = []
+    for pairs in calls.values():
+        main = max(pairs.values(), key=len)
+        out += [w for ws in pairs.values() if ws is not main for w in ws]
+    return out
+
+
 def timed_windows(path: Path) -> list[dict]:
     """Every measured window of the report: an elapsed_time() result (each pair of records
     once, calls that raised left out) whose two records' cudaEventRecord calls the report
@@ -279,6 +304,8 @@ def timed_windows(path: Path) -> list[dict]:
 
       pid, tid, start_ns / end_ns   the two record calls' starts (the window, host side)
       value_ns                      what elapsed_time() returned
+      do_bench                      (call number, start site, end site) of the do_bench
+                                    call that measured it; None outside one
       stream                        the start record's stream
       own                           the operations any thread of the process launched on
                                     that stream between the two record calls
@@ -363,6 +390,7 @@ def timed_windows(path: Path) -> list[dict]:
                 reach = o["end"] if reach is None else max(reach, o["end"])
             out.append({
                 "pid": pid, "tid": tid, "start_ns": s0, "end_ns": t0,
+                "do_bench": _do_bench_call(doc, i, records[pair[:2]], records[pair[2:]]),
                 "start_call_end_ns": start["end"], "value_ns": e["value_ms"] * 1e6,
                 "stream": stream, "end_stream": end_stream, "own": own, "other": other,
                 "busy_union_ns": union_length([(o["start"], o["end"]) for o in covered]),
