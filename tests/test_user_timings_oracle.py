@@ -17,9 +17,9 @@ from reference import do_bench_estimates, timed_windows, timer_measurements
 
 from nsyswrap.cli import main
 
-REPORTS = sorted(DATA.glob("h100_user_*.sqlite"))
-# The window findings: only groups the checks judge carry them (do_bench's estimate of its
-# calls is listed, not judged; a Timer has no events and its syncs are its own).
+REPORTS = sorted(DATA.glob("h*_user_*.sqlite"))
+# The window findings: only groups the checks judge carry them (a Timer has no events and
+# its syncs are its own).
 WINDOW_CODES = {"LAUNCH_OVERHEAD", "HOST_WORK_IN_WINDOW", "TRANSFER_IN_WINDOW", "SYNC_IN_WINDOW",
                 "UNCOVERED_STREAM"}
 JUDGED = {"events", "do_bench"}
