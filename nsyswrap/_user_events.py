@@ -494,8 +494,14 @@ def _sequence_text(values) -> str:
     return _ints_text(values) or f"<{type(values).__name__}>"
 
 
+def _name_text(name) -> str:
+    """A qualified name, its end kept where it is long (the end tells functions apart)."""
+    name = str(name)
+    return name if len(name) <= ARGUMENT_CHARS else HIDDEN + name[1 - ARGUMENT_CHARS:]
+
+
 def _callable_text(value) -> str:
-    return str(value.__qualname__)[:ARGUMENT_CHARS]
+    return _name_text(value.__qualname__)
 
 
 def _method_text(value) -> str:
@@ -510,7 +516,7 @@ def _partial_text(value) -> str:
 
 
 def _class_text(value) -> str:
-    return _type_qualname(value)[:ARGUMENT_CHARS]
+    return _name_text(_type_qualname(value))
 
 
 def _module_text(value) -> str:
