@@ -156,11 +156,11 @@ class Recorder:
         if not pending:
             return
         began = _clock()
-        rows, sites = bytearray(), self.sites
+        rows, sites, threads = bytearray(), self.sites, self.thread_states
         pack = _RECORD.pack
         room = max(0, MAX_RECORDS - len(self.records) // RECORD_SIZE)
         own = kept = 0
-        for before, after, thread, event, nth, code, lasti, context, handle in pending:
+        for before, after, ident, event, nth, code, lasti, context, handle in pending:
             if context == OWN_CONTEXT:
                 own += 1
                 continue
@@ -170,7 +170,8 @@ class Recorder:
             site = sites.get((id(code), lasti))
             if site is None:
                 site = self.site_code_of(code, lasti)
-            rows += pack(before, after - before, thread, event, nth, site, context, handle)
+            rows += pack(before, after - before, threads[ident][2], event, nth, site, context,
+                         handle)
             kept += 1
         self.records += rows
         self.own_records += own
@@ -608,8 +609,9 @@ def _patch_event(module) -> None:
     def record(self, stream=None):
         nonlocal current_stream
         frame = getframe(1)
+        ident = get_ident()
         try:
-            state = thread_states[get_ident()]
+            state = thread_states[ident]
         except KeyError:
             state = new_thread()
         if frame is state[0]:
@@ -632,8 +634,8 @@ def _patch_event(module) -> None:
             handle = stream.cuda_stream
         except AttributeError:
             handle = getattr(stream, "stream_id", -1)
-        append((before, after, state[2], event[0], nth, frame.f_code, frame.f_lasti,
-                context, handle))
+        append((before, after, ident, event[0], nth, frame.f_code, frame.f_lasti, context,
+                handle))
         if len(pending) >= PENDING_MAX:
             rec.pack(pause=True)
 
