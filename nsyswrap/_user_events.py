@@ -5,36 +5,45 @@ Standard library only, and loaded by path: the profiled process imports nothing 
 (nor torch: each hook is installed when the program itself imports the module it patches).
 
 - ``torch.cuda.Event.record``: the host clock just before and after the call, the thread,
-  the call site (file, line, function), the stream, which event (a serial number given at
-  its first record) and which record of it (1, 2, ...).
+  the call site (file, line, function), the context (the program's frames that led to the
+  call, with the arguments that tell one invocation of a timing helper from another), the
+  stream, which event (a serial number given at its first record) and which record of it
+  (1, 2, ...).
 - ``torch.cuda.Event.elapsed_time``: the two events and which of their records it measured,
   the value it returned, the call site.
 - ``triton.testing.do_bench`` and ``torch.utils.benchmark.Timer``'s measuring methods: what
-  they returned, their call site, and the records and measurements made inside them; each
-  Timer measurement (``_timeit``) also becomes an NVTX range.
+  they returned, their call site and context, and the records and measurements made inside
+  them; each Timer measurement (``_timeit``) also becomes an NVTX range.
+
+Records and elapsed_time() calls made by nsyswrap's own code (the harness) are counted, not
+kept: they are not the program's timings.
 
 At exit it all goes into the report as NVTX marks (JSON holding zlib+base64 columns), with
 clock marks that tie the host clock to the report's (each mark's time in the report lies
 between the clock readings taken just before and after it), and the events' own cost (their
 floor) measured once, after the program, so the program's own timings are not disturbed.
-The analysis side is nsyswrap/analysis/user_timings.py; the format is USER_EVENTS_SCHEMA.
+The analysis side is nsyswrap/analysis/user_events.py; the format is USER_EVENTS_SCHEMA.
 """
 
 from __future__ import annotations
 
 import atexit
 import base64
+import functools
 import importlib.abc
 import json
 import os
+import re
 import struct
 import sys
+import sysconfig
 import threading
 import time
+import types
 import zlib
 
 # Keep in step with nsyswrap/schema.py (this file may not import it).
-USER_EVENTS_SCHEMA = "nsyswrap.user-events/1"
+USER_EVENTS_SCHEMA = "nsyswrap.user-events/2"
 USER_EVENTS_PART_SCHEMA = USER_EVENTS_SCHEMA + "/part"
 CLOCK_SCHEMA = "nsyswrap.clock/1"
 FLOOR_RANGE = "nsyswrap.user-events [event floor]"
@@ -51,22 +60,43 @@ CLOCK_EVERY_NS = 500_000_000
 
 # One record() call, packed (little-endian, no padding): the host clock before the call, how
 # long the call took, the thread (a code: Recorder.thread_ids), the event (a serial number)
-# and which record of it this is (1, 2, ...), the call site (a code: Recorder.sites), the
-# stream (its cudaStream_t, as torch gives it).
-RECORD_FORMAT = "<qqHIIHq"
-RECORD_FIELDS = ("before_ns", "took_ns", "thread", "event", "nth", "site", "stream")
+# and which record of it this is (1, 2, ...), the call site (a code: Recorder.site_keys),
+# the context (a code: Recorder.context_list), the stream (its cudaStream_t, as torch gives
+# it).
+RECORD_FORMAT = "<qqIIIIIq"
+RECORD_FIELDS = ("before_ns", "took_ns", "thread", "event", "nth", "site", "context",
+                 "stream")
 # One elapsed_time() call: its clock, thread, the two events and which of their records it
 # measured, the call site, and the value it returned (ms; NaN when it raised).
-ELAPSED_FORMAT = "<qqHIIIIHd"
+ELAPSED_FORMAT = "<qqIIIIIId"
 ELAPSED_FIELDS = ("before_ns", "after_ns", "thread", "start_event", "start_nth",
                   "end_event", "end_nth", "site", "value_ms")
-# Records kept at most (36 bytes each): beyond, they are counted, not kept. Likewise
-# elapsed_time() calls (40 bytes each). The analysis inflates no more than these hold.
+# Records kept at most (44 bytes each): beyond, they are counted, not kept. Likewise
+# elapsed_time() calls (48 bytes each). The analysis inflates no more than these hold.
 MAX_RECORDS = 4 << 20
 MAX_ELAPSED = 4 << 20
+# Distinct call sites, contexts and threads per process: past these, one overflow entry
+# stands for all further ones (generated code can make any number of sites).
+MAX_SITES = 1 << 20
+MAX_CONTEXTS = 1 << 16
+MAX_THREADS = 1 << 16
+OVERFLOW_SITE = ("?", 0, "?")
+OVERFLOW_CONTEXT = (("?", 0, "?", ()),)
+OVERFLOW_THREAD_ID = 0
+# The program's frames kept per context, innermost first.
+CONTEXT_DEPTH = 8
+# An argument's text at most; strings longer than STR_CHARS are given as their length.
+ARGUMENT_CHARS = 60
+STR_CHARS = 40
+INTS_SHOWN = 8
+# Parameters whose values are never written (their text is this).
+SECRET_NAME = re.compile("token|secret|passw|key|auth|credential|cookie", re.IGNORECASE)
+HIDDEN = "…"
 # Records held as tuples (~250 bytes each) before they are packed: a program that records
 # this many without an elapsed_time() pauses to pack them (~30 ms).
 PENDING_MAX = 1 << 16
+# The context of records made by nsyswrap's own code: counted at packing, not kept.
+OWN_CONTEXT = -2
 _RECORD = struct.Struct(RECORD_FORMAT)
 _ELAPSED = struct.Struct(ELAPSED_FORMAT)
 RECORD_SIZE, ELAPSED_SIZE = _RECORD.size, _ELAPSED.size
@@ -76,7 +106,8 @@ _clock = time.perf_counter_ns
 
 class Recorder:
     """The records of one process: record() and elapsed_time() calls packed in bytearrays
-    (RECORD_FORMAT, ELAPSED_FORMAT), the call sites, threads and scopes beside them."""
+    (RECORD_FORMAT, ELAPSED_FORMAT), the call sites, contexts, threads and scopes beside
+    them."""
 
     def __init__(self):
         self.pending: list[tuple] = []  # record() calls not packed yet (Recorder.pack)
@@ -84,10 +115,19 @@ class Recorder:
         self.elapsed = bytearray()
         self.dropped_records = 0  # past MAX_RECORDS
         self.dropped_elapsed = 0  # past MAX_ELAPSED
+        self.own_records = 0  # made by nsyswrap's own code: not kept
+        self.own_elapsed = 0
         self.elapsed_errors: dict[int, str] = {}  # elapsed row -> the exception it raised
         self.sites: dict[tuple, int] = {}  # (id(code), f_lasti) -> site code
+        self.site_keys: list[tuple | None] = []  # site code -> its key (None: overflow)
         self.codes: dict[int, object] = {}  # id -> code object, kept alive
-        self.threads: dict[int, int] = {}  # threading.get_ident() -> thread code
+        self.contexts: dict[tuple, int] = {}  # context as rendered -> context code
+        self.context_list: list[tuple] = []  # context code -> context
+        self.snapshots = 0  # contexts taken (each a walk of the stack)
+        # threading.get_ident() -> [the frame that recorded last on that thread, its
+        # context code, the thread's code]: the frame is held (a strong reference) so that
+        # no other invocation can be the same object while it is there.
+        self.thread_states: dict[int, list] = {}
         self.thread_ids: list[int] = []  # thread code -> OS thread id (nsys's tid)
         self.next_event = 1
         self.scopes: list[dict] = []
@@ -106,27 +146,42 @@ class Recorder:
         """The pending record() calls into RECORD_FORMAT rows: done at each elapsed_time()
         (after a sync, outside the windows), at the end of do_bench and Timer calls and at
         exit. `pause`: done inside the program's time because PENDING_MAX were pending;
-        that pause is a scope of its own ("pack") for the analysis to name."""
+        that pause is a scope of its own ("pack") for the analysis to name. The frames
+        held for the hot path are let go here, so a returned function's locals live no
+        longer than to the next elapsed_time()."""
+        self.drop_frames()
         with self.lock:
             pending = self.pending[:]
             del self.pending[:len(pending)]
         if not pending:
             return
         began = _clock()
-        rows, sites, threads = bytearray(), self.sites, self.threads
+        rows, sites, threads = bytearray(), self.sites, self.thread_states
         pack = _RECORD.pack
         room = max(0, MAX_RECORDS - len(self.records) // RECORD_SIZE)
-        for before, after, ident, event, nth, code, lasti, handle in pending[:room]:
+        own = kept = 0
+        for before, after, ident, event, nth, code, lasti, context, handle in pending:
+            if context == OWN_CONTEXT:
+                own += 1
+                continue
+            if kept == room:
+                self.dropped_records += 1
+                continue
             site = sites.get((id(code), lasti))
             if site is None:
                 site = self.site_code_of(code, lasti)
-            rows += pack(before, after - before, threads.get(ident, 0), event, nth, site,
+            rows += pack(before, after - before, threads[ident][2], event, nth, site, context,
                          handle)
+            kept += 1
         self.records += rows
-        self.dropped_records += max(0, len(pending) - room)
+        self.own_records += own
         if pause:
             self.scopes.append({"kind": "pack", "before_ns": began, "after_ns": _clock(),
-                                "thread": threads.get(threading.get_ident(), 0)})
+                                "thread": self.thread_code()})
+
+    def drop_frames(self) -> None:
+        for state in list(self.thread_states.values()):
+            state[0] = None
 
     @property
     def elapsed_count(self) -> int:
@@ -134,15 +189,30 @@ class Recorder:
 
     # -- identities ------------------------------------------------------------------------
 
-    def thread_code(self) -> int:
+    def thread_state(self) -> list:
+        """[last recording frame, its context, thread code] of the calling thread."""
         ident = threading.get_ident()
-        code = self.threads.get(ident)
-        if code is None:
+        state = self.thread_states.get(ident)
+        if state is None:
             with self.lock:
-                code = self.threads.setdefault(ident, len(self.thread_ids))
-                if code == len(self.thread_ids):
-                    self.thread_ids.append(threading.get_native_id())
-        return code
+                state = self.thread_states.get(ident)
+                if state is None:
+                    state = [None, -1, self._new_thread_code()]
+                    self.thread_states[ident] = state
+        return state
+
+    def _new_thread_code(self) -> int:
+        if len(self.thread_ids) < MAX_THREADS:
+            self.thread_ids.append(threading.get_native_id())
+            return len(self.thread_ids) - 1
+        if len(self.thread_ids) == MAX_THREADS:
+            self.thread_ids.append(OVERFLOW_THREAD_ID)
+            self.notes.append(f"more than {MAX_THREADS} threads recorded: the further ones "
+                              "share one thread code (thread id 0)")
+        return MAX_THREADS
+
+    def thread_code(self) -> int:
+        return self.thread_state()[2]
 
     def site_code(self, frame) -> int:
         return self.site_code_of(frame.f_code, frame.f_lasti)
@@ -154,9 +224,30 @@ class Recorder:
         site = self.sites.get(key)
         if site is None:
             with self.lock:
-                self.codes.setdefault(id(code), code)
-                site = self.sites.setdefault(key, len(self.sites))
+                site = self.sites.get(key)
+                if site is None:
+                    if len(self.site_keys) >= MAX_SITES:
+                        return self._overflow_site()
+                    self.codes.setdefault(id(code), code)
+                    site = self.sites[key] = len(self.site_keys)
+                    self.site_keys.append(key)
         return site
+
+    def _overflow_site(self) -> int:
+        site = self.sites.get(None)
+        if site is None:
+            site = self.sites[None] = len(self.site_keys)
+            self.site_keys.append(None)
+            self.notes.append(f"more than {MAX_SITES} call sites recorded: the further ones "
+                              "share one site, [\"?\", 0, \"?\"]")
+        return site
+
+    def site_row(self, site: int) -> list:
+        key = self.site_keys[site]
+        if key is None:
+            return list(OVERFLOW_SITE)
+        code = self.codes[key[0]]
+        return [code.co_filename, _line_of(code, key[1]), code.co_name]
 
     def user_site(self, frame) -> int:
         """The call site in the program: the first frame outside the library that called
@@ -164,6 +255,75 @@ class Recorder:
         while frame is not None and _is_library(frame.f_code.co_filename):
             frame = frame.f_back
         return self.site_code(frame) if frame is not None else -1
+
+    def context_code(self, frame, recording) -> int:
+        """The code of the context of `frame`: the program's frames from it outwards
+        (library frames skipped), at most CONTEXT_DEPTH, each (file, line, function,
+        its arguments as text). `recording` is the frame that recorded: its line is its
+        function's first, so that a function's records share one context; every other
+        frame's is the line it is running (the call)."""
+        self.snapshots += 1
+        frames = []
+        codes, text_functions = _CODES, _TEXT_OF
+        while frame is not None and len(frames) < CONTEXT_DEPTH:
+            code = frame.f_code
+            about = codes.get(id(code))
+            if about is None or about[0] is not code:
+                about = _about_code(code)
+            if not about[1]:
+                line = about[4] if frame is recording else frame.f_lineno
+                parameters = about[5]
+                arguments = ()
+                if parameters:
+                    values = frame.f_locals
+                    texts = []
+                    for name, secret in parameters:
+                        if secret:
+                            texts.append((name, HIDDEN))
+                        elif name in values:
+                            value = values[name]
+                            text_of = text_functions.get(type(value))
+                            if text_of is None:
+                                text_of = _text_function(type(value))
+                            texts.append((name, text_of(value)))
+                    arguments = tuple(texts)
+                frames.append((about[2], line if line and line > 0 else 0, about[3],
+                               arguments))
+            frame = frame.f_back
+        key = tuple(frames)
+        context = self.contexts.get(key)
+        if context is None:
+            with self.lock:
+                context = self.contexts.get(key)
+                if context is None:
+                    if len(self.context_list) >= MAX_CONTEXTS:
+                        return self._overflow_context()
+                    context = self.contexts[key] = len(self.context_list)
+                    self.context_list.append(key)
+        return context
+
+    def _overflow_context(self) -> int:
+        context = self.contexts.get(OVERFLOW_CONTEXT)
+        if context is None:
+            context = self.contexts[OVERFLOW_CONTEXT] = len(self.context_list)
+            self.context_list.append(OVERFLOW_CONTEXT)
+            self.notes.append(f"more than {MAX_CONTEXTS} contexts recorded: the further ones "
+                              "share one context, [[\"?\", 0, \"?\", []]]")
+        return context
+
+    def recording_context(self, frame, state: list) -> int:
+        """The slow path of the record hook (a frame that did not record last on this
+        thread): the frame's context, or OWN_CONTEXT for nsyswrap's own code; kept in
+        `state` with the frame for the next record."""
+        code = frame.f_code
+        about = _CODES.get(id(code))
+        if about is None or about[0] is not code:
+            about = _about_code(code)
+        own = about[6]
+        context = OWN_CONTEXT if own else self.context_code(frame, frame)
+        state[1] = context
+        state[0] = frame
+        return context
 
     # -- the report's clock ----------------------------------------------------------------
 
@@ -186,10 +346,6 @@ class Recorder:
         def packed(raw: bytes) -> str:
             return base64.b64encode(zlib.compress(bytes(raw), 6)).decode("ascii")
 
-        sites = [None] * len(self.sites)
-        for (code_id, lasti), i in self.sites.items():
-            code = self.codes[code_id]
-            sites[i] = [code.co_filename, _line_of(code, lasti), code.co_name]
         return {
             "nsyswrap": USER_EVENTS_SCHEMA,
             "pid": os.getpid(),
@@ -200,19 +356,25 @@ class Recorder:
             # The rows each packed column holds: the analysis inflates no more than these.
             "records_rows": len(self.records) // RECORD_SIZE,
             "dropped_records": self.dropped_records,
+            "own_records": self.own_records,
             "elapsed_format": ELAPSED_FORMAT,
             "elapsed_fields": list(ELAPSED_FIELDS),
             "elapsed": packed(self.elapsed),
             "elapsed_rows": self.elapsed_count,
             "dropped_elapsed": self.dropped_elapsed,
+            "own_elapsed": self.own_elapsed,
             "elapsed_errors": {str(k): v for k, v in self.elapsed_errors.items()},
-            "sites": sites,
+            "sites": [self.site_row(i) for i in range(len(self.site_keys))],
+            "contexts": [[[file, line, function, [list(a) for a in arguments]]
+                          for file, line, function, arguments in context]
+                         for context in self.context_list],
             "threads": self.thread_ids,
             "scopes": self.scopes,
             "clock_marks": [[b, a, k] for b, a, k in self.clock],
             "floor_ms": self.floor_ms,
             "notes": self.notes,
             "hook_cost_ns": HOOK_COST_NS,
+            "hook_cost_worst_ns": HOOK_COST_WORST_NS,
         }
 
 
@@ -227,19 +389,193 @@ def _line_of(code, lasti: int) -> int:
     return line
 
 
+# -- what is the program's own code ---------------------------------------------------------
+
+_OWN_FOLDER = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _library_prefixes() -> tuple[str, ...]:
+    """The folders whose code is not the program's: the standard library, installed
+    packages, nsyswrap's own package."""
+    paths = sysconfig.get_paths()
+    folders = {paths[name] for name in ("stdlib", "platstdlib", "purelib", "platlib")
+               if paths.get(name)}
+    folders |= {os.path.realpath(f) for f in folders}
+    return tuple(sorted(f.rstrip(os.sep) + os.sep for f in folders)) + (_OWN_FOLDER,)
+
+
+_LIBRARY_PREFIXES = _library_prefixes()
+# Wherever torch or triton are, their benchmarking code is not the program's timing.
 _LIBRARY_PARTS = (os.sep + os.path.join("torch", "utils", "benchmark") + os.sep,
                   os.sep + os.path.join("triton", "testing") + ".py",
                   os.sep + os.path.join("torch", "cuda") + os.sep,
-                  __file__)
+                  os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.sep)
 
 
 def _is_library(filename: str) -> bool:
-    return any(part in filename for part in _LIBRARY_PARTS) or filename == __file__
+    return (filename.startswith(_LIBRARY_PREFIXES) or filename.startswith("<frozen ")
+            or any(part in filename for part in _LIBRARY_PARTS))
+
+
+# What the slow path needs of a code object, once per code: id(code) -> (code, whether it is
+# the library's, file, function, first line, its parameters as (name, whether secret),
+# whether nsyswrap's own). Bounded: generated code can make any number of code objects.
+_CODES: dict[int, tuple] = {}
+_CACHE_MAX = 1 << 16
+
+
+def _about_code(code) -> tuple:
+    filename = code.co_filename
+    count = code.co_argcount + code.co_kwonlyargcount
+    if code.co_flags & 0x04:  # CO_VARARGS
+        count += 1
+    if code.co_flags & 0x08:  # CO_VARKEYWORDS
+        count += 1
+    parameters = tuple((name, SECRET_NAME.search(name) is not None)
+                       for name in code.co_varnames[:count])
+    about = (code, _is_library(filename), filename, getattr(code, "co_qualname", code.co_name),
+             code.co_firstlineno, parameters, filename.startswith(_OWN_FOLDER))
+    if len(_CODES) < _CACHE_MAX:
+        _CODES[id(code)] = about  # holds the code: its id stays its own
+    return about
+
+
+# -- arguments as text ------------------------------------------------------------------------
+
+_type_name = type.__dict__["__name__"].__get__
+_type_qualname = type.__dict__["__qualname__"].__get__
+_type_module = type.__dict__["__module__"].__get__
+_type_mro = type.__dict__["__mro__"].__get__
+_CALLABLE_TYPES = (types.FunctionType, types.BuiltinFunctionType, types.MethodWrapperType,
+                   types.MethodDescriptorType, types.WrapperDescriptorType,
+                   types.ClassMethodDescriptorType)
+
+
+def argument_text(value) -> str:
+    """A short text that tells values apart without running the program's code (no
+    __repr__ or __str__ but those of the builtin types named here), and never the contents
+    or shape of a tensor (a batch of each iteration must not make a context of its own)."""
+    kind = type(value)
+    text_of = _TEXT_OF.get(kind)
+    if text_of is None:
+        text_of = _text_function(kind)
+    return text_of(value)
+
+
+def _str_text(value: str) -> str:
+    return repr(value)[:ARGUMENT_CHARS] if len(value) <= STR_CHARS else f"str[{len(value)}]"
+
+
+_INT_SHOWN = 10 ** (ARGUMENT_CHARS - 1)
+
+
+def _int_text(value: int) -> str:
+    return repr(value) if -_INT_SHOWN < value < _INT_SHOWN else "<int>"
+
+
+def _ints_text(values) -> str | None:
+    """A short tuple or list of ints as "(4096, 4096)"; None for anything else."""
+    if len(values) > INTS_SHOWN:
+        return None
+    for v in values:
+        if type(v) is not int:
+            return None
+    try:
+        return (_INTS_FORMATS[len(values)] % tuple(values))[:ARGUMENT_CHARS]
+    except ValueError:  # an int of more digits than Python writes
+        return None
+
+
+# "(%d, %d)" for two ints (exact ints only: the builtin formatting).
+_INTS_FORMATS = ["()", "(%d,)"] + ["(" + ", ".join(["%d"] * n) + ")"
+                                   for n in range(2, INTS_SHOWN + 1)]
+
+
+def _sequence_text(values) -> str:
+    return _ints_text(values) or f"<{type(values).__name__}>"
+
+
+def _name_text(name) -> str:
+    """A qualified name, its end kept where it is long (the end tells functions apart)."""
+    name = str(name)
+    return name if len(name) <= ARGUMENT_CHARS else HIDDEN + name[1 - ARGUMENT_CHARS:]
+
+
+def _callable_text(value) -> str:
+    return _name_text(value.__qualname__)
+
+
+def _method_text(value) -> str:
+    function = value.__func__
+    return _callable_text(function) if type(function) in _CALLABLE_TYPES else "<method>"
+
+
+def _partial_text(value) -> str:
+    function = value.func
+    inner = _callable_text(function) if type(function) in _CALLABLE_TYPES else "?"
+    return f"partial({inner})"[:ARGUMENT_CHARS]
+
+
+def _class_text(value) -> str:
+    return _name_text(_type_qualname(value))
+
+
+def _module_text(value) -> str:
+    name = value.__dict__.get("__name__")
+    return name[:ARGUMENT_CHARS] if type(name) is str else "<module>"
+
+
+def _dtype_text(value) -> str:
+    return str(value)[:ARGUMENT_CHARS]
+
+
+def _size_text(value) -> str:
+    return _ints_text(value) or "<Size>"
+
+
+def _tensor_text(value) -> str:
+    return "Tensor"
+
+
+# How values of each type are shown: the builtin types by their own text, the others
+# decided once per type (_text_function).
+_TEXT_OF = {str: _str_text, int: _int_text, bool: repr, float: repr, type(None): repr,
+            tuple: _sequence_text, list: _sequence_text, types.MethodType: _method_text,
+            functools.partial: _partial_text, types.ModuleType: _module_text,
+            **{kind: _callable_text for kind in _CALLABLE_TYPES}}
+
+
+def _text_function(kind: type):
+    """How values of a type are shown, from the type alone (torch's types by their names
+    and modules: this file does not import torch)."""
+    if issubclass(kind, type):
+        text_of = _class_text
+    else:
+        names = [(_type_module(k), _type_name(k)) for k in _type_mro(kind)]
+        if names[0] == ("torch", "dtype"):
+            text_of = _dtype_text
+        elif names[0] == ("torch", "Size"):
+            text_of = _size_text
+        elif ("torch", "Tensor") in names:
+            text_of = _tensor_text
+        else:
+            # an nn.Module by its class's name, anything else as <its type's name>
+            module = ("torch.nn.modules.module", "Module") in names
+            text = _type_name(kind) if module else f"<{_type_name(kind)}>"
+            text = text[:ARGUMENT_CHARS]
+
+            def text_of(value):
+                return text
+    if len(_TEXT_OF) < _CACHE_MAX:
+        _TEXT_OF[kind] = text_of
+    return text_of
 
 
 RECORDER: Recorder | None = None
-# What the hooks add per record() on this host, measured once at install (see _hook_cost).
+# What the hooks add per record() on this host, measured once at install (see _hook_cost):
+# the common path (a frame recording again) and a record that takes a context.
 HOOK_COST_NS: float | None = None
+HOOK_COST_WORST_NS: float | None = None
 
 
 # -- the hooks -------------------------------------------------------------------------------
@@ -257,7 +593,9 @@ def _patch_event(module) -> None:
     append = pending.append
     getframe = sys._getframe
     get_ident = threading.get_ident
-    known_threads = rec.threads
+    thread_states = rec.thread_states
+    new_thread = rec.thread_state
+    recording_context = rec.recording_context
     clock = _clock
     current_stream = None
 
@@ -265,9 +603,21 @@ def _patch_event(module) -> None:
     # saw, as a tuple of ints and a code object (which the garbage collector stops tracking
     # at once); Recorder.pack makes codes and bytes of them later, outside the windows.
     # Hashing the code object here (a dict keyed by it) cost ~0.3 µs a record on the H100
-    # host; packing in place ~0.2 µs more.
+    # host; packing in place ~0.2 µs more. A frame that recorded last on its thread reuses
+    # its context (one dict lookup and an identity test); a new one takes its context
+    # before the clock is read, so that a start record's snapshot lies outside the window.
     def record(self, stream=None):
         nonlocal current_stream
+        frame = getframe(1)
+        ident = get_ident()
+        try:
+            state = thread_states[ident]
+        except KeyError:
+            state = new_thread()
+        if frame is state[0]:
+            context = state[1]
+        else:
+            context = recording_context(frame, state)
         before = clock()
         if stream is None:
             if current_stream is None:
@@ -276,19 +626,16 @@ def _patch_event(module) -> None:
         base_record(self, stream)
         after = clock()
         try:
-            state = self._nsyswrap_event
+            event = self._nsyswrap_event
         except AttributeError:
-            state = _new_event(self)
-        nth = state[1] = state[1] + 1
-        frame = getframe(1)
-        ident = get_ident()
-        if ident not in known_threads:
-            rec.thread_code()
+            event = _new_event(self)
+        nth = event[1] = event[1] + 1
         try:
             handle = stream.cuda_stream
         except AttributeError:
             handle = getattr(stream, "stream_id", -1)
-        append((before, after, ident, state[0], nth, frame.f_code, frame.f_lasti, handle))
+        append((before, after, ident, event[0], nth, frame.f_code, frame.f_lasti, context,
+                handle))
         if len(pending) >= PENDING_MAX:
             rec.pack(pause=True)
 
@@ -339,7 +686,9 @@ def _note_elapsed(start, end, before: int, frame, value: float, error) -> None:
     s, e = _state_of(start), _state_of(end)
     rec.pack()
     with rec.lock:
-        if rec.elapsed_count >= MAX_ELAPSED:
+        if frame.f_code.co_filename.startswith(_OWN_FOLDER):  # the harness's: not kept
+            rec.own_elapsed += 1
+        elif rec.elapsed_count >= MAX_ELAPSED:
             rec.dropped_elapsed += 1
         else:
             if error is not None:
@@ -354,12 +703,14 @@ def _note_elapsed(start, end, before: int, frame, value: float, error) -> None:
 
 
 class _Scope:
-    """A call of a benchmarking function: its call site, time, and the records and
-    measurements made inside it (by row numbers), added to RECORDER.scopes at its end."""
+    """A call of a benchmarking function: its call site and context (of the program's frame
+    that called it: the context its records get), time, and the records and measurements
+    made inside it (by row numbers), added to RECORDER.scopes at its end."""
 
     def __init__(self, kind: str, frame, **details):
         rec = RECORDER
-        self.entry = {"kind": kind, "site": rec.user_site(frame), "thread": rec.thread_code(),
+        self.entry = {"kind": kind, "site": rec.user_site(frame),
+                      "context": rec.context_code(frame, None), "thread": rec.thread_code(),
                       "first_record": rec.record_count, "first_elapsed": rec.elapsed_count,
                       **details}
         self.entry["before_ns"] = _clock()
@@ -462,11 +813,10 @@ def _timer_label(timer) -> str:
 
 
 def _site_text(site: int) -> str:
-    for (code_id, lasti), i in RECORDER.sites.items():
-        if i == site:
-            code = RECORDER.codes[code_id]
-            return f"{os.path.basename(code.co_filename)}:{_line_of(code, lasti)}"
-    return "?"
+    if not 0 <= site < len(RECORDER.site_keys):
+        return "?"
+    file, line, _ = RECORDER.site_row(site)
+    return f"{os.path.basename(file)}:{line}"
 
 
 def _mark_function():
@@ -547,9 +897,21 @@ class _PatchingFinder(importlib.abc.MetaPathFinder):
         return None
 
 
-def _hook_cost() -> float:
-    """ns that the record hook adds per call on this host: the hook's own steps around a
-    stand-in for the CUDA call, against the stand-in alone (the median of a few rounds)."""
+# CONTEXT_DEPTH functions of a program, each calling the next, the innermost recording once:
+# every call of the outermost is a new invocation, whose record takes its context.
+_CHAIN_SOURCE = "".join(
+    f"def level{i}(event, stream, size, name, shape):\n"
+    + ("    event.record(stream)\n" if i == 0 else
+       f"    level{i - 1}(event, stream, size, name, shape)\n")
+    for i in range(CONTEXT_DEPTH))
+
+
+def hook_costs(rounds: int = 5, records: int = 2000,
+               invocations: int = 100) -> tuple[list[float], list[float]]:
+    """ns that the record hook adds per call on this host, per round: on the common path (a
+    frame recording again: `records` records in a loop), and on a record of a new invocation
+    CONTEXT_DEPTH frames of the program deep (its context taken); the hook's own steps
+    around a stand-in for the CUDA call, against the stand-in alone, rounds alternated."""
     class Base:
         def record(self, stream=None):
             return None
@@ -578,22 +940,39 @@ def _hook_cost() -> float:
 
         fake.Event = Event
         _patch_event(fake)
+        program: dict = {}
+        exec(compile(_CHAIN_SOURCE, "<nsyswrap hook cost>", "exec"), program)
+        outermost = program[f"level{CONTEXT_DEPTH - 1}"]
         hooked, plain = Event(), Plain()
-        rounds = []
-        for _ in range(5):
-            n = 2000
+        common, new_invocation = [], []
+        shape = (4096, 4096)
+        for _ in range(rounds):
             t0 = _clock()
-            for _ in range(n):
+            for _ in range(records):
                 plain.record(stream)
             t1 = _clock()
-            for _ in range(n):
+            for _ in range(records):
                 hooked.record(stream)
             t2 = _clock()
-            rounds.append(((t2 - t1) - (t1 - t0)) / n)
-        rounds.sort()
-        return max(0.0, rounds[len(rounds) // 2])
+            common.append(((t2 - t1) - (t1 - t0)) / records)
+            t0 = _clock()
+            for i in range(invocations):
+                outermost(plain, stream, i, "matmul", shape)
+            t1 = _clock()
+            for i in range(invocations):
+                outermost(hooked, stream, i, "matmul", shape)
+            t2 = _clock()
+            new_invocation.append(((t2 - t1) - (t1 - t0)) / invocations)
+        return common, new_invocation
     finally:
         globals()["RECORDER"] = saved
+
+
+def _hook_cost() -> tuple[float, float]:
+    """(common, worst): the median over rounds of hook_costs' two figures."""
+    common, new_invocation = hook_costs()
+    return (max(0.0, sorted(common)[len(common) // 2]),
+            max(0.0, sorted(new_invocation)[len(new_invocation) // 2]))
 
 
 def _measure_floor() -> None:
@@ -665,10 +1044,10 @@ def flush(measure_floor: bool = True) -> None:
 
 def install() -> bool:
     """Start recording (unless NSYSWRAP_USER_EVENTS=0). Call before the program runs."""
-    global RECORDER, HOOK_COST_NS
+    global RECORDER, HOOK_COST_NS, HOOK_COST_WORST_NS
     if os.environ.get(ENABLE_ENV, "1") == "0" or RECORDER is not None:
         return False
-    HOOK_COST_NS = _hook_cost()
+    HOOK_COST_NS, HOOK_COST_WORST_NS = _hook_cost()
     RECORDER = Recorder()
     sys.meta_path.insert(0, _PatchingFinder())
     atexit.register(flush)  # a fallback: _new_event registers it again, to run earlier

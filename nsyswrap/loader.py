@@ -63,7 +63,7 @@ from .report import (
     broken_times,
     empty,
 )
-from .schema import USER_EVENTS_SCHEMA
+from .schema import USER_EVENTS_MARK_PREFIX
 from .summaries import SummaryQueries
 from .summaries import collect as collect_summaries
 
@@ -534,7 +534,7 @@ def has_runner_records(marks: pd.DataFrame) -> bool:
     """Whether the report's marks hold `nsyswrap run`'s records of the program's own CUDA
     event timings (analysis/user_events.py)."""
     return bool(len(marks)) and bool(
-        marks["text"].astype(str).str.startswith('{"nsyswrap":"' + USER_EVENTS_SCHEMA).any())
+        marks["text"].astype(str).str.startswith(USER_EVENTS_MARK_PREFIX).any())
 
 
 def _event_calls(db: Database, marks: pd.DataFrame) -> tuple[pd.DataFrame, int | None]:

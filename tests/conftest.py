@@ -5,11 +5,14 @@ nsyswrap itself."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
 import shutil
 import sqlite3
+import struct
 import subprocess
+import zlib
 from pathlib import Path
 
 import pytest
@@ -149,3 +152,33 @@ def pytest_collection_modifyitems(config, items):
             for m in item.iter_markers("skipif"))
         if uses_nsys:
             item.add_marker(pytest.mark.xdist_group("nsys"))
+
+
+# The runner's packed columns: struct format of each, in its documents (/2) and the earlier
+# runner's (/1, the fixtures').
+PACKED = {"records": "<qqIIIIIq", "elapsed": "<qqIIIIIId"}
+PACKED_1 = {"records": "<qqHIIHq", "elapsed": "<qqHIIIIHd"}
+
+
+def runner_document_2(doc: dict) -> dict:
+    """A document of the earlier runner (/1: the fixtures') as this runner (/2) writes it:
+    32-bit codes, each record's context (two contexts, alternating), the scopes' contexts.
+    Made with struct and zlib, not nsyswrap."""
+    def repacked(name, change):
+        raw = zlib.decompress(base64.b64decode(doc[name]))
+        rows = b"".join(struct.pack(PACKED[name], *change(row))
+                        for row in struct.iter_unpack(PACKED_1[name], raw))
+        return base64.b64encode(zlib.compress(rows)).decode("ascii")
+
+    rows = iter(range(1 << 40))
+    new = dict(doc, nsyswrap="nsyswrap.user-events/2", record_format=PACKED["records"],
+               elapsed_format=PACKED["elapsed"],
+               record_fields=["before_ns", "took_ns", "thread", "event", "nth", "site",
+                              "context", "stream"],
+               contexts=[[["w.py", 3, "timed", [["name", "'mm'"], ["fn", "matmul"]]],
+                          ["w.py", 9, "<module>", []]], [["w.py", 12, "bench", []]]],
+               own_records=0, own_elapsed=0, hook_cost_worst_ns=12_000.0,
+               scopes=[dict(scope, context=0) for scope in doc["scopes"]])
+    new["records"] = repacked("records", lambda row: row[:6] + (next(rows) % 2,) + row[6:])
+    new["elapsed"] = repacked("elapsed", lambda row: row)
+    return new

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import CPU_2022, DATA, USER_SEED, sql
+from conftest import CPU_2022, DATA, USER_SEED, runner_document_2, sql
 
 from nsyswrap.cli import main
 
@@ -228,13 +228,35 @@ def _scope_time_as_text(doc):
     doc["scopes"] = [{"kind": "pack", "before_ns": "x", "after_ns": 1, "thread": 0}]
 
 
+def _out_of_range_context(doc):
+    doc.update(runner_document_2(doc))
+    raw = bytearray(_packed_rows(doc))
+    struct.pack_into("<I", raw, 32, len(doc["contexts"]))  # row 0's context code: one past
+    doc["records"] = _packed(bytes(raw))
+
+
+def _argument_as_a_number(doc):
+    doc.update(runner_document_2(doc))
+    doc["contexts"][0][0][3] = [["size", 4096]]
+
+
+def _scope_context_out_of_range(doc):
+    doc.update(runner_document_2(doc))
+    doc["scopes"] = [{"kind": "do_bench", "before_ns": 1, "after_ns": 2, "thread": 0,
+                      "context": len(doc["contexts"])}]
+
+
 @pytest.mark.parametrize("edit, problem", [
     (_out_of_range_thread, "records name a thread past the document's"),
+    (_out_of_range_context, "records name a context past the document's"),
+    (_argument_as_a_number, "contexts is not a list of contexts"),
+    (_scope_context_out_of_range, "scope 0: its context is not one of the document's"),
     (_renamed_field, "not laid out as the runner's"),
     (_text_for_a_number, "hook_cost_ns is not a time"),
     (_pid_past_64_bits, "its pid is not a process id"),
     (_scope_time_as_text, "scope 0: before_ns and after_ns are not clock readings"),
-], ids=["thread-index-out-of-range", "renamed-field", "text-for-a-number", "pid-2^70",
+], ids=["thread-index-out-of-range", "context-out-of-range", "argument-as-a-number",
+        "scope-context-out-of-range", "renamed-field", "text-for-a-number", "pid-2^70",
         "scope-time-as-text"])
 def test_a_crafted_runner_document_is_left_out_with_a_note(tmp_path, edit, problem):
     """Each was an internal error (IndexError, KeyError, TypeError, OverflowError), or passed

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-from conftest import USER_SEED, sql
+from conftest import PACKED, PACKED_1, USER_SEED, runner_document_2, sql
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -57,8 +57,7 @@ JSON_VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=3)
 
 # -- the runner's documents ------------------------------------------------------------------
 
-# The packed columns: struct format and each field's values at its type's edges.
-PACKED = {"records": "<qqHIIHq", "elapsed": "<qqHIIIIHd"}
+# Each field's values at its type's edges (the packed columns' formats: conftest.PACKED).
 CODE_EDGES = {
     "q": [0, 1, -1, INT64_MIN, INT64_MAX, 1 << 62],
     "H": [0, 1, 2, 0xFFFF], "I": [0, 1, 2, 0xFFFFFFFF],
@@ -79,9 +78,10 @@ def seed():
     marks = report.marks
     at = int(np.flatnonzero(marks["text"].astype(str).str.startswith(
         '{"nsyswrap":"nsyswrap.user-events/1"').to_numpy())[0])
+    doc = json.loads(marks["text"].iloc[at])
     return _Seed({"report": report, "analysis": analysis, "floor_windows": floor_windows,
                   "ops": GpuOps.of(analysis.attribution.gpu_ops), "marks": marks, "at": at,
-                  "doc": json.loads(marks["text"].iloc[at])})
+                  "doc": doc, "doc_2": runner_document_2(doc)})
 
 
 class _Seed(dict):
@@ -105,8 +105,9 @@ def _nested_set(data, value_of, container):
 
 
 def _mutate_packed(data, doc):
-    name = data.draw(st.sampled_from(sorted(PACKED)))
-    layout = struct.Struct(PACKED[name])
+    packed_formats = PACKED_1 if doc.get("nsyswrap") == "nsyswrap.user-events/1" else PACKED
+    name = data.draw(st.sampled_from(sorted(packed_formats)))
+    layout = struct.Struct(packed_formats[name])
     try:
         raw = bytearray(zlib.decompress(base64.b64decode(doc[name], validate=True)))
     except (TypeError, ValueError, zlib.error):  # mutated already: left as it is
@@ -114,7 +115,7 @@ def _mutate_packed(data, doc):
     how = data.draw(st.sampled_from(["field", "cut", "extend", "not zlib", "not base64"]))
     if how == "field" and len(raw) >= layout.size:
         row = data.draw(st.integers(0, len(raw) // layout.size - 1))
-        codes = PACKED[name][1:]
+        codes = packed_formats[name][1:]
         field = data.draw(st.integers(0, len(codes) - 1))
         values = list(layout.unpack_from(raw, row * layout.size))
         values[field] = data.draw(st.sampled_from(CODE_EDGES[codes[field]]))
@@ -161,11 +162,23 @@ def _mutated_texts(data, original: dict) -> list[str]:
         return [text] * (2 if form == "twice" else 1)
     size = data.draw(st.integers(1000, 20_000))
     chunks = [text[i:i + size] for i in range(0, len(text), size)]
-    parts = [{"nsyswrap": "nsyswrap.user-events/1/part", "key": "k", "part": i,
+    parts = [{"nsyswrap": doc["nsyswrap"] + "/part", "key": "k", "part": i,
               "parts": len(chunks), "text": c} for i, c in enumerate(chunks)]
     if data.draw(st.booleans()):
         _nested_set(data, JSON_VALUES, data.draw(st.sampled_from(parts)))
     return [json.dumps(p, separators=(",", ":")) for p in parts]
+
+
+def test_the_seed_as_this_runners_document_reads_as_the_earlier_one(seed):
+    """What the fuzzer mutates in this runner's form is a document the analysis reads."""
+    from nsyswrap.analysis.user_events import decode
+
+    earlier, now = decode(seed["doc"]), decode(seed["doc_2"])
+    columns = [c for c in earlier.records.columns if c != "context"]
+    pd.testing.assert_frame_equal(earlier.records[columns], now.records[columns],
+                                  check_dtype=False)
+    assert set(now.records["context"]) == {0, 1} and len(now.contexts) == 2
+    assert all(s["context"] == 0 for s in now.scopes)
 
 
 @_settings(examples=40)
@@ -173,7 +186,7 @@ def _mutated_texts(data, original: dict) -> list[str]:
 def test_any_runner_document_analyses_or_is_left_out_with_a_note(seed, data):
     """The program's timings of the seed report, its runner's document mutated: matched,
     reconciled, grouped and judged, or left out with a note, never an exception."""
-    texts = _mutated_texts(data, seed["doc"])
+    texts = _mutated_texts(data, seed[data.draw(st.sampled_from(["doc", "doc_2"]))])
     marks = seed["marks"]
     mark = marks.iloc[[seed["at"]] * len(texts)].assign(text=texts)
     marks = pd.concat([marks.drop(index=marks.index[seed["at"]]), mark], ignore_index=True)

@@ -8,10 +8,15 @@ between the program's, and another thread's at the same times."""
 
 from __future__ import annotations
 
+import base64
+import functools
 import importlib.util
 import json
+import struct
 import sys
 import time
+import types
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -326,3 +331,303 @@ def test_nsyswrap_run_records_an_unmodified_programs_timings_into_the_report(tmp
                           capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout)["user_timings"]["records"] == 0
+
+
+# -- the identity of a timing: each record's context -----------------------------------------
+
+def _line(marker: str) -> int:
+    """The line of this file that ends with `# line: <marker>`."""
+    lines = Path(__file__).read_text().splitlines()
+    found = [i + 1 for i, text in enumerate(lines) if text.endswith(f"# line: {marker}")]
+    assert len(found) == 1, marker
+    return found[0]
+
+
+def _contexts_by_record(runner):
+    """The decoded document, and each kept record's context (as decoded), in order."""
+    r = decode(runner.RECORDER.document())
+    return r, [r.contexts[c] for c in r.records["context"]]
+
+
+def test_a_timing_helper_called_for_many_workloads_gives_each_its_context(runner):
+    Event, _ = _hooked_event_class(runner)
+    start, end = Event(), Event()
+
+    def timed(name, fn):  # line: timed-def
+        start.record(_Stream(1))
+        fn()
+        end.record(_Stream(1))
+        return start.elapsed_time(end)
+
+    def warm():
+        pass
+
+    workloads = [list, dict, set, functools.partial(max, 1, 2), warm, str.upper.__get__("x")]
+    for i, fn in enumerate(workloads):
+        timed(f"workload {i}", fn)  # line: timed-call
+    r, contexts = _contexts_by_record(runner)
+    me = "test_a_timing_helper_called_for_many_workloads_gives_each_its_context"
+    # Qualified names past 60 characters keep their end.
+    shown = ["list", "dict", "set", "partial(max)", "…" + f"{me}.<locals>.warm"[-59:],
+             "str.upper"]
+    expected = [((__file__, _line("timed-def"), f"{me}.<locals>.timed",
+                  (("name", repr(f"workload {i}")), ("fn", text))),
+                 (__file__, _line("timed-call"), me, (("runner", runner.__name__),)))
+                for i, text in enumerate(shown)]
+    # Start and end record of one call share its context; each call has its own.
+    assert contexts == [c for c in expected for _ in range(2)]
+    assert len(r.contexts) == 6
+
+
+def test_one_function_called_per_variant_gives_each_variant_its_context(runner):
+    Event, _ = _hooked_event_class(runner)
+    start, end = Event(), Event()
+
+    def measure(variant, size=4096, shape=(64, 128)):  # line: measure-def
+        start.record(_Stream(1))
+        end.record(_Stream(1))
+
+    for variant in ("fp16", "bf16", "fp32"):
+        measure(variant)  # line: measure-call
+    start.elapsed_time(end)
+    _, contexts = _contexts_by_record(runner)
+    me = "test_one_function_called_per_variant_gives_each_variant_its_context"
+    assert [c[0][3] for c in contexts[::2]] == [
+        (("variant", repr(v)), ("size", "4096"), ("shape", "(64, 128)"))
+        for v in ("fp16", "bf16", "fp32")]
+    assert {c[0][:3] for c in contexts} == {(__file__, _line("measure-def"),
+                                             f"{me}.<locals>.measure")}
+    assert {c[1][:3] for c in contexts} == {(__file__, _line("measure-call"), me)}
+
+
+def test_a_loop_recording_in_one_call_takes_one_snapshot(runner):
+    Event, _ = _hooked_event_class(runner)
+    pairs = [(Event(), Event()) for _ in range(50)]
+
+    def loop():
+        for start, end in pairs:
+            start.record(_Stream(1))
+            end.record(_Stream(1))
+
+    for call in range(2):
+        loop()
+        assert runner.RECORDER.snapshots == call + 1
+        # The frame is held only until the next elapsed_time().
+        assert any(state[0] is not None for state in runner.RECORDER.thread_states.values())
+        pairs[0][0].elapsed_time(pairs[0][1])
+        assert all(state[0] is None for state in runner.RECORDER.thread_states.values())
+    # The second call was a new invocation: a new snapshot, the same context.
+    r, _ = _contexts_by_record(runner)
+    assert len(r.records) == 200 and set(r.records["context"]) == {0}
+
+
+def test_a_start_and_a_stop_helper_each_have_their_context(runner):
+    Event, _ = _hooked_event_class(runner)
+    start_event, end_event = Event(), Event()
+
+    def start():  # line: start-def
+        start_event.record(_Stream(1))
+
+    def stop():  # line: stop-def
+        end_event.record(_Stream(1))
+
+    for _ in range(3):
+        start()  # line: start-call
+        stop()  # line: stop-call
+    _, contexts = _contexts_by_record(runner)
+    me = "test_a_start_and_a_stop_helper_each_have_their_context"
+    mine = (("runner", runner.__name__),)
+    starts = ((__file__, _line("start-def"), f"{me}.<locals>.start", ()),
+              (__file__, _line("start-call"), me, mine))
+    stops = ((__file__, _line("stop-def"), f"{me}.<locals>.stop", ()),
+             (__file__, _line("stop-call"), me, mine))
+    assert contexts == [starts, stops] * 3
+
+
+def test_a_method_is_named_with_its_class_and_self_by_its_type(runner):
+    Event, _ = _hooked_event_class(runner)
+
+    class Bench:
+        def __init__(self):
+            self.start, self.end = Event(), Event()
+
+        def run(self, dtype):  # line: method-def
+            self.start.record(_Stream(1))
+            self.end.record(_Stream(1))
+
+    Bench().run("fp16")  # line: method-call
+    _, contexts = _contexts_by_record(runner)
+    me = "test_a_method_is_named_with_its_class_and_self_by_its_type"
+    assert contexts[0][0] == (__file__, _line("method-def"), f"{me}.<locals>.Bench.run",
+                              (("self", "<Bench>"), ("dtype", "'fp16'")))
+
+
+def test_arguments_named_like_secrets_are_never_written(runner):
+    Event, _ = _hooked_event_class(runner)
+    event = Event()
+
+    def call_api(size, api_key, password, auth, my_Token, cookie_jar, credentials, secret,
+                 *args, **kwargs):
+        event.record(_Stream(1))
+
+    call_api(8, "k-hunter2", "hunter2", "hunter2", "hunter2", "hunter2", "hunter2",
+             "hunter2", "more", client_secret="hunter2")
+    r, contexts = _contexts_by_record(runner)
+    assert contexts[0][0][3] == (
+        ("size", "8"), ("api_key", "…"), ("password", "…"), ("auth", "…"), ("my_Token", "…"),
+        ("cookie_jar", "…"), ("credentials", "…"), ("secret", "…"), ("args", "<tuple>"),
+        ("kwargs", "<dict>"))
+    assert "hunter2" not in json.dumps(runner.RECORDER.document())
+
+
+class _Tensor:  # what torch.Tensor is to the runner: a class of that name in module torch
+    pass
+
+
+_Tensor.__name__, _Tensor.__module__ = "Tensor", "torch"
+_Parameter = type("Parameter", (_Tensor,), {"__module__": "torch.nn.parameter"})
+_Module = type("Module", (), {"__module__": "torch.nn.modules.module"})
+_Linear = type("Linear", (_Module,), {"__module__": "torch.nn.modules.linear"})
+_Size = type("Size", (tuple,), {"__module__": "torch"})
+
+
+class _Exploding:
+    def __repr__(self):
+        raise AssertionError("the runner called __repr__")
+
+    __str__ = __repr__
+
+
+def test_values_are_shown_by_type_never_by_their_own_repr(runner):
+    Event, _ = _hooked_event_class(runner)
+    event = Event()
+
+    def step(x, weight, layer, shape, thing, label, long_label, flag, ratio, nothing, module,
+             big):
+        event.record(_Stream(1))
+
+    step(_Tensor(), _Parameter(), _Linear(), _Size((4096, 4096)), _Exploding(), "matmul",
+         "x" * 50, True, 0.5, None, json, 10 ** 100)
+    _, contexts = _contexts_by_record(runner)
+    assert dict(contexts[0][0][3]) == {
+        "x": "Tensor", "weight": "Tensor", "layer": "Linear", "shape": "(4096, 4096)",
+        "thing": "<_Exploding>", "label": "'matmul'", "long_label": "str[50]",
+        "flag": "True", "ratio": "0.5", "nothing": "None", "module": "json", "big": "<int>"}
+
+
+def _as_version_1(doc: dict) -> dict:
+    """A document as the earlier runner wrote it (16-bit codes, no contexts), made with
+    struct from this runner's."""
+    def repacked(name, old_format, new_format, keep):
+        raw = zlib.decompress(base64.b64decode(doc[name]))
+        rows = b"".join(struct.pack(old_format, *keep(row))
+                        for row in struct.iter_unpack(new_format, raw))
+        return base64.b64encode(zlib.compress(rows)).decode("ascii")
+
+    old = dict(doc, nsyswrap="nsyswrap.user-events/1", record_format="<qqHIIHq",
+               record_fields=["before_ns", "took_ns", "thread", "event", "nth", "site",
+                              "stream"], elapsed_format="<qqHIIIIHd")
+    old["records"] = repacked("records", "<qqHIIHq", doc["record_format"],
+                              lambda row: row[:6] + row[7:])
+    old["elapsed"] = repacked("elapsed", "<qqHIIIIHd", doc["elapsed_format"], lambda row: row)
+    for name in ("contexts", "hook_cost_worst_ns", "own_records", "own_elapsed"):
+        del old[name]
+    for scope in old["scopes"]:
+        scope.pop("context", None)
+    return old
+
+
+def test_a_document_of_the_earlier_runner_is_still_read(runner):
+    Event, _ = _hooked_event_class(runner)
+    pairs = _record_program(runner, Event, n_pairs=3)
+    doc = runner.RECORDER.document()
+    old = _as_version_1(doc)
+    r, earlier = decode(doc), decode(old)
+    assert earlier.contexts == [] and earlier.records["context"].tolist() == [-1] * 6
+    assert earlier.records["context"].dtype == "int64"
+    columns = [c for c in r.records.columns if c != "context"]
+    pd.testing.assert_frame_equal(earlier.records[columns], r.records[columns],
+                                  check_dtype=False)
+    assert len(r.contexts) == 1 and (r.records["context"] == 0).all()
+    text = json.dumps(old, separators=(",", ":"))
+    assert len(runner_documents(pd.DataFrame({"text": [text]}), [])) == 1
+    assert len(pairs) == 3
+
+
+def test_records_and_measurements_of_nsyswraps_own_code_are_counted_not_kept(runner):
+    Event, _ = _hooked_event_class(runner)
+    own = {}
+    source = ("def benchmark(start, end, stream):\n"
+              "    start.record(stream)\n"
+              "    end.record(stream)\n"
+              "    return start.elapsed_time(end)\n")
+    exec(compile(source, str(RUNNER.parent / "harness.py"), "exec"), own)
+    for _ in range(2):
+        own["benchmark"](Event(), Event(), _Stream(1))
+    _record_program(runner, Event, n_pairs=3)
+    doc = runner.RECORDER.document()
+    assert (doc["own_records"], doc["own_elapsed"]) == (4, 2)
+    r = decode(doc)
+    assert (r.own_records, r.own_elapsed) == (4, 2)
+    assert len(r.records) == 6 and len(r.elapsed) == 3
+    assert all(file == __file__ for file, _, _ in r.sites)
+    assert all(frame[0] == __file__ for c in r.contexts for frame in c)
+
+
+def test_past_the_limits_sites_and_contexts_share_an_overflow_entry(runner, monkeypatch):
+    """Generated code: 70 000 functions each recording once (more contexts than the
+    runner names); nothing raises in elapsed_time() or at exit, and the document reads."""
+    monkeypatch.setattr(runner, "MAX_SITES", 50_000)
+    Event, _ = _hooked_event_class(runner)
+    count = 70_000
+    source = "".join(f"def f{i}(event, stream):\n    event.record(stream)\n"
+                     for i in range(count))
+    generated = {}
+    exec(compile(source, "<generated>", "exec"), generated)
+    event, stream = Event(), _Stream(1)
+    for i in range(count):
+        generated[f"f{i}"](event, stream)
+    event.elapsed_time(event)
+    marks = []
+    monkeypatch.setattr(runner, "_mark_function", lambda: marks.append)
+    runner.flush(measure_floor=False)
+    docs = runner_documents(pd.DataFrame({"text": marks}), [])
+    r = decode(docs[0])
+    assert len(r.records) == count and len(r.elapsed) == 1
+    assert len(r.contexts) == runner.MAX_CONTEXTS + 1
+    assert r.contexts[-1] == (("?", 0, "?", ()),)
+    assert (r.records["context"] == runner.MAX_CONTEXTS).sum() == count - runner.MAX_CONTEXTS
+    assert len(r.sites) == 50_001 and r.sites[-1] == ("?", 0, "?")
+    assert (r.records["site"] == 50_000).sum() == count - 50_000
+    assert sum("more than" in n for n in r.notes) == 2
+
+
+def test_a_record_made_inside_a_library_gets_its_callers_context(runner):
+    """As triton.testing.do_bench records inside itself: the context starts at the
+    program's frame that called it, at the line of the call; the do_bench call's scope has
+    the same context."""
+    Event, _ = _hooked_event_class(runner)
+    library = types.ModuleType("triton.testing")
+    source = ("def do_bench(fn, start, end, stream):\n"
+              "    for _ in range(3):\n"
+              "        start.record(stream)\n"
+              "        fn()\n"
+              "        end.record(stream)\n"
+              "    return start.elapsed_time(end)\n")
+    path = str(Path("/opt/lib/python3/site-packages/triton/testing.py"))
+    exec(compile(source, path, "exec"), library.__dict__)
+    runner._patch_do_bench(library)
+
+    def bench_all(size):
+        library.do_bench(list, Event(), Event(), _Stream(1))  # line: library-call
+
+    bench_all(64)  # line: bench-call
+    r, contexts = _contexts_by_record(runner)
+    me = "test_a_record_made_inside_a_library_gets_its_callers_context"
+    expected = ((__file__, _line("library-call"), f"{me}.<locals>.bench_all",
+                 (("size", "64"),)),
+                (__file__, _line("bench-call"), me, (("runner", runner.__name__),)))
+    assert contexts == [expected] * 6
+    (scope,) = [s for s in r.scopes if s["kind"] == "do_bench"]
+    assert r.contexts[scope["context"]] == expected
+    assert {r.sites[s][0] for s in r.records["site"]} == {path}

@@ -25,14 +25,25 @@ from ..json_input import all_of, finite, is_text, parse, real, whole
 from ..report import Report, thread_ids
 from ..schema import (
     CLOCK_SCHEMA,
+    USER_CONTEXT_DEPTH,
     USER_ELAPSED_FIELDS,
+    USER_ELAPSED_FIELDS_1,
     USER_ELAPSED_FORMAT,
+    USER_ELAPSED_FORMAT_1,
+    USER_EVENTS_MARK_PREFIX,
     USER_EVENTS_PART_SCHEMA,
+    USER_EVENTS_PART_SCHEMA_1,
     USER_EVENTS_SCHEMA,
+    USER_EVENTS_SCHEMA_1,
+    USER_MAX_CONTEXTS,
     USER_MAX_ELAPSED,
     USER_MAX_RECORDS,
+    USER_MAX_SITES,
+    USER_MAX_THREADS,
     USER_RECORD_FIELDS,
+    USER_RECORD_FIELDS_1,
     USER_RECORD_FORMAT,
+    USER_RECORD_FORMAT_1,
 )
 
 # How far outside its bracket (ns) a record's call may lie: the clock offset's own
@@ -47,7 +58,8 @@ class RunnerRecords:
     """One process's records, decoded: frames of the runner's columns (see _user_events)."""
 
     pid: int
-    records: pd.DataFrame  # before_ns, took_ns, thread, event, nth, site, stream
+    records: pd.DataFrame  # before_ns, took_ns, thread, event, nth, site, context (int64,
+    #                        -1: a document of the earlier runner), stream
     elapsed: pd.DataFrame  # before_ns, after_ns, thread, start_event, start_nth, end_event,
     #                        end_nth, site, value_ms, error
     sites: list[tuple[str, int, str]]  # site code -> (file, line, function)
@@ -59,6 +71,12 @@ class RunnerRecords:
     hook_cost_ns: float | None
     dropped_records: int = 0
     dropped_elapsed: int = 0
+    # context code -> the program's frames that led to the records, innermost first, each
+    # (file, line, function, ((argument, text), ...)) (_user_events.Recorder.context_code)
+    contexts: list[tuple] = field(default_factory=list)
+    hook_cost_worst_ns: float | None = None  # a record that takes its context
+    own_records: int = 0  # nsyswrap's own (the harness's): counted by the runner, not kept
+    own_elapsed: int = 0
     offset_ns: float | None = None  # report time = host clock + offset (clock_offset)
     offset_spread_ns: float | None = None  # how far the clock marks disagree
 
@@ -68,7 +86,8 @@ class UserEvents:
     """Every process's records, matched to the report's event calls (match_records)."""
 
     processes: list[RunnerRecords] = field(default_factory=list)
-    # One row per record: pid, thread (report key), tid, event, nth, site, stream_handle,
+    # One row per record: pid, thread (report key), tid, event, nth, site, context (-1:
+    # unknown), stream_handle,
     # call (row of report.event_calls, -1 unmatched), time_ns (the call's start),
     # call_end_ns, stream_id (the trace's; -1 unknown), correlation_id
     records: pd.DataFrame = field(default_factory=pd.DataFrame)
@@ -78,13 +97,17 @@ class UserEvents:
         return bool(self.processes)
 
 
+# The runner's documents the analysis reads: this runner's and the earlier one's.
+_DOCUMENT_SCHEMAS = (USER_EVENTS_SCHEMA, USER_EVENTS_SCHEMA_1)
+
+
 def runner_documents(marks: pd.DataFrame, notes: list[str]) -> list[dict]:
     """The runner's JSON documents in the report's marks, parts joined; what cannot be read
     is said in `notes` and left out."""
     if not len(marks):
         return []
     texts = marks["text"].astype(str)
-    mine = texts.str.startswith('{"nsyswrap":"' + USER_EVENTS_SCHEMA)
+    mine = texts.str.startswith(USER_EVENTS_MARK_PREFIX)
     docs, parts = [], {}
     for text in texts[mine]:
         try:
@@ -93,9 +116,9 @@ def runner_documents(marks: pd.DataFrame, notes: list[str]) -> list[dict]:
             notes.append("a mark of nsyswrap's runner is not JSON (cut short?); left out")
             continue
         kind = doc.get("nsyswrap") if isinstance(doc, dict) else None
-        if kind == USER_EVENTS_SCHEMA:
+        if kind in _DOCUMENT_SCHEMAS:
             docs.append(doc)
-        elif kind == USER_EVENTS_PART_SCHEMA:
+        elif kind in (USER_EVENTS_PART_SCHEMA, USER_EVENTS_PART_SCHEMA_1):
             if not (is_text(doc.get("key")) and whole(doc.get("part"), 0)
                     and whole(doc.get("parts"), 1) and is_text(doc.get("text"))):
                 notes.append("a part of the runner's records lacks its key, part number, part "
@@ -113,7 +136,7 @@ def runner_documents(marks: pd.DataFrame, notes: list[str]) -> list[dict]:
             doc = parse("".join(pieces[i]["text"] for i in range(count)))
         except ValueError:
             doc = None
-        if not (isinstance(doc, dict) and doc.get("nsyswrap") == USER_EVENTS_SCHEMA):
+        if not (isinstance(doc, dict) and doc.get("nsyswrap") in _DOCUMENT_SCHEMAS):
             notes.append(f"the runner's records {key} cannot be read (their parts do not "
                          "join into one of its documents); left out")
             continue
@@ -200,7 +223,7 @@ _NUMPY_CODES = {"q": "i8", "Q": "u8", "I": "u4", "i": "i4", "H": "u2", "h": "i2"
 
 
 def _check_rows(records: pd.DataFrame, elapsed: pd.DataFrame, threads: int,
-                sites: int) -> None:
+                sites: int, contexts: int) -> None:
     """The packed rows' codes point into the document's lists, their clock readings are
     readings, and each (event, record) is recorded once, as the runner writes them."""
     for name, frame in (("records", records), ("elapsed", elapsed)):
@@ -208,6 +231,8 @@ def _check_rows(records: pd.DataFrame, elapsed: pd.DataFrame, threads: int,
                f"{name} name a thread past the document's {threads}")
         _check(bool((frame["site"].to_numpy() < sites).all()),
                f"{name} name a call site past the document's {sites}")
+    _check(bool((records["context"].to_numpy() < contexts).all()),
+           f"records name a context past the document's {contexts}")
     before = records["before_ns"].to_numpy()
     took = records["took_ns"].to_numpy()
     _check(bool(((before >= 0) & (before <= CLOCK_MAX) & (took >= 0)
@@ -230,7 +255,7 @@ def _is_plain(value) -> bool:
 _SCOPE_COUNTS = ("first_record", "end_record", "first_elapsed", "end_elapsed", "number")
 
 
-def _scope_problem(scope, threads: int, sites: int) -> str | None:
+def _scope_problem(scope, threads: int, sites: int, contexts: int) -> str | None:
     """What makes a scope (a do_bench or Timer call, a pause) unusable, None when nothing
     does: the fields the analysis reads, each of the type and range the runner writes."""
     if not isinstance(scope, dict):
@@ -244,6 +269,8 @@ def _scope_problem(scope, threads: int, sites: int) -> str | None:
         return "its thread is not one of the document's"
     if not whole(scope.get("site", -1), -1, sites - 1):
         return "its site is not one of the document's"
+    if not whole(scope.get("context", -1), -1, contexts - 1):
+        return "its context is not one of the document's"
     for name in _SCOPE_COUNTS:
         if name in scope and not whole(scope[name], 0):
             return f"{name} is not a count"
@@ -268,6 +295,22 @@ def _is_site(value) -> bool:
             and whole(value[1], 0) and is_text(value[2]))
 
 
+def _is_argument(value) -> bool:
+    return isinstance(value, list) and len(value) == 2 and is_text(value[0]) \
+        and is_text(value[1])
+
+
+def _is_frame(value) -> bool:
+    """[file, line, function, [[argument, text], ...]]: a frame of a context."""
+    return (isinstance(value, list) and len(value) == 4 and is_text(value[0])
+            and whole(value[1], 0) and is_text(value[2]) and all_of(value[3], _is_argument))
+
+
+def _is_context(value) -> bool:
+    return (isinstance(value, list) and len(value) <= USER_CONTEXT_DEPTH
+            and all_of(value, _is_frame))
+
+
 def _is_clock_mark(value) -> bool:
     return (isinstance(value, list) and len(value) == 3 and _is_clock(value[0])
             and _is_clock(value[1]) and value[0] <= value[1] and is_text(value[2]))
@@ -280,19 +323,32 @@ def decode(doc: dict) -> RunnerRecords:
     _check(isinstance(doc, dict), "it is not a JSON object")
     pid = doc.get("pid")
     _check(whole(pid, 0, ID_MAX), "its pid is not a process id")
-    _check(doc.get("record_format") == USER_RECORD_FORMAT
-           and doc.get("record_fields") == list(USER_RECORD_FIELDS)
-           and doc.get("elapsed_format") == USER_ELAPSED_FORMAT
-           and doc.get("elapsed_fields") == list(USER_ELAPSED_FIELDS),
+    earlier = doc.get("nsyswrap") == USER_EVENTS_SCHEMA_1
+    record_format, record_fields, elapsed_format, elapsed_fields = (
+        (USER_RECORD_FORMAT_1, USER_RECORD_FIELDS_1, USER_ELAPSED_FORMAT_1,
+         USER_ELAPSED_FIELDS_1) if earlier else
+        (USER_RECORD_FORMAT, USER_RECORD_FIELDS, USER_ELAPSED_FORMAT, USER_ELAPSED_FIELDS))
+    _check(doc.get("record_format") == record_format
+           and doc.get("record_fields") == list(record_fields)
+           and doc.get("elapsed_format") == elapsed_format
+           and doc.get("elapsed_fields") == list(elapsed_fields),
            "its packed columns are not laid out as the runner's (record_format, "
            "record_fields, elapsed_format, elapsed_fields)")
     threads, sites = doc.get("threads"), doc.get("sites")
-    _check(all_of(threads, lambda t: whole(t, 0, ID_MAX)), "threads is not a list of thread ids")
-    _check(all_of(sites, _is_site), "sites is not a list of [file, line, function]")
-    records = _unpack(doc, "records", USER_RECORD_FORMAT, USER_RECORD_FIELDS, USER_MAX_RECORDS)
-    elapsed = _unpack(doc, "elapsed", USER_ELAPSED_FORMAT, USER_ELAPSED_FIELDS,
-                      USER_MAX_ELAPSED)
-    _check_rows(records, elapsed, len(threads), len(sites))
+    _check(all_of(threads, lambda t: whole(t, 0, ID_MAX)) and len(threads) <= USER_MAX_THREADS + 1,
+           "threads is not a list of thread ids")
+    _check(all_of(sites, _is_site) and len(sites) <= USER_MAX_SITES + 1,
+           "sites is not a list of [file, line, function]")
+    contexts = [] if earlier else doc.get("contexts")
+    _check(all_of(contexts, _is_context) and len(contexts) <= USER_MAX_CONTEXTS + 1,
+           "contexts is not a list of contexts (lists of [file, line, function, "
+           "[[argument, text], ...]])")
+    records = _unpack(doc, "records", record_format, record_fields, USER_MAX_RECORDS)
+    if earlier:
+        records.insert(records.columns.get_loc("site") + 1, "context", np.int64(-1))
+    records["context"] = records["context"].astype("int64")
+    elapsed = _unpack(doc, "elapsed", elapsed_format, elapsed_fields, USER_MAX_ELAPSED)
+    _check_rows(records, elapsed, len(threads), len(sites), len(contexts))
     errors = _optional(doc, "elapsed_errors", {})
     _check(isinstance(errors, dict) and all(
         k.isascii() and k.isdigit() and len(k) < 19 and is_text(v) for k, v in errors.items()),
@@ -302,7 +358,7 @@ def decode(doc: dict) -> RunnerRecords:
     scopes = _optional(doc, "scopes", [])
     _check(isinstance(scopes, list), "scopes is not a list")
     for i, scope in enumerate(scopes):
-        problem = _scope_problem(scope, len(threads), len(sites))
+        problem = _scope_problem(scope, len(threads), len(sites), len(contexts))
         _check(problem is None, f"scope {i}: {problem}")
     clock_marks = _optional(doc, "clock_marks", [])
     _check(all_of(clock_marks, _is_clock_mark),
@@ -311,18 +367,28 @@ def decode(doc: dict) -> RunnerRecords:
     _check(all_of(floor_ms, finite), "floor_ms is not a list of times")
     notes = _optional(doc, "notes", [])
     _check(all_of(notes, is_text), "notes is not a list of text")
-    hook_cost_ns = doc.get("hook_cost_ns")
-    _check(hook_cost_ns is None or finite(hook_cost_ns, 0), "hook_cost_ns is not a time")
-    dropped = {name: _optional(doc, name, 0) for name in ("dropped_records", "dropped_elapsed")}
-    _check(all(whole(n, 0) for n in dropped.values()),
-           "dropped_records or dropped_elapsed is not a count")
+    costs = {name: doc.get(name) for name in ("hook_cost_ns", "hook_cost_worst_ns")}
+    for name, cost in costs.items():
+        _check(cost is None or finite(cost, 0), f"{name} is not a time")
+    counts = {name: _optional(doc, name, 0) for name in ("dropped_records", "dropped_elapsed",
+                                                         "own_records", "own_elapsed")}
+    for name, count in counts.items():
+        _check(whole(count, 0), f"{name} is not a count")
     return RunnerRecords(
         pid=pid, records=records, elapsed=elapsed, sites=[tuple(s) for s in sites],
         threads=list(threads), scopes=scopes,
         clock_marks=[(b, a, k) for b, a, k in clock_marks],
         floor_ms=[float(x) for x in floor_ms], notes=list(notes),
-        hook_cost_ns=None if hook_cost_ns is None else float(hook_cost_ns),
-        dropped_records=dropped["dropped_records"], dropped_elapsed=dropped["dropped_elapsed"])
+        hook_cost_ns=_time_or_none(costs["hook_cost_ns"]),
+        hook_cost_worst_ns=_time_or_none(costs["hook_cost_worst_ns"]),
+        contexts=[tuple((file, line, function, tuple((name, text) for name, text in arguments))
+                        for file, line, function, arguments in context)
+                  for context in contexts],
+        **counts)
+
+
+def _time_or_none(value) -> float | None:
+    return None if value is None else float(value)
 
 
 def clock_offset(runner: RunnerRecords, marks: pd.DataFrame) -> tuple[float, float] | None:
@@ -401,8 +467,8 @@ def match_records(report: Report) -> UserEvents:
     return out
 
 
-_MATCHED_COLUMNS = ["pid", "thread", "tid", "event", "nth", "site", "stream_handle", "call",
-                    "time_ns", "call_end_ns", "stream_id", "correlation_id"]
+_MATCHED_COLUMNS = ["pid", "thread", "tid", "event", "nth", "site", "context", "stream_handle",
+                    "call", "time_ns", "call_end_ns", "stream_id", "correlation_id"]
 
 
 def _matched_empty() -> pd.DataFrame:
@@ -460,6 +526,7 @@ def _matched(runner: RunnerRecords, calls: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({
         "pid": pid, "thread": thread, "tid": tid, "event": r["event"].to_numpy("int64"),
         "nth": r["nth"].to_numpy("int64"), "site": r["site"].to_numpy("int64"),
+        "context": r["context"].to_numpy("int64"),
         "stream_handle": r["stream"].to_numpy("int64"), "call": call,
         "time_ns": take("start_ns", -1), "call_end_ns": take("end_ns", -1),
         "stream_id": take("stream_id", -1), "correlation_id": take("correlation_id", -1)})
