@@ -160,18 +160,29 @@ class Recorder:
         pack = _RECORD.pack
         room = max(0, MAX_RECORDS - len(self.records) // RECORD_SIZE)
         own = kept = 0
-        for before, after, ident, event, nth, code, lasti, context, handle in pending:
+        for before, after, ident, event_object, stream, code, lasti, context in pending:
+            # Which event and which record of it: numbered here, outside the windows, in
+            # the order the records were made.
+            try:
+                event = event_object._nsyswrap_event
+            except AttributeError:
+                event = _new_event(event_object)
+            nth = event[1] = event[1] + 1
             if context == OWN_CONTEXT:
                 own += 1
                 continue
+            try:
+                handle = stream.cuda_stream
+            except AttributeError:
+                handle = getattr(stream, "stream_id", -1)
             if kept == room:
                 self.dropped_records += 1
                 continue
             site = sites.get((id(code), lasti))
             if site is None:
                 site = self.site_code_of(code, lasti)
-            rows += pack(before, after - before, threads[ident][2], event, nth, site, context,
-                         handle)
+            rows += pack(before, after - before, threads[ident][2], event[0], nth, site,
+                         context, handle)
             kept += 1
         self.records += rows
         self.own_records += own
@@ -586,6 +597,8 @@ def _patch_event(module) -> None:
     if event_cls is None or getattr(event_cls, "_nsyswrap_hooked", False):
         return
     base = event_cls.__mro__[1]
+    if not hasattr(base, "record"):  # torch without CUDA: no events to time
+        return
     base_record = base.record
     base_elapsed = base.elapsed_time
     rec = RECORDER
@@ -625,17 +638,8 @@ def _patch_event(module) -> None:
             stream = current_stream()
         base_record(self, stream)
         after = clock()
-        try:
-            event = self._nsyswrap_event
-        except AttributeError:
-            event = _new_event(self)
-        nth = event[1] = event[1] + 1
-        try:
-            handle = stream.cuda_stream
-        except AttributeError:
-            handle = getattr(stream, "stream_id", -1)
-        append((before, after, ident, event[0], nth, frame.f_code, frame.f_lasti, context,
-                handle))
+        # The event and the stream themselves: numbered and read when packed.
+        append((before, after, ident, self, stream, frame.f_code, frame.f_lasti, context))
         if len(pending) >= PENDING_MAX:
             rec.pack(pause=True)
 
@@ -683,8 +687,8 @@ def _state_of(event) -> list[int]:
 def _note_elapsed(start, end, before: int, frame, value: float, error) -> None:
     rec = RECORDER
     after = _clock()
+    rec.pack()  # numbers the events' pending records first
     s, e = _state_of(start), _state_of(end)
-    rec.pack()
     with rec.lock:
         if frame.f_code.co_filename.startswith(_OWN_FOLDER):  # the harness's: not kept
             rec.own_elapsed += 1
@@ -830,7 +834,25 @@ def _mark_function():
         import nvtx
     except Exception:
         return None
+    _lift_nvtx_gate()
     return lambda text: nvtx.mark(message=text)
+
+
+def _lift_nvtx_gate() -> None:
+    """The nvtx package drops every mark under nsys 2022.x unless its domain gate is lifted
+    (nsyswrap/nvtx_compat.py, standard library only: loaded by path, as this file is)."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nvtx_compat.py")
+    try:
+        spec = importlib.util.spec_from_file_location("_nsyswrap_nvtx_compat", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        module.patch_nvtx_gate()
+    except Exception as e:  # the marks may then be dropped: say so in the document
+        if RECORDER is not None:
+            RECORDER.notes.append(f"could not lift the nvtx package's gate: "
+                                  f"{type(e).__name__}: {e}")
 
 
 def _range_push(name: str) -> None:

@@ -143,7 +143,7 @@ def kernel_totals(path: Path) -> dict[str, dict]:
 
 # -- the program's own timings (`nsyswrap run`'s runner records) ---------------------------
 
-RUNNER_DOC = '{"nsyswrap":"nsyswrap.user-events/1'
+RUNNER_DOC = '{"nsyswrap":"nsyswrap.user-events/'  # /1, /2 and their parts
 CLOCK_MARK = '{"nsyswrap":"nsyswrap.clock/1'
 OS_ID = (1 << 24) - 1  # a globalTid's low 24 bits: the OS thread id; the next 24: the pid
 # The runner's host clock is put on the report's by its clock marks; a record's call lies
@@ -180,7 +180,7 @@ def _marks(path: Path, prefix: str, with_time: bool = False) -> list[tuple]:
 
 def runner_documents(path: Path) -> list[dict]:
     """Every process's document of `nsyswrap run`'s runner: a mark of JSON each, or its
-    parts (nsyswrap.user-events/1/part) joined in order."""
+    parts (nsyswrap.user-events/N/part) joined in order."""
     docs, parts = [], {}
     for (text,) in _marks(path, RUNNER_DOC):
         doc = json.loads(text)

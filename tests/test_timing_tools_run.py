@@ -123,9 +123,6 @@ def test_the_timer_rows_say_what_timer_measured(run):
     assert result["user_timings"]["measured"] == 0
 
 
-@pytest.mark.xfail(strict=True, reason="the runner marks through the nvtx package where "
-                   "torch's NVTX is a stub (a CPU build) without lifting its gate "
-                   "(nsyswrap/nvtx_compat.py): nsys 2022.4 drops every mark")
 def test_the_runners_records_reach_the_report_without_help(tmp_path):
     result, report, _ = _run(tmp_path, lift_gate=False)
     assert runner_documents(report)

@@ -57,7 +57,7 @@ def runner_doc(path) -> dict:
     """The one process's document of the runner: a mark of JSON, or its parts joined."""
     docs, parts = [], {}
     for (text,) in sql(path, "SELECT text FROM NVTX_EVENTS WHERE text LIKE ?",
-                       ('{"nsyswrap":"nsyswrap.user-events/1%',)):
+                       ('{"nsyswrap":"nsyswrap.user-events/%',)):
         d = json.loads(text)
         if d["nsyswrap"].endswith("/part"):
             parts.setdefault(d["key"], {})[d["part"]] = d["text"]
