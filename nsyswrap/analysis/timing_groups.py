@@ -27,7 +27,7 @@ USER_INTERVAL_COLUMNS = [
     "start_stream_handle", "end_stream_handle", "value_ns", "predicted_ns", "residual_ns",
     "lead_idle_ns", "tail_idle_ns", "prior_busy_ns", "uncovered_busy_ns", "uncovered_ops",
     "joined_ops", "host_between_records_ns", "first_launch_ns", "work",
-    "copies_before_bytes", "copies_before_gap_ns",
+    "copies_before_bytes", "copies_before_gap_ns", "work_signature",
 ]
 GROUP_COLUMNS = [
     "key", "label", "kind", "pid", "start_site", "end_site", "scope", "instances",
@@ -116,6 +116,9 @@ def grouped(rows: pd.DataFrame, timers: pd.DataFrame, events: UserEvents,
         rows[c] = rows[c].fillna(0).astype("int64")
     rows["sync_ns"] = rows["sync_ns"].fillna(0.0)
     rows["work"] = rows["work"].fillna("") if "work" in rows else ""
+    # The shape of the window's work (kernel names and grids, copy sizes): 0 unknown.
+    rows["work_signature"] = (rows["work_signature"].fillna(0).astype("int64")
+                              if "work_signature" in rows else 0)
     rows["host_ns"] = rows["cpu_ns"] - rows["sync_ns"]
     rows["overhead_ns"] = rows["event_ns"] - rows["gpu_busy_ns"]
     rows["edge_ns"] = rows["event_ns"] - rows["gpu_span_ns"]

@@ -24,6 +24,10 @@ def _same_work(a: Analysis, t: Thresholds) -> list[Finding]:
     if it.empty or it["gpu_busy_ns"].isna().all():
         return []
     judged = it[it["kind"].isin(["events", "do_bench"]) & (it["work"] != "")]
+    if "work_signature" in judged:
+        # The same kernels on other sizes are other work: their launch grids (in the
+        # signature) tell them apart where the names do not.
+        judged = judged.assign(work=judged["work"] + " #" + judged["work_signature"].astype(str))
     by_group = []
     for (label, pid), g in judged.groupby(["label", "pid"], sort=False):
         work = g["work"].mode()
@@ -48,7 +52,7 @@ def _same_work(a: Analysis, t: Thresholds) -> list[Finding]:
             f"the same GPU work ({_short(work)}) takes {fmt_ns(fast[3])} at {fast[0]} and "
             f"{fmt_ns(slow[3])} at {slow[0]} (+{fmt_share(diff / fast[3])}, beyond the "
             f"{fmt_ns(noise)} spread): what ran before it differs (L2 contents, clocks)",
-            {"work": work, "by_place": {x[0]: {"kernels_median_ns": x[3], "iqr_ns": x[4]}
+            {"work": _names(work), "by_place": {x[0]: {"kernels_median_ns": x[3], "iqr_ns": x[4]}
                                         for x in same},
              "relative_difference": diff / fast[3], "noise_iqr_ns": noise},
             "Quote the number your workload resembles: fast for inputs just written that fit "
@@ -65,8 +69,13 @@ def _by_work(groups: list[tuple]) -> dict[tuple, list[tuple]]:
     return out
 
 
+def _names(work: str) -> str:
+    """A window's work as named: without the shape's signature (" #123")."""
+    return work.rsplit(" #", 1)[0]
+
+
 def _short(work: str) -> str:
-    names = work.split(" | ")
+    names = _names(work).split(" | ")
     head = ", ".join(n[:40] for n in names[:3])
     return head + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 

@@ -11,9 +11,10 @@ used for seven workloads, each with its own reason for what the events read:
   gemm        one large fp16 GEMM: the kernel is the window
   host_first  2 ms of host work (a sleep) before the kernel is launched
   joined      side-stream work joined back with wait_stream (torch records an event
-              itself): the events cover it, nothing to report
+              itself): the events cover it (no work missed)
 
-Each is timed 15 times by the same three lines. Prints each workload's median (ms).
+Each is timed 15 times by the same three lines, after a sync (each window starts on an
+idle GPU, so launching is in it). Prints each workload's median (ms).
 Profiled, unmodified, by scripts/make_fixtures_gpu.sh through `nsyswrap run`.
 """
 
