@@ -65,6 +65,9 @@ want user_edges && user_run edges -- "$here/workloads/torch_event_edges.py"
 want user_variants && user_run variants -- "$here/workloads/torch_user_variants.py"
 want user_timed && user_run timed -- "$here/workloads/torch_user_timed.py"
 want user_sweep && user_run sweep -- "$here/workloads/torch_user_sweep.py"
+# The same sweep again with one size more: `nsyswrap diff` matches the rows by key.
+want user_sweep_more && user_run sweep_more -- "$here/workloads/torch_user_sweep.py" \
+  512 1024 2048 4096 8192
 want user_harness && user_run harness -- "$here/workloads/torch_user_harness.py"
 want user_two_procs && user_run two_procs -- "$here/workloads/torch_user_two_procs.py"
 # Interrupted (Ctrl-C) once it has timed 200 steps: what was recorded up to then is kept.

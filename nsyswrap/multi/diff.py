@@ -35,7 +35,7 @@ from .thresholds import DiffThresholds
 SLOWER, FASTER, SAME, INCONCLUSIVE = "slower", "faster", "no significant change", "inconclusive"
 ADDED, REMOVED = "added", "removed"
 COMPARABLE, CAUTION, NOT_COMPARABLE = "comparable", "comparable with caution", "not comparable"
-ROW_COLUMNS = ["kind", "name", "metric", "base_count", "new_count", "base_median_ns",
+ROW_COLUMNS = ["kind", "name", "key", "metric", "base_count", "new_count", "base_median_ns",
                "new_median_ns", "change", "ci_low", "ci_high", "method", "verdict", "reason",
                "total_change_ns"]
 
@@ -166,7 +166,7 @@ def _count_change(b: Item, n: Item, comp: dict[str, Any], t: DiffThresholds) -> 
 
 def _row(b: Item | None, n: Item | None, comp: dict[str, Any], t: DiffThresholds) -> dict:
     one = b or n
-    row = {"kind": one.kind, "name": one.name, "metric": one.metric,
+    row = {"kind": one.kind, "name": one.name, "key": one.key, "metric": one.metric,
            "base_count": b.count if b else 0, "new_count": n.count if n else 0,
            "base_median_ns": b.median_ns if b else None,
            "new_median_ns": n.median_ns if n else None, "change": None, "ci_low": None,

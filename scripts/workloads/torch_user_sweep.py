@@ -4,15 +4,17 @@
   (the size is a local, not an argument: only the GPU work tells the windows apart);
 - `bench(n)`: one function called per size from a loop (the argument tells them apart).
 
-Each size is timed 6 times (a matmul of n×n fp16). Prints n and the median (ms).
+Each size is timed 6 times (a matmul of n×n fp16, a relu). Prints n and the median (ms).
+`python torch_user_sweep.py [SIZE ...]` sweeps those sizes (default 512 1024 2048 4096).
 Profiled, unmodified, by scripts/make_fixtures_gpu.sh through `nsyswrap run`.
 """
 
 import statistics
+import sys
 
 import torch
 
-SIZES = [512, 1024, 2048, 4096]
+SIZES = [int(n) for n in sys.argv[1:]] or [512, 1024, 2048, 4096]
 
 
 def sweep(sizes, repeats=6):

@@ -54,7 +54,7 @@ def ranks_document(a: RankAnalysis) -> dict[str, Any]:
     }
 
 
-DIFF_ROW_FIELDS = ["kind", "name", "metric", "base_count", "new_count", "base_median_ns",
+DIFF_ROW_FIELDS = ["kind", "name", "key", "metric", "base_count", "new_count", "base_median_ns",
                    "new_median_ns", "change", "ci_low", "ci_high", "method", "verdict",
                    "reason", "total_change_ns"]
 
