@@ -296,11 +296,17 @@ class WindowTotals:
         grid = _grid(chunk, e)
         detail = np.where(kernel, grid, chunk["bytes"][e].astype("int64"))
         name = np.where(kernel, chunk["name"][e].astype("int64"), -1)
-        raw = _mix(_mix(_mix(source) ^ name.astype(np.uint64)) ^ detail.astype(np.uint64))
+        # A kernel is told by its demangled name (its code stands for one text in either
+        # source; two kernels may share a short name).
+        full = np.where(kernel, chunk["full_name"][e].astype("int64"), -1)
+        raw = _mix(_mix(_mix(source) ^ full.astype(np.uint64)) ^ detail.astype(np.uint64))
         codes = self.shapes.get_indexer(raw)
         new = codes < 0
         if new.any():
-            self.shapes = self.shapes.append(pd.Index(pd.unique(raw[new])))
+            # Numbered in the operations' (start) order, not the pairs': the same numbers
+            # whatever the chunks.
+            by_start = np.argsort(e[new], kind="stable")
+            self.shapes = self.shapes.append(pd.Index(pd.unique(raw[new][by_start])))
             codes = self.shapes.get_indexer(raw)
         hashed = _mix(codes.astype(np.uint64) + np.uint64(1))
         heads, groups = _heads(w)
