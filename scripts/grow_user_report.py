@@ -21,7 +21,6 @@ import base64
 import json
 import shutil
 import sqlite3
-import struct
 import zlib
 from pathlib import Path
 
@@ -152,7 +151,8 @@ def main() -> None:
     elapsed = np.concatenate([elapsed, one])
     doc["records"], doc["records_rows"] = packed(records.tobytes()), len(records)
     doc["elapsed"], doc["elapsed_rows"] = packed(elapsed.tobytes()), len(elapsed)
-    db.execute("UPDATE NVTX_EVENTS SET text = ? WHERE rowid = ?", (json.dumps(doc, separators=(",", ":")), rowid))
+    text = json.dumps(doc, separators=(",", ":"))  # as the runner writes it
+    db.execute("UPDATE NVTX_EVENTS SET text = ? WHERE rowid = ?", (text, rowid))
     db.commit()
     db.execute("VACUUM")
     db.close()

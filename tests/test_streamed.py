@@ -385,3 +385,32 @@ def test_compressed_sequences_give_back_every_value_in_order(monkeypatch):
     kept._compress()
     assert kept.nbytes < durations.nbytes
     np.testing.assert_array_equal(kept.values(), durations.astype(np.int64))
+
+
+@pytest.mark.parametrize("path", USER_REPORTS, ids=lambda p: p.name)
+def test_reports_with_the_runners_records_are_read_once(path, monkeypatch,
+                                                        stream_small_reports):
+    """The program's windows are measured in the stream's pass (engine/windows.py): no
+    fallback, no second read of the report."""
+    from nsyswrap.database import OpenReport
+
+    def read_again(self):
+        raise AssertionError("the report was read whole after the stream")
+
+    import nsyswrap.analysis as analysis_package
+
+    calls = []
+    real = analysis_package.analyze_streamed
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(OpenReport, "read_whole", read_again)
+    monkeypatch.setattr(analysis_package, "analyze_streamed", counted)
+    streamed_once = compare(path, operations=False)
+    loaded = compare(nsyswrap.load(path))
+    assert calls == [1]
+    for name in ("intervals", "groups", "summary"):
+        pd.testing.assert_frame_equal(getattr(streamed_once.analysis.user_timings, name),
+                                      getattr(loaded.analysis.user_timings, name), obj=name)
