@@ -29,11 +29,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nsyswrap.analysis import analyze
-from nsyswrap.analysis.user_timings import GpuOps, user_timings
 from nsyswrap.cli import main
 from nsyswrap.diagnose import Thresholds, diagnose
 from nsyswrap.loader import load
-from nsyswrap.schema import USER_FLOOR_RANGE
 
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 
@@ -67,20 +65,15 @@ CODE_EDGES = {
 
 @pytest.fixture(scope="module")
 def seed():
-    """The seed report loaded and analysed once; what user_timings takes besides it; the
-    runner's document and where it lies in the marks."""
+    """The seed report loaded and analysed once; the runner's document and where it lies
+    in the marks."""
     report = load(USER_SEED)
     analysis = analyze(report)
-    instances = analysis.instances
-    floor_windows = instances.rows(
-        np.flatnonzero((instances["name"] == USER_FLOOR_RANGE).to_numpy()),
-        ["pid", "start_ns", "gpu_busy_ns"])
     marks = report.marks
     at = int(np.flatnonzero(marks["text"].astype(str).str.startswith(
         '{"nsyswrap":"nsyswrap.user-events/1"').to_numpy())[0])
     doc = json.loads(marks["text"].iloc[at])
-    return _Seed({"report": report, "analysis": analysis, "floor_windows": floor_windows,
-                  "ops": GpuOps.of(analysis.attribution.gpu_ops), "marks": marks, "at": at,
+    return _Seed({"report": report, "analysis": analysis, "marks": marks, "at": at,
                   "doc": doc, "doc_2": runner_document_2(doc)})
 
 
@@ -191,10 +184,8 @@ def test_any_runner_document_analyses_or_is_left_out_with_a_note(seed, data):
     mark = marks.iloc[[seed["at"]] * len(texts)].assign(text=texts)
     marks = pd.concat([marks.drop(index=marks.index[seed["at"]]), mark], ignore_index=True)
     report = dataclasses.replace(seed["report"], marks=marks)
-    analysis = seed["analysis"]
-    mine = user_timings(report, seed["ops"], analysis.attribution.blocking_calls,
-                        seed["floor_windows"])
-    diagnose(dataclasses.replace(analysis, user_timings=mine), Thresholds())
+    # The engine measures the windows the marks give (engine/windows.py): analysed again.
+    diagnose(analyze(report, keep_pairs=False), Thresholds())
 
 
 # -- the export's integer columns ----------------------------------------------------------------

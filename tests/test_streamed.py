@@ -33,9 +33,10 @@ from nsyswrap.operations import (
 from nsyswrap.single import compare
 
 DDP_ONE = DATA / "h200x2_ddp_straggler_one.sqlite"
-# Reports holding `nsyswrap run`'s records of the program's own timings are analysed whole
-# (their windows need every operation): tests/test_user_timings_render.py covers them.
-STREAMABLE = [p for p in ALL_REPORTS if not p.name.startswith("h100_user_")]
+# Every fixture streams, those holding `nsyswrap run`'s records of the program's own
+# timings (h100_user_*) included.
+STREAMABLE = list(ALL_REPORTS)
+USER_REPORTS = [p for p in ALL_REPORTS if p.name.startswith("h100_user_")]
 GPU_REPORTS = [p for p in STREAMABLE if p.name.startswith("h")]
 # Operations per chunk in the tests: a few dozen chunks per fixture, each cut inside
 # ranges, unions and device busy windows.
@@ -55,6 +56,10 @@ def assert_same_analysis(s, w):
     pd.testing.assert_frame_equal(s.instances.frame(), w.instances.frame(), obj="instances")
     for name in ("kernels", "ranges", "processes", "iterations", "benchmarks"):
         pd.testing.assert_frame_equal(getattr(s, name), getattr(w, name), obj=name)
+    su, wu = s.user_timings, w.user_timings
+    for name in ("intervals", "groups", "summary", "unmeasured", "unreconciled"):
+        pd.testing.assert_frame_equal(getattr(su, name), getattr(wu, name), obj=name)
+    assert (su.records, su.measured, su.notes) == (wu.records, wu.measured, wu.notes)
     sa, wa = s.attribution, w.attribution
     assert not sa.pairs_kept and wa.pairs_kept and len(sa.gpu_ops) == 0
     assert sa.operations == len(wa.gpu_ops)
@@ -380,3 +385,32 @@ def test_compressed_sequences_give_back_every_value_in_order(monkeypatch):
     kept._compress()
     assert kept.nbytes < durations.nbytes
     np.testing.assert_array_equal(kept.values(), durations.astype(np.int64))
+
+
+@pytest.mark.parametrize("path", USER_REPORTS, ids=lambda p: p.name)
+def test_reports_with_the_runners_records_are_read_once(path, monkeypatch,
+                                                        stream_small_reports):
+    """The program's windows are measured in the stream's pass (engine/windows.py): no
+    fallback, no second read of the report."""
+    from nsyswrap.database import OpenReport
+
+    def read_again(self):
+        raise AssertionError("the report was read whole after the stream")
+
+    import nsyswrap.analysis as analysis_package
+
+    calls = []
+    real = analysis_package.analyze_streamed
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(OpenReport, "read_whole", read_again)
+    monkeypatch.setattr(analysis_package, "analyze_streamed", counted)
+    streamed_once = compare(path, operations=False)
+    loaded = compare(nsyswrap.load(path))
+    assert calls == [1]
+    for name in ("intervals", "groups", "summary"):
+        pd.testing.assert_frame_equal(getattr(streamed_once.analysis.user_timings, name),
+                                      getattr(loaded.analysis.user_timings, name), obj=name)

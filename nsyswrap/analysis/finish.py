@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..loader import has_runner_records
 from ..report import CallSummaries, Report, ReportInfo
 from ..schema import USER_FLOOR_RANGE
 from .attribution import Attribution
@@ -40,7 +39,7 @@ from .reconcile import (
 from .summary import range_summary
 from .texts import text_where
 from .timing_groups import DEFAULT_FLOOR_NS
-from .user_timings import GpuOps, UserTimings, user_timings
+from .user_timings import UserTimings, UserWindows, user_timings
 
 
 @dataclass
@@ -206,9 +205,12 @@ def with_families(instances: InstanceTable | pd.DataFrame, marks: pd.DataFrame, 
 
 def finished(report: Report, instances: InstanceTable, runs: list[dict], *,
              kernels: pd.DataFrame, attribution: Attribution, processes: pd.DataFrame,
-             latency, by_process: bool, all_domains: bool) -> Analysis:
+             latency, by_process: bool, all_domains: bool,
+             windows: tuple[UserWindows, pd.DataFrame | None]) -> Analysis:
     """The Analysis from its per-range instances (with_families done) and the rest.
-    `latency`: the pooled launch latency per summary group (range_summary's)."""
+    `latency`: the pooled launch latency per summary group (range_summary's); `windows`:
+    the program's timed windows and what the engine measured of them (None: no GPU
+    operations)."""
     instances.set_rows(GPU_INSTANCE_COLUMNS, lost_tail(report.info, instances).to_numpy(),
                        np.nan)
     its = iterations(instances, runs)
@@ -218,17 +220,11 @@ def finished(report: Report, instances: InstanceTable, runs: list[dict], *,
     ranges["harness"] = pairs_in(ranges, harness) | runner_ranges(ranges["domain"],
                                                                    ranges["name"])
     ranges["library"] = library_mask(ranges["domain"], ranges["name"])
-    # An analysis of the export as it is read keeps no operation: it leaves reports with
-    # the runner's records to the loaded one (engine.analyze.analyze_streamed).
-    # Only a report with the runner's records reads them (as text columns: ~0.3 GB more
-    # at 2 M operations otherwise).
-    kept = len(attribution.gpu_ops) == attribution.operations
-    ops = (GpuOps.of(attribution.gpu_ops) if kept and has_runner_records(report.marks)
-           else None)
     floor_windows = instances.rows(
         np.flatnonzero((instances["name"] == USER_FLOOR_RANGE).to_numpy()),
         ["pid", "start_ns", "gpu_busy_ns"])
-    mine = user_timings(report, ops, attribution.blocking_calls, floor_windows)
+    mine = user_timings(report, *windows, attribution.blocking_calls,
+                        attribution.host_copies, floor_windows)
     report.info.notes.extend(mine.notes)
     analysis = Analysis(
         info=report.info,

@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from ..report import Report, thread_ids
-from ..union import union_length
+from .engine.windows import THREAD_BITS, pairs_in_windows, stream_key
 from .reconcile import BENCHMARK_COLUMNS
 from .timing_groups import (
     GROUP_COLUMNS,
@@ -48,6 +48,9 @@ from .timing_groups import (
 )
 from .user_events import UserEvents, match_records
 
+# What each interval's work is (engine/windows.py), for grouping windows that do the same
+# work, and their values where nothing was measured.
+WORK_COLUMNS = {"work_ops": 0, "work_signature": 0, "main_kernel": "", "main_grid": ""}
 # How far back from a start record host copies on its stream are said to precede it.
 COPIES_BEFORE_NS = 10_000_000
 @dataclass
@@ -83,80 +86,110 @@ def _empty(columns: list[str]) -> pd.DataFrame:
 
 
 @dataclass
-class GpuOps:
-    """The report's GPU operations as the reconciliation reads them (numpy columns):
-    start_ns, end_ns, launch_ns (the launching call's start; -1 unknown), thread (the
-    launching thread's key), stream (the trace's stream id), kernel, host_copy, pageable
-    (bool), bytes, name (a code into `names`)."""
+class UserWindows:
+    """The program's timed windows as the report's marks give them, before any GPU work is
+    read: what the engine measures (`to_measure`, engine/windows.WindowTotals) and what
+    user_timings needs besides the numbers."""
 
-    columns: dict[str, np.ndarray]
-    names: list[str] = field(default_factory=list)
+    events: UserEvents = field(default_factory=UserEvents)
+    labels: SiteLabels | None = None
+    # One row per matched elapsed_time() (see _intervals), and per Timer measurement.
+    rows: pd.DataFrame = field(default_factory=pd.DataFrame)
+    timers: pd.DataFrame = field(default_factory=pd.DataFrame)
+    unreconciled: pd.DataFrame = field(default_factory=pd.DataFrame)
 
-    @classmethod
-    def of(cls, gpu_ops: pd.DataFrame) -> GpuOps:
-        """From an attribution's gpu_ops (analysis/gpu_ops.py)."""
-        copy_kind = gpu_ops["copy_kind"].astype(str).to_numpy()
-        src = gpu_ops["src_kind"].astype(str).to_numpy()
-        dst = gpu_ops["dst_kind"].astype(str).to_numpy()
-        host_copy = np.isin(copy_kind, ("HtoD", "DtoH"))
-        names = pd.Categorical(gpu_ops["name"].astype(str))
-        return cls({
-            "start_ns": gpu_ops["start_ns"].to_numpy("int64"),
-            "end_ns": gpu_ops["end_ns"].to_numpy("int64"),
-            "launch_ns": gpu_ops["launch_start_ns"].to_numpy("int64"),
-            "thread": np.asarray(gpu_ops["thread"].to_numpy(), dtype="int64"),
-            "stream": gpu_ops["stream_id"].to_numpy("int64"),
-            "kernel": (gpu_ops["kind"].astype(str) == "kernel").to_numpy(),
-            "host_copy": host_copy,
-            "pageable": host_copy & ((src == "pageable") | (dst == "pageable")),
-            "bytes": gpu_ops["bytes"].to_numpy("int64"),
-            "name": np.asarray(names.codes, dtype="int64"),
-        }, [str(c) for c in names.categories])
+    def unknown_streams(self) -> bool:
+        """Whether a record's stream is not in the trace (no CUDA event trace: nsys 2022.4,
+        or --cuda-event-trace off): it is found by `vote`, from the GPU operations."""
+        r = self.rows
+        return bool(len(r)) and bool(((r["start_stream_id"] < 0)
+                                      | (r["end_stream_id"] < 0)).any())
 
-    def __len__(self) -> int:
-        return len(self.columns["start_ns"])
+    def vote(self, thread: np.ndarray, launch: np.ndarray, stream: np.ndarray) -> None:
+        """Without CUDA event trace the records' streams are unknown (-1). torch gives each
+        record its stream's handle: each handle is the trace's stream that most of its
+        windows' first operations (launched by the recording thread after the start
+        record) ran on. In place; `thread`, `launch`, `stream`: every GPU operation's."""
+        rows = self.rows
+        known = launch >= 0
+        t0 = rows["start_time_ns"].to_numpy("int64")
+        t1 = rows["end_time_ns"].to_numpy("int64")
+        w, e = pairs_in_windows(rows["start_thread"].to_numpy("int64") & THREAD_BITS, t0, t1,
+                                thread[known] & THREAD_BITS, launch[known])
+        first = np.full(len(rows), -1, "int64")
+        if len(w):
+            order = np.lexsort((e, launch[known][e], w))
+            w, e = w[order], e[order]
+            heads = np.flatnonzero(np.r_[True, w[1:] != w[:-1]])
+            first[w[heads]] = stream[known][e[heads]]
+        stream_now = rows["start_stream_id"].to_numpy("int64").copy()
+        end_stream = rows["end_stream_id"].to_numpy("int64").copy()
+        pid = rows["pid"].to_numpy("int64")
+        handles = rows["start_stream_handle"].to_numpy("int64")
+        votes = pd.DataFrame({"pid": pid, "handle": handles, "stream": first})
+        votes = votes[votes["stream"] >= 0]
+        best = (votes.groupby(["pid", "handle"])["stream"].agg(
+            lambda v: v.value_counts().index[0]) if len(votes) else pd.Series(dtype="int64"))
+        lookup = best.to_dict()
+        end_handles = rows["end_stream_handle"].to_numpy("int64")
+        for i in np.flatnonzero(stream_now < 0):
+            stream_now[i] = lookup.get((pid[i], handles[i]), first[i])
+        for i in np.flatnonzero(end_stream < 0):
+            end_stream[i] = lookup.get((pid[i], end_handles[i]), stream_now[i])
+        rows["start_stream_id"] = stream_now
+        rows["end_stream_id"] = end_stream
+
+    def to_measure(self, event_calls: pd.DataFrame) -> pd.DataFrame:
+        """The windows as engine/windows.WindowTotals takes them: the event windows (with
+        the last wait that joins other streams' work to each), then the Timer
+        measurements."""
+        r, t = self.rows, self.timers
+        columns = {c: np.zeros(0, "int64") for c in ("start_ns", "end_ns", "stream_key",
+                                                     "end_stream", "thread", "wait_ns")}
+        parts = [pd.DataFrame(columns | {"by_stream": np.zeros(0, bool)})]
+        if len(r):
+            stream = r["start_stream_id"].to_numpy("int64")
+            end_stream = r["end_stream_id"].to_numpy("int64")
+            parts.append(pd.DataFrame({
+                "start_ns": r["start_time_ns"].to_numpy("int64"),
+                "end_ns": r["end_time_ns"].to_numpy("int64"),
+                "stream_key": np.where(stream >= 0, stream_key(r["pid"], stream), -1),
+                "end_stream": end_stream, "thread": r["start_thread"].to_numpy("int64"),
+                "wait_ns": _last_waits(r, stream, end_stream, event_calls),
+                "by_stream": True}))
+        if len(t):
+            thread = (t["pid"].to_numpy("int64") << 24) | t["tid"].to_numpy("int64")
+            parts.append(pd.DataFrame({
+                "start_ns": t["start_time_ns"].to_numpy("int64"),
+                "end_ns": t["end_time_ns"].to_numpy("int64"), "stream_key": -1,
+                "end_stream": -1, "thread": thread, "wait_ns": -1, "by_stream": False}))
+        return pd.concat(parts, ignore_index=True)
 
 
-class _ByKey:
-    """Operations (or calls) sorted by (key, launch time), with prefix sums for windows."""
-
-    def __init__(self, key: np.ndarray, time: np.ndarray, values: dict[str, np.ndarray]):
-        order = np.lexsort((time, key))
-        self.key, self.time = key[order], time[order]
-        self.values = {k: v[order] for k, v in values.items()}
-        self.keys, self.starts = np.unique(self.key, return_index=True)
-        self.ends = np.append(self.starts[1:], len(self.key))
-
-    def bounds(self, key: np.ndarray, low: np.ndarray, high: np.ndarray,
-               ) -> tuple[np.ndarray, np.ndarray]:
-        """Rows [lo, hi) of each key whose time lies in (low, high)."""
-        at = np.searchsorted(self.keys, key)
-        at = np.minimum(at, max(len(self.keys) - 1, 0))
-        known = (len(self.keys) > 0) & (self.keys[at] == key) if len(self.keys) else \
-            np.zeros(len(key), bool)
-        lo = np.zeros(len(key), "int64")
-        hi = np.zeros(len(key), "int64")
-        # A search per distinct key (a few streams or threads), not per window: a million
-        # windows are a million Python steps otherwise.
-        for k in np.unique(at[known]):
-            rows = np.flatnonzero(known & (at == k))
-            s, e = self.starts[k], self.ends[k]
-            lo[rows] = s + np.searchsorted(self.time[s:e], low[rows], side="right")
-            hi[rows] = s + np.searchsorted(self.time[s:e], high[rows], side="left")
-        return lo, np.maximum(hi, lo)
-
-    def cumulative(self, name: str) -> np.ndarray:
-        return np.concatenate([[0], np.cumsum(self.values[name])])
-
-
-def user_timings(report: Report, ops: GpuOps | None, blocking: pd.DataFrame,
-                 floor_windows: pd.DataFrame | None = None) -> UserTimings:
-    """The program's own timings in `report` (its marks hold the runner's records), against
-    the GPU operations `ops` (None: a report without CUDA trace), the blocking calls
-    (report.api_calls' columns) and the runner's event-floor windows (range instances named
-    USER_FLOOR_RANGE: pid, start_ns, gpu_busy_ns)."""
-    out = UserTimings(event_records_in_report=report.event_call_count)
+def user_windows(report: Report) -> UserWindows:
+    """The program's timed windows in `report`'s marks (the runner's records): its
+    elapsed_time() intervals and Timer measurements."""
     events = match_records(report)
+    out = UserWindows(events=events)
+    if not events:
+        return out
+    out.labels = SiteLabels(events)
+    out.rows, out.unreconciled = _intervals(events, out.labels)
+    out.timers = _timer_measurements(events, out.labels)
+    return out
+
+
+def user_timings(report: Report, windows: UserWindows, numbers: pd.DataFrame | None,
+                 blocking: pd.DataFrame, host_copies: pd.DataFrame,
+                 floor_windows: pd.DataFrame | None = None) -> UserTimings:
+    """The program's own timings in `report`: its windows (user_windows) with the numbers
+    the engine measured of them (WindowTotals.numbers, the event windows' rows then the
+    Timer measurements'; None: a report without CUDA trace), the blocking calls
+    (report.api_calls' columns), the host copies (Attribution.host_copies) and the
+    runner's event-floor windows (range instances named USER_FLOOR_RANGE: pid, start_ns,
+    gpu_busy_ns)."""
+    out = UserTimings(event_records_in_report=report.event_call_count)
+    events = windows.events
     out.notes.extend(events.notes)
     if not events:
         return out
@@ -164,20 +197,64 @@ def user_timings(report: Report, ops: GpuOps | None, blocking: pd.DataFrame,
     out.measured = int(sum(len(p.elapsed) for p in events.processes))
     costs = [p.hook_cost_ns for p in events.processes if p.hook_cost_ns is not None]
     out.hook_cost_ns = float(np.median(costs)) if costs else None
-    if ops is None or not len(ops):
+    measured = numbers is not None and report.info.has_gpu_activity
+    if not measured:
         out.notes.append("the report has no GPU operations: the program's timings are listed, "
                          "not reconciled")
-    labels = SiteLabels(events)
-    rows, unreconciled = _intervals(events, labels)
+    labels = windows.labels
+    rows, timers = windows.rows.copy(), windows.timers.copy()
     out.unmeasured = _unmeasured(events, labels)
-    out.unreconciled = unreconciled
-    if not rows.empty and ops is not None and len(ops):
-        _reconcile(rows, events, ops, blocking, report.event_calls)
-    timers = _timer_measurements(events, labels, ops)
+    out.unreconciled = windows.unreconciled
+    if measured:
+        n = len(rows)
+        if n:
+            _event_numbers(rows, numbers.iloc[:n].reset_index(drop=True), blocking,
+                           host_copies)
+        if len(timers):
+            _timer_numbers(timers, numbers.iloc[n:].reset_index(drop=True))
     if rows.empty and timers.empty:
         return out
     intervals, groups, summary = grouped(rows, timers, events, floor_windows, labels)
-    out.intervals, out.groups, out.summary = intervals, groups, summary
+    out.intervals = _with_work_columns(intervals, rows, timers)
+    out.groups, out.summary = groups, summary
+    return out
+
+
+def _with_work_columns(intervals: pd.DataFrame, rows: pd.DataFrame, timers: pd.DataFrame
+                       ) -> pd.DataFrame:
+    """The intervals (grouped's: the event windows then the Timer measurements, in a stable
+    order of measured_at_ns) with WORK_COLUMNS, the grouping's input for windows doing the
+    same work."""
+    parts = [f for f in (rows, timers) if not f.empty]
+    both = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+    both = both.sort_values(["measured_at_ns"], kind="stable").reset_index(drop=True)
+    if not np.array_equal(both["start_time_ns"].to_numpy("int64"),
+                          intervals["start_ns"].to_numpy("int64")):
+        raise AssertionError("user_timings: the grouped intervals are in another order")
+    out = intervals.copy()
+    for c, empty in WORK_COLUMNS.items():
+        out[c] = both[c].to_numpy() if c in both else empty
+    return out
+
+
+def _last_waits(rows: pd.DataFrame, stream: np.ndarray, end_stream: np.ndarray,
+                event_calls: pd.DataFrame) -> np.ndarray:
+    """Per window, the last cudaStreamWaitEvent of its recording thread between its records
+    on its stream or the end record's (or on a stream not traced): the recording thread's
+    work on other streams launched before it is joined; -1 none."""
+    out = np.full(len(rows), -1, "int64")
+    waits = event_calls[event_calls["api"] == "wait"]
+    if not len(waits):
+        return out
+    wait_stream = waits["stream_id"].to_numpy("int64")
+    wait_time = waits["start_ns"].to_numpy("int64")
+    w, e = pairs_in_windows(rows["start_thread"].to_numpy("int64") & THREAD_BITS,
+                            rows["start_time_ns"].to_numpy("int64"),
+                            rows["end_time_ns"].to_numpy("int64"),
+                            waits["thread"].to_numpy("int64") & THREAD_BITS, wait_time)
+    mine = ((wait_stream[e] == stream[w]) | (wait_stream[e] == end_stream[w])
+            | (wait_stream[e] < 0))
+    np.maximum.at(out, w[mine], wait_time[e[mine]])
     return out
 
 
@@ -268,223 +345,110 @@ def _is_torch_file(path: str) -> bool:
     return f"{os.sep}torch{os.sep}" in path or f"{os.sep}triton{os.sep}" in path
 
 
-def _reconcile(rows: pd.DataFrame, events: UserEvents, ops: GpuOps, blocking: pd.DataFrame,
-               event_calls: pd.DataFrame) -> None:
-    """Fill each interval's GPU columns (see the module docstring), in place."""
-    n = len(rows)
-    col = ops.columns
+def _event_numbers(rows: pd.DataFrame, m: pd.DataFrame, blocking: pd.DataFrame,
+                   host_copies: pd.DataFrame) -> None:
+    """Fill each event window's GPU columns (see the module docstring) from what the engine
+    measured of it (`m`: WindowTotals.numbers), in place."""
     t0 = rows["start_time_ns"].to_numpy("int64")
     t1 = rows["end_time_ns"].to_numpy("int64")
     start_call_end = rows["start_call_end_ns"].to_numpy("int64")
     end_call_end = rows["end_call_end_ns"].to_numpy("int64")
-    stream = rows["start_stream_id"].to_numpy("int64").copy()
-    end_stream = rows["end_stream_id"].to_numpy("int64").copy()
-    thread = rows["start_thread"].to_numpy("int64")
-    pid = rows["pid"].to_numpy("int64")
-    _unknown_streams(rows, stream, end_stream, thread, t0, t1, ops)
-
-    launched = col["launch_ns"] >= 0
-    dur = col["end_ns"] - col["start_ns"]
-    op_pid, _ = thread_ids(col["thread"])
-    # Per (process, stream), in launch order: on one stream the operations run one after
-    # another, so busy time is a sum and the last launched ends last.
-    stream_key = op_pid[launched] * (1 << 32) + (col["stream"][launched] & 0xFFFFFFFF)
-    by_stream = _ByKey(stream_key, col["launch_ns"][launched], {
-        "start": col["start_ns"][launched], "end": col["end_ns"][launched],
-        "dur": dur[launched], "kernel": col["kernel"][launched].astype("int64"),
-        "copy": col["host_copy"][launched].astype("int64"),
-        "copy_ns": np.where(col["host_copy"], dur, 0)[launched],
-        "bytes": np.where(col["host_copy"], col["bytes"], 0)[launched],
-        "pageable": col["pageable"][launched].astype("int64"),
-        "launch": col["launch_ns"][launched], "name": col["name"][launched]})
-    key = pid * (1 << 32) + (stream & 0xFFFFFFFF)
-    lo, hi = by_stream.bounds(key, t0, t1)
-    v = by_stream.values
-    count = hi - lo
-    has = count > 0
-    csum = {name: by_stream.cumulative(name) for name in ("dur", "kernel", "copy", "copy_ns",
-                                                          "bytes", "pageable")}
-    busy = (csum["dur"][hi] - csum["dur"][lo]).astype("float64")
-    first = np.where(has, v["start"][np.minimum(lo, len(v["start"]) - 1)] if len(v["start"])
-                     else 0, 0)
-    # One stream runs its operations one after another: the last launched ends last.
-    last_end = np.where(has, v["end"][np.maximum(hi - 1, 0)] if len(v["end"]) else 0, 0)
-    # The last operation launched on the stream before the start record (same key only).
-    key_start = _key_starts(by_stream, key)
-    before = lo - 1
-    prior = (before >= key_start) & (before >= 0)
-    prior_end = np.where(prior, v["end"][np.maximum(before, 0)] if len(v["end"]) else 0, 0)
-    first_launch = np.where(has, v["launch"][np.minimum(lo, max(len(v["launch"]) - 1, 0))]
-                            if len(v["launch"]) else 0, 0)
-    gaps, max_gap = _segment_gaps(v["start"], v["end"], lo, hi)
-    # Host copies on the stream just before the start record: people read a slow window
-    # that follows them as the copy's time (they are not in it when they ended before).
-    # (Launched up to 5x as long before, for copies big enough to take that long.)
-    blo, bhi = by_stream.bounds(key, t0 - 5 * COPIES_BEFORE_NS, t0)
-    copies_before = np.zeros(n, "int64")
-    copies_before_end = np.zeros(n, "int64")
-    for i in np.flatnonzero(csum["copy"][bhi] > csum["copy"][blo]):
-        s = slice(blo[i], bhi[i])
-        near = (v["copy"][s] > 0) & (v["end"][s] >= t0[i] - COPIES_BEFORE_NS)
-        if near.any():
-            copies_before[i] = int(v["bytes"][s][near].sum())
-            copies_before_end[i] = int(v["end"][s][near].max())
-
-    # Work the recording thread launched on other streams in the window: joined when the
-    # stream waited for it (a cudaStreamWaitEvent after its launch, before the end record),
-    # else uncovered.
-    uncovered_busy = np.zeros(n)
-    uncovered_ops = np.zeros(n, "int64")
-    joined_ops = np.zeros(n, "int64")
-    joined_busy = np.zeros(n)
-    joined_last = np.zeros(n, "int64")
-    by_thread = _ByKey(col["thread"][launched], col["launch_ns"][launched], {
-        "stream": col["stream"][launched], "start": col["start_ns"][launched],
-        "end": col["end_ns"][launched], "dur": dur[launched]})
-    tlo, thi = by_thread.bounds(thread, t0, t1)
-    waits = event_calls[event_calls["api"] == "wait"]
-    wait_thread = waits["thread"].to_numpy("int64")
-    wait_time = waits["start_ns"].to_numpy("int64")
-    wait_stream = waits["stream_id"].to_numpy("int64")
-    tv = by_thread.values
-    for i in np.flatnonzero((thi - tlo) > count):
-        s = slice(tlo[i], thi[i])
-        other = tv["stream"][s] != stream[i]
-        if not other.any():
-            continue
-        launches = by_thread.time[s][other]
-        mine = (wait_thread == thread[i]) & (wait_time < t1[i]) & (wait_time > t0[i]) & (
-            (wait_stream == stream[i]) | (wait_stream == end_stream[i]) | (wait_stream < 0))
-        last_wait = wait_time[mine].max() if mine.any() else -1
-        # Work on the end record's own stream (start and end on two streams) is what the
-        # end event waits for; other streams' only where the stream was made to wait.
-        joined = (launches < last_wait) | (tv["stream"][s][other] == end_stream[i])
-        starts, ends, durs = tv["start"][s][other], tv["end"][s][other], tv["dur"][s][other]
-        joined_ops[i] = int(joined.sum())
-        joined_busy[i] = float(durs[joined].sum())
-        joined_last[i] = int(ends[joined].max()) if joined.any() else 0
-        uncovered_ops[i] = int((~joined).sum())
-        uncovered_busy[i] = float(union_length(starts[~joined], ends[~joined]))
-
+    thread = rows["start_thread"].to_numpy("int64") & THREAD_BITS
+    own = m["own_ops"].to_numpy("int64")
+    has = own > 0
+    joined_ops = m["joined_ops"].to_numpy("int64")
+    uncovered_ops = m["uncovered_ops"].to_numpy("int64")
+    first = np.nan_to_num(m["first_start_ns"].to_numpy("float64")).astype("int64")
+    first_launch = np.nan_to_num(m["first_launch_ns"].to_numpy("float64")).astype("int64")
+    # The last end of the work the window covers (its own and the joined operations).
+    last_all = np.nan_to_num(m["last_end_ns"].to_numpy("float64")).astype("int64")
+    prior_end = m["prior_end_ns"].to_numpy("int64")
+    busy = m["gpu_busy_ns"].to_numpy("float64")
+    uncovered_busy = m["uncovered_busy_ns"].to_numpy("float64")
     # The window the trace implies: from the start record (or the work it waited for) to
     # the end record (or the last operation, joined ones included).
-    last_all = np.maximum(last_end, joined_last)
     est_start = np.maximum(start_call_end, prior_end)
     est_end = np.maximum(end_call_end, last_all)
     predicted = (est_end - est_start).astype("float64")
-    lead = np.where(has, first - est_start, 0).astype("float64")
-    tail = np.where(has | (joined_ops > 0), est_end - last_all, 0).astype("float64")
-    span_end = np.maximum(last_end, joined_last)
-    span = np.where(has, span_end - first, 0).astype("float64")
-    covered_busy = busy + joined_busy
-
-    # Blocking calls of the recording thread between the two records.
-    b_thread = np.asarray(blocking["thread"].to_numpy(), dtype="int64") if len(blocking) \
-        else np.zeros(0, "int64")
-    by_call = _ByKey(b_thread, blocking["start_ns"].to_numpy("int64") if len(blocking)
-                     else np.zeros(0, "int64"),
-                     {"dur": (blocking["end_ns"] - blocking["start_ns"]).to_numpy("int64")
-                      if len(blocking) else np.zeros(0, "int64")})
-    clo, chi = by_call.bounds(thread, t0, t1)
-    sync_ns = (by_call.cumulative("dur")[chi] - by_call.cumulative("dur")[clo]).astype("float64")
+    span = np.where(has, last_all - first, 0).astype("float64")
+    sync_count, sync_ns = _syncs(thread, t0, t1, blocking)
+    copies_before, copies_before_end = _copies_before(rows, t0, host_copies)
 
     value = rows["value_ns"].to_numpy("float64")
-    rows["gpu_busy_ns"] = np.where(has | (joined_ops > 0), covered_busy, np.nan)
+    rows["gpu_busy_ns"] = np.where(has | (joined_ops > 0), busy, np.nan)
     rows["gpu_first_start_ns"] = np.where(has, first, np.nan)
-    rows["gpu_last_end_ns"] = np.where(has, span_end, np.nan)
-    rows["gpu_span_ns"] = np.where(has, span, np.nan)
+    rows["gpu_last_end_ns"] = np.where(has, last_all, np.nan)
     # The harness's span: what the work launched in the window spans, missed streams too,
     # so that UNCOVERED_STREAM reads it as for the harness.
-    rows["gpu_span_ns"] = np.maximum(rows["gpu_span_ns"].fillna(0),
-                                     uncovered_busy).where(has | (uncovered_ops > 0), np.nan)
-    rows["internal_idle_ns"] = np.where(has, np.maximum(span - covered_busy, 0), np.nan)
-    rows["gaps"] = gaps
-    rows["max_gap_ns"] = max_gap.astype("float64")
-    rows["gpu_ops"] = count + joined_ops
-    rows["kernels"] = csum["kernel"][hi] - csum["kernel"][lo]
-    rows["streams"] = 1 + (joined_ops > 0) + (uncovered_ops > 0)
+    rows["gpu_span_ns"] = np.where(has | (uncovered_ops > 0),
+                                   np.maximum(span, uncovered_busy), np.nan)
+    rows["internal_idle_ns"] = np.where(has, np.maximum(span - busy, 0), np.nan)
+    rows["gaps"] = m["gaps"].to_numpy("int64")
+    rows["max_gap_ns"] = m["max_gap_ns"].to_numpy("float64")
+    rows["gpu_ops"] = own + joined_ops
+    for c in ("kernels", "streams", "copies", "copy_ns", "copy_bytes", "pageable_copies",
+              "uncovered_busy_ns", "uncovered_ops", "joined_ops", "work_ops",
+              "work_signature", "main_kernel", "main_grid", "work"):
+        rows[c] = m[c].to_numpy()
     rows["launch_latency_ns"] = np.where(has, first - first_launch, np.nan)
-    rows["copies"] = csum["copy"][hi] - csum["copy"][lo]
-    rows["copy_ns"] = (csum["copy_ns"][hi] - csum["copy_ns"][lo]).astype("float64")
-    rows["copy_bytes"] = csum["bytes"][hi] - csum["bytes"][lo]
-    rows["pageable_copies"] = csum["pageable"][hi] - csum["pageable"][lo]
-    rows["syncs"] = chi - clo
+    rows["syncs"] = sync_count
     rows["sync_ns"] = sync_ns
     rows["host_lead_ns"] = np.where(has, first_launch - t0, np.nan)
     rows["first_launch_ns"] = np.where(has, first_launch, np.nan)
     rows["predicted_ns"] = predicted
     rows["residual_ns"] = value - predicted
-    rows["lead_idle_ns"] = lead
-    rows["tail_idle_ns"] = tail
+    rows["lead_idle_ns"] = np.where(has, first - est_start, 0).astype("float64")
+    rows["tail_idle_ns"] = np.where(has | (joined_ops > 0), est_end - last_all,
+                                    0).astype("float64")
     rows["prior_busy_ns"] = np.maximum(prior_end - start_call_end, 0).astype("float64")
-    rows["uncovered_busy_ns"] = uncovered_busy
-    rows["uncovered_ops"] = uncovered_ops
-    rows["joined_ops"] = joined_ops
     rows["copies_before_bytes"] = copies_before
     rows["copies_before_gap_ns"] = np.where(copies_before > 0, t0 - copies_before_end,
                                             np.nan)
-    # The names of the window's operations, in order: windows timing the same work.
-    rows["work"] = [" | ".join(ops.names[c] for c in v["name"][a:b]) if b - a <= 16
-                    else f"{b - a} operations" for a, b in zip(lo, hi, strict=True)]
 
 
-def _unknown_streams(rows, stream, end_stream, thread, t0, t1, ops: GpuOps) -> None:
-    """Without CUDA event trace (nsys 2022.4, or --cuda-event-trace off) the records' streams
-    in the trace are unknown (-1). torch gives each record its stream's handle: each handle
-    is the trace's stream that most of its windows' first operations (launched by the
-    recording thread after the start record) ran on (in place)."""
-    unknown = (stream < 0) | (end_stream < 0)
-    if not unknown.any():
-        return
-    col = ops.columns
-    launched = col["launch_ns"] >= 0
-    by_thread = _ByKey(col["thread"][launched], col["launch_ns"][launched],
-                       {"stream": col["stream"][launched]})
-    lo, hi = by_thread.bounds(thread, t0, t1)
-    first = np.where(hi > lo, by_thread.values["stream"][np.minimum(
-        lo, max(len(by_thread.key) - 1, 0))] if len(by_thread.key) else -1, -1)
-    pid = rows["pid"].to_numpy("int64")
-    handles = rows["start_stream_handle"].to_numpy("int64")
-    votes = pd.DataFrame({"pid": pid, "handle": handles, "stream": first})
-    votes = votes[votes["stream"] >= 0]
-    best = (votes.groupby(["pid", "handle"])["stream"].agg(lambda v: v.value_counts().index[0])
-            if len(votes) else pd.Series(dtype="int64"))
-    lookup = best.to_dict()
-    end_handles = rows["end_stream_handle"].to_numpy("int64")
-    for i in np.flatnonzero(stream < 0):
-        stream[i] = lookup.get((pid[i], handles[i]), first[i])
-    for i in np.flatnonzero(end_stream < 0):
-        end_stream[i] = lookup.get((pid[i], end_handles[i]), stream[i])
-    rows["start_stream_id"] = stream
-    rows["end_stream_id"] = end_stream
+def _syncs(thread: np.ndarray, t0: np.ndarray, t1: np.ndarray, blocking: pd.DataFrame
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """The recording thread's blocking calls between the two records: count and time."""
+    count, time = np.zeros(len(t0), "int64"), np.zeros(len(t0))
+    if not len(blocking):
+        return count, time
+    start = blocking["start_ns"].to_numpy("int64")
+    w, e = pairs_in_windows(thread, t0, t1,
+                            np.asarray(blocking["thread"].to_numpy(), "int64") & THREAD_BITS,
+                            start)
+    count += np.bincount(w, minlength=len(t0))
+    time += np.bincount(w, weights=blocking["end_ns"].to_numpy("int64")[e] - start[e],
+                        minlength=len(t0))
+    return count, time
 
 
-def _key_starts(by: _ByKey, key: np.ndarray) -> np.ndarray:
-    """The first row of each key's block (the number of rows where the key is absent)."""
-    at = np.searchsorted(by.keys, key)
-    at = np.minimum(at, max(len(by.keys) - 1, 0))
-    if not len(by.keys):
-        return np.zeros(len(key), "int64")
-    found = by.keys[at] == key
-    return np.where(found, by.starts[at], len(by.key))
+def _copies_before(rows: pd.DataFrame, t0: np.ndarray, host_copies: pd.DataFrame
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """Host copies on the window's stream just before its start record (bytes, last end):
+    people read a slow window that follows them as the copy's time (they are not in it
+    when they ended before). Launched up to 5x COPIES_BEFORE_NS before, for copies big
+    enough to take that long, ended at most COPIES_BEFORE_NS before."""
+    total, last = np.zeros(len(t0), "int64"), np.zeros(len(t0), "int64")
+    copies = host_copies[host_copies["copy_kind"].astype(str).isin(("HtoD", "DtoH"))
+                         & (host_copies["launch_start_ns"] >= 0)]
+    if not len(copies):
+        return total, last
+    stream = rows["start_stream_id"].to_numpy("int64")
+    keys = np.where(stream >= 0, stream_key(rows["pid"], stream), -1)
+    pid, _ = thread_ids(copies["thread"].to_numpy())
+    end = copies["end_ns"].to_numpy("int64")
+    w, e = pairs_in_windows(keys, t0 - 5 * COPIES_BEFORE_NS, t0,
+                            stream_key(pid, copies["stream_id"].to_numpy("int64")),
+                            copies["launch_start_ns"].to_numpy("int64"))
+    near = end[e] >= t0[w] - COPIES_BEFORE_NS
+    w, e = w[near], e[near]
+    total += np.bincount(w, weights=copies["bytes"].to_numpy("int64")[e],
+                         minlength=len(t0)).astype("int64")
+    np.maximum.at(last, w, end[e])
+    return total, last
 
 
-def _segment_gaps(start: np.ndarray, end: np.ndarray, lo: np.ndarray, hi: np.ndarray,
-                  ) -> tuple[np.ndarray, np.ndarray]:
-    """Per window, the idle gaps between consecutive operations (count, longest)."""
-    gaps = np.zeros(len(lo), "int64")
-    longest = np.zeros(len(lo), "int64")
-    for i in np.flatnonzero(hi - lo > 1):
-        s, e = start[lo[i]:hi[i]], end[lo[i]:hi[i]]
-        idle = s[1:] - np.maximum.accumulate(e)[:-1]
-        idle = idle[idle > 0]
-        gaps[i] = len(idle)
-        longest[i] = idle.max() if len(idle) else 0
-    return gaps, longest
-
-
-def _timer_measurements(events: UserEvents, labels: SiteLabels,
-                        ops: GpuOps | None) -> pd.DataFrame:
+def _timer_measurements(events: UserEvents, labels: SiteLabels) -> pd.DataFrame:
     """One row per measurement behind a Timer's figure (timeit, blocked_autorange,
     adaptive_autorange): the seconds it timed for `number` calls, against the GPU work its
     thread launched meanwhile, on any stream (Timer's clock waits for the whole device)."""
@@ -523,40 +487,29 @@ def _timer_measurements(events: UserEvents, labels: SiteLabels,
                     "measured_at_ns": int(m["before_ns"]),
                     "start_site": int(sc.get("site", -1)), "end_site": int(sc.get("site", -1)),
                     "scope": p.scopes.index(sc)})
-    frame = pd.DataFrame(out)
-    if frame.empty or ops is None or not len(ops):
-        return frame
-    col = ops.columns
-    op_pid, op_tid = thread_ids(col["thread"])
-    for i, r in frame.iterrows():
-        mine = ((op_pid == r["pid"]) & (op_tid == r["tid"])
-                & (col["launch_ns"] > r["start_time_ns"]) & (col["launch_ns"] < r["end_time_ns"]))
-        starts, ends = col["start_ns"][mine], col["end_ns"][mine]
-        has = bool(mine.any())
-        frame.loc[i, "gpu_busy_ns"] = float(union_length(starts, ends)) if has else np.nan
-        frame.loc[i, "gpu_first_start_ns"] = starts.min() if has else np.nan
-        frame.loc[i, "gpu_last_end_ns"] = ends.max() if has else np.nan
-        frame.loc[i, "gpu_span_ns"] = (ends.max() - starts.min()) if has else np.nan
-        frame.loc[i, "gpu_ops"] = int(mine.sum())
-        frame.loc[i, "kernels"] = int(col["kernel"][mine].sum())
-        frame.loc[i, "streams"] = len(np.unique(col["stream"][mine]))
-        order = np.argsort(starts)
-        idle = starts[order][1:] - np.maximum.accumulate(ends[order])[:-1] if has else []
-        idle = np.asarray(idle)[np.asarray(idle) > 0] if has else np.zeros(0)
-        frame.loc[i, "gaps"] = len(idle)
-        frame.loc[i, "max_gap_ns"] = float(idle.max()) if len(idle) else 0.0
-        frame.loc[i, "internal_idle_ns"] = (
-            frame.loc[i, "gpu_span_ns"] - frame.loc[i, "gpu_busy_ns"]) if has else np.nan
-        frame.loc[i, "host_lead_ns"] = (col["launch_ns"][mine].min() - r["start_time_ns"]
-                                        if has else np.nan)
-        frame.loc[i, "copies"] = int(col["host_copy"][mine].sum())
-        frame.loc[i, "copy_ns"] = float((ends - starts)[col["host_copy"][mine]].sum())
-        frame.loc[i, "copy_bytes"] = int(col["bytes"][mine][col["host_copy"][mine]].sum())
-        frame.loc[i, "pageable_copies"] = int(col["pageable"][mine].sum())
+    return pd.DataFrame(out)
+
+
+def _timer_numbers(frame: pd.DataFrame, m: pd.DataFrame) -> None:
+    """Each Timer measurement's GPU columns from what the engine measured of it (the GPU
+    work its thread launched meanwhile, on any stream), in place."""
+    has = m["own_ops"].to_numpy("int64") > 0
+    first = m["first_start_ns"].to_numpy("float64")
+    last = m["own_last_end_ns"].to_numpy("float64")
+    busy = m["gpu_busy_ns"].to_numpy("float64")
+    frame["gpu_busy_ns"] = np.where(has, busy, np.nan)
+    frame["gpu_first_start_ns"] = np.where(has, first, np.nan)
+    frame["gpu_last_end_ns"] = np.where(has, last, np.nan)
+    frame["gpu_span_ns"] = np.where(has, last - first, np.nan)
+    frame["gpu_ops"] = m["own_ops"].to_numpy("int64")
+    for c in ("kernels", "streams", "gaps", "max_gap_ns", "copies", "copy_ns", "copy_bytes",
+              "pageable_copies", "work_ops", "work_signature", "main_kernel", "main_grid"):
+        frame[c] = m[c].to_numpy()
+    frame["internal_idle_ns"] = np.where(has, last - first - busy, np.nan)
+    frame["host_lead_ns"] = np.where(
+        has, m["first_launch_ns"].to_numpy("float64") - frame["start_time_ns"], np.nan)
     # Timer synchronises around each measurement by design: its own syncs are no finding.
     frame["syncs"] = 0
     frame["sync_ns"] = 0.0
     frame["predicted_ns"] = frame["end_time_ns"] - frame["start_time_ns"]
     frame["residual_ns"] = frame["value_ns"] - frame["predicted_ns"]
-    return frame
-

@@ -25,7 +25,7 @@ from ...chunks import cores
 from ...compressed import decompressed
 from ...cuda_api import COPY_KINDS, MEMORY_KINDS
 from ...intervals import compact_ids
-from ...loader import WithoutOperations, has_runner_records, kind_names
+from ...loader import WithoutOperations, kind_names
 from ...operations import OperationStream, StreamFallback
 from ...report import Report
 from ..attribution import (
@@ -49,8 +49,10 @@ from ..gpu_ops import OP_KINDS
 from ..instance_table import InstanceTable
 from ..kernels import summary_of_names
 from ..summary import lookup_table, process_summary, summary_groups
+from ..user_timings import user_windows
 from .sources import ExportOperations, LoadedOperations, OperationSource
 from .totals import RangeTotals
+from .windows import WindowTotals
 
 
 def analyze(report: Report, by_process: bool = False, attribution: str = "process",
@@ -77,10 +79,6 @@ def analyze_streamed(report: Report, stream: OperationStream, rest: WithoutOpera
     arguments are analyze's (`consume`: the report's ranges are let go once the instances
     hold them). Raises operations.StreamFallback where the report cannot be streamed (then
     analyse it loaded: the results are the same)."""
-    if has_runner_records(report.marks):
-        # The reconciliation of the program's own timings reads the operations around
-        # each of its windows: held whole (analysis/user_timings.py).
-        raise StreamFallback("the report holds the program's own CUDA-event timings")
     return analyze_operations(report, ExportOperations(stream, rest),
                               by_process=by_process, attribution=attribution,
                               all_domains=all_domains, consume=consume)
@@ -116,7 +114,16 @@ def analyze_operations(report: Report, source: OperationSource, *, by_process: b
     family_columns = InstanceTable.of(families[list(_FAMILY_COLUMNS)])
     del families
     totals = RangeTotals(ranges, attributor, group_of_row, source.lag_ns)
-    _add_chunks(totals, source)
+    windows = user_windows(report)
+    if windows.unknown_streams():
+        # Without CUDA event trace the records' streams are voted from every operation
+        # before any window can be measured: only a loaded report holds them all.
+        if not isinstance(source, LoadedOperations):
+            raise StreamFallback("the program's event records name no stream (no CUDA "
+                                 "event trace)")
+        windows.vote(*source.launches())
+    measured = WindowTotals(windows.to_measure(report.event_calls))
+    _add_chunks(totals, measured, source)
     totals.finish()
     pooled = totals.pooled.medians()
     # What only the stream needed (the open ranges' slots, the edges, the process rule's
@@ -126,6 +133,9 @@ def analyze_operations(report: Report, source: OperationSource, *, by_process: b
     attributor.calls_only()
     trim_heap()
     source.complete(report)
+    window_numbers = (measured.numbers(source.kernel_names()[1]) if source.operations
+                      else None)
+    del measured
     att = _attribution(report, attributor, totals, source)
     # The range search: the blocking calls' ranges were its last use.
     del attributor
@@ -154,14 +164,14 @@ def analyze_operations(report: Report, source: OperationSource, *, by_process: b
 
     return finished(report, instances, runs, kernels=kernels, attribution=att,
                     processes=processes, latency=latency, by_process=by_process,
-                    all_domains=all_domains)
+                    all_domains=all_domains, windows=(windows, window_numbers))
 
 
 # with_families' columns, which follow the instance columns.
 _FAMILY_COLUMNS = ("benchmark", "library", "family", "index", "family_id")
 
 
-def _add_chunks(totals: RangeTotals, source: OperationSource) -> None:
+def _add_chunks(totals: RangeTotals, windows: WindowTotals, source: OperationSource) -> None:
     """Every chunk of the source into the totals: each chunk prepared on a worker thread
     (its attribution, sorts and per-range numbers: numpy and SQLite work, mostly without
     the GIL) while this thread reads the next ones and applies the prepared ones in order
@@ -173,22 +183,28 @@ def _add_chunks(totals: RangeTotals, source: OperationSource) -> None:
         prepared: deque = deque()
         try:
             for chunk in source:
-                prepared.append(pool.submit(totals.prepare, chunk))
+                prepared.append(pool.submit(_prepare, totals, windows, chunk))
                 del chunk
                 while len(prepared) > workers:
-                    _apply(totals, prepared.popleft(), source)
+                    _apply(totals, windows, prepared.popleft(), source)
             while prepared:
-                _apply(totals, prepared.popleft(), source)
+                _apply(totals, windows, prepared.popleft(), source)
             trim_heap()
         finally:
             for future in prepared:
                 future.cancel()
 
 
-def _apply(totals: RangeTotals, prepared, source: OperationSource) -> None:
-    chunk = prepared.result()
+def _prepare(totals: RangeTotals, windows: WindowTotals, chunk) -> tuple[dict, dict | None]:
+    return totals.prepare(chunk), windows.prepare(chunk)
+
+
+def _apply(totals: RangeTotals, windows: WindowTotals, prepared, source: OperationSource
+           ) -> None:
+    chunk, in_windows = prepared.result()
     source.take_pairs(chunk["chunk"], chunk.pop("attributed", None))
     totals.apply(chunk)
+    windows.apply(in_windows, chunk["chunk"])
     # The chunks' temporaries are freed to glibc's heap, which keeps them resident; the
     # next ones do not always fit there (10 M kernels: ~140 MB more at the peak untrimmed).
     totals.untrimmed += len(chunk["chunk"])

@@ -212,6 +212,12 @@ class LoadedOperations:
     def kernel_names(self) -> tuple[list[str], list[str]]:
         return self.full_names, self.short_names
 
+    def launches(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every operation's launching thread, launch time (-1 unknown) and stream."""
+        a = self.arrays
+        return (self.threads[a["thread_code"]], a["launch_start_ns"],
+                a["stream_id"].astype("int64"))
+
     def complete(self, report: Report) -> None:
         pass
 
