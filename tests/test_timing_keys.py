@@ -96,6 +96,13 @@ def test_a_cold_first_window_stays_with_its_group():
     assert out.groupby("key").size().tolist() == [6, 6]
 
 
+def test_two_threads_timing_two_sizes_at_once_are_no_sweep():
+    # windows of two shapes interleaved in time (two threads): not told apart by the work
+    windows = [{"sig": s} for s in (1, 2, 1, 1, 2, 1, 2, 1, 2, 2)]
+    rows, events = _program(windows, contexts=[(_frame("work", 20),)])
+    assert identify(rows, events)["key"].nunique() == 1
+
+
 def test_work_that_varies_without_runs_is_one_row():
     # a training step with a new sequence length each time: no sweep
     windows = [{"sig": (i * 7) % 5} for i in range(40)]

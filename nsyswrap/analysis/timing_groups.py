@@ -14,6 +14,9 @@ from .reconcile import ITERATION_COLUMNS, benchmark_summary
 from .timing_keys import distinct_labels, identify, timer_keys
 from .user_events import RunnerRecords, UserEvents
 
+# What each window's work is, and its value where nothing was measured.
+WORK_COLUMNS = {"work_ops": 0, "work_signature": 0, "main_kernel": "", "main_grid": ""}
+
 # Where no floor was measured and none can be estimated from the report, the events' own
 # cost is taken as this (the largest we measured: 4.6 µs on an H200 under nsys with CUDA
 # event trace; 2.4 µs on an H100 without): never as 0, which would call it launch overhead.
@@ -27,7 +30,8 @@ USER_INTERVAL_COLUMNS = [
     "start_stream_handle", "end_stream_handle", "value_ns", "predicted_ns", "residual_ns",
     "lead_idle_ns", "tail_idle_ns", "prior_busy_ns", "uncovered_busy_ns", "uncovered_ops",
     "joined_ops", "host_between_records_ns", "first_launch_ns", "work",
-    "copies_before_bytes", "copies_before_gap_ns", "work_signature",
+    "copies_before_bytes", "copies_before_gap_ns", "work_ops", "work_signature",
+    "main_kernel", "main_grid",
 ]
 GROUP_COLUMNS = [
     "key", "label", "kind", "pid", "start_site", "end_site", "scope", "instances",
@@ -116,9 +120,10 @@ def grouped(rows: pd.DataFrame, timers: pd.DataFrame, events: UserEvents,
         rows[c] = rows[c].fillna(0).astype("int64")
     rows["sync_ns"] = rows["sync_ns"].fillna(0.0)
     rows["work"] = rows["work"].fillna("") if "work" in rows else ""
-    # The shape of the window's work (kernel names and grids, copy sizes): 0 unknown.
-    rows["work_signature"] = (rows["work_signature"].fillna(0).astype("int64")
-                              if "work_signature" in rows else 0)
+    # What the window's work is (engine/windows.py): its operations, the shape of them
+    # (kernel names and grids, copy sizes; 0 unknown), its longest kernel and that one's grid.
+    for c, empty in WORK_COLUMNS.items():
+        rows[c] = rows[c].fillna(empty) if c in rows else empty
     rows["host_ns"] = rows["cpu_ns"] - rows["sync_ns"]
     rows["overhead_ns"] = rows["event_ns"] - rows["gpu_busy_ns"]
     rows["edge_ns"] = rows["event_ns"] - rows["gpu_span_ns"]

@@ -28,6 +28,7 @@ Two rules keep rows from multiplying where nothing differs in what was timed:
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import os
 
@@ -256,11 +257,13 @@ def _shapes(rows: pd.DataFrame, base: np.ndarray) -> np.ndarray:
     for key in np.flatnonzero((runs_per_base >= 2) & (runs_per_base <= 2 * MAX_SHAPES)):
         at = np.flatnonzero(b == key)
         runs = _runs(sig[at])
-        # A window alone whose work differs from a run of two or more after it (lazy
-        # initialisation, autotuning: a cold start) stays with that run.
+        # A window alone whose work is done nowhere else in the key and differs from a run
+        # of two or more after it (lazy initialisation, autotuning: a cold start) stays
+        # with that run.
+        seen = collections.Counter(sig[at].tolist())
         merged: list[tuple[object, list[int]]] = []
         for value, members in reversed(runs):
-            if len(members) == 1 and merged and len(merged[0][1]) >= 2:
+            if len(members) == 1 and seen[value] == 1 and merged and len(merged[0][1]) >= 2:
                 merged[0] = (merged[0][0], [*members, *merged[0][1]])
             else:
                 merged.insert(0, (value, members))

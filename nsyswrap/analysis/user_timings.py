@@ -48,11 +48,10 @@ from .timing_groups import (
 )
 from .user_events import UserEvents, match_records
 
-# What each interval's work is (engine/windows.py), for grouping windows that do the same
-# work, and their values where nothing was measured.
-WORK_COLUMNS = {"work_ops": 0, "work_signature": 0, "main_kernel": "", "main_grid": ""}
 # How far back from a start record host copies on its stream are said to precede it.
 COPIES_BEFORE_NS = 10_000_000
+
+
 @dataclass
 class UserTimings:
     """What `nsyswrap run` recorded of the program's own timing code, reconciled."""
@@ -214,26 +213,8 @@ def user_timings(report: Report, windows: UserWindows, numbers: pd.DataFrame | N
             _timer_numbers(timers, numbers.iloc[n:].reset_index(drop=True))
     if rows.empty and timers.empty:
         return out
-    intervals, groups, summary = grouped(rows, timers, events, floor_windows, labels)
-    out.intervals = _with_work_columns(intervals, rows, timers)
-    out.groups, out.summary = groups, summary
-    return out
-
-
-def _with_work_columns(intervals: pd.DataFrame, rows: pd.DataFrame, timers: pd.DataFrame
-                       ) -> pd.DataFrame:
-    """The intervals (grouped's: the event windows then the Timer measurements, in a stable
-    order of measured_at_ns) with WORK_COLUMNS, the grouping's input for windows doing the
-    same work."""
-    parts = [f for f in (rows, timers) if not f.empty]
-    both = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
-    both = both.sort_values(["measured_at_ns"], kind="stable").reset_index(drop=True)
-    if not np.array_equal(both["start_time_ns"].to_numpy("int64"),
-                          intervals["start_ns"].to_numpy("int64")):
-        raise AssertionError("user_timings: the grouped intervals are in another order")
-    out = intervals.copy()
-    for c, empty in WORK_COLUMNS.items():
-        out[c] = both[c].to_numpy() if c in both else empty
+    out.intervals, out.groups, out.summary = grouped(rows, timers, events, floor_windows,
+                                                     labels)
     return out
 
 
