@@ -189,6 +189,9 @@ class Report:
                for reports whose marks hold the runner's records; event_call_count says how
                many event records any report holds (None: not counted).
     call_summaries: the CUDA API, copy and memset, and OS runtime summaries (CallSummaries).
+    kernel_grids: each kernel's launch grid, for reports whose marks hold the runner's
+               records (what tells a sweep's windows apart): start_ns, stream_id (the
+               trace's), grid (21 bits a dimension: x << 42 | y << 21 | z), by start.
     """
 
     info: ReportInfo
@@ -201,6 +204,7 @@ class Report:
     event_calls: pd.DataFrame = field(default_factory=lambda: empty(EVENT_CALL_COLUMNS))
     event_call_count: int | None = None
     call_summaries: CallSummaries = field(default_factory=CallSummaries)
+    kernel_grids: pd.DataFrame | None = None
 
     def __repr__(self) -> str:
         i = self.info

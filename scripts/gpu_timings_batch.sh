@@ -3,6 +3,7 @@
 # `nsyswrap run`, the runner's hook cost, and `compare` on a report with a million records
 # (this checkout against an earlier one in OLD, alternated: the machines drift ±20%).
 #   bash scripts/gpu_timings_batch.sh OUTDIR [OLD]
+# FIXTURES="user_sweep ..." makes only those (FIXTURES= none); MILLION=0 skips the million.
 # On the project's lent GPU, first: source .gpu/setup.sh (puts nsys on PATH, adds libdw).
 set -uo pipefail
 out=${1:?usage: gpu_timings_batch.sh OUTDIR [OLD]}
@@ -13,11 +14,13 @@ export PYTHONUNBUFFERED=1
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 case "$gpu" in *H200*) tag=h200 ;; *H100*) tag=h100 ;; *) tag=gpu ;; esac
 echo "== $gpu ($(nproc) cores): fixtures tagged $tag"; date
+if [ -n "${FIXTURES-x}" ]; then
 PYTHONPATH="$here:${PYTHONPATH:-}" FIXTURE_TAG=$tag \
   FIXTURES="${FIXTURES:-user_variants user_timed user_sweep user_sweep_more user_harness user_two_procs}" \
   bash scripts/make_fixtures_gpu.sh "$out/fixtures" >"$out/fixtures.log" 2>&1
 grep -v "^\(Generating\|Processing\|Saving\|Collecting\|Exporting\|\[\)" "$out/fixtures.log" | tail -20
 ls -la "$out/fixtures"
+fi
 
 echo "== the runner's cost per record() (new, then old)"; date
 PYTHONPATH="$here:${PYTHONPATH:-}" python3 scripts/bench_user_events.py >"$out/hook_new.json" 2>&1
@@ -27,6 +30,7 @@ if [ -n "$old" ]; then
   cat "$out/hook_old.json"
 fi
 
+if [ "${MILLION:-1}" = 0 ]; then exit 0; fi
 echo "== a million records through nsyswrap run"; date
 work=$(mktemp -d)
 # Made by this checkout's runner, and by OLD's (whose compare reads only its own records).

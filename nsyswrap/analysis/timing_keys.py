@@ -311,6 +311,7 @@ def _labels(rows: pd.DataFrame, ident_of: dict[str, tuple], shape_of: dict[str, 
         varying = _varying_args(recording)
         caller = _differing_caller(recording)
         split = any(shape_of[k] > 0 for k in members)
+        work = _work_texts(rows, members) if split else {}
         for k, ctx in zip(members, recording, strict=True):
             # Without the runner's contexts (an earlier runner's records): the function.
             call = _call_text(ctx, varying, kind) if ctx or kind != "events" else (
@@ -321,7 +322,7 @@ def _labels(rows: pd.DataFrame, ident_of: dict[str, tuple], shape_of: dict[str, 
             if caller and len(ctx) > caller:
                 parts.append(f"← {_site_text(ctx[caller])}")
             if split:
-                parts.append(_work_text(rows[rows["key"] == k]))
+                parts.append(work[k])
             if several:
                 parts.append(f"[process {ident_of[k][1] + 1}]")
             text_of[k] = " ".join(p for p in parts if p)
@@ -396,17 +397,19 @@ def _where_text(where: tuple) -> str:
     return f"{_site_text(a)}→{_site_text(b)}"
 
 
-def _work_text(windows: pd.DataFrame) -> str:
-    """What a group's windows ran, as its label shows it: the longest kernel's grid (its
-    name where there is no grid)."""
-    grid = _common(windows, "main_grid")
-    if grid:
-        return f"(grid {grid})"
-    name = _common(windows, "main_kernel")
-    if name:
-        return f"({_short(name)})"
-    ops = _common(windows, "work_ops")
-    return f"({ops} ops)" if ops != "" else ""
+def _work_texts(rows: pd.DataFrame, keys: list[str]) -> dict[str, str]:
+    """What each group's windows ran, as the labels of groups split by their work show it:
+    the longest kernel's grid where that tells them all apart, else its name, else how many
+    operations; the grid where nothing does (the labels are then numbered)."""
+    mine = rows[rows["key"].isin(keys)]
+    by_key = {k: g for k, g in mine.groupby("key", sort=False)}
+    options = [("main_grid", "grid {}"), ("main_kernel", "{}"), ("work_ops", "{} ops")]
+    for column, form in options:
+        values = {k: _common(by_key[k], column) if k in by_key else "" for k in keys}
+        if all(v != "" for v in values.values()) and len(set(values.values())) == len(keys):
+            return {k: f"({_short(form.format(v))})" for k, v in values.items()}
+    return {k: f"(grid {_common(by_key[k], 'main_grid')})" if k in by_key else ""
+            for k in keys}
 
 
 def _common(frame: pd.DataFrame, column: str):

@@ -24,6 +24,9 @@ def _same_work(a: Analysis, t: Thresholds) -> list[Finding]:
     if it.empty or it["gpu_busy_ns"].isna().all():
         return []
     judged = it[it["kind"].isin(["events", "do_bench"]) & (it["work"] != "")]
+    # Windows whose kernels shared the GPU with other streams' work: that work, not what
+    # the L2 held, may be what slowed them.
+    judged = judged[(judged["uncovered_ops"] == 0) & (judged["joined_ops"] == 0)]
     if "work_signature" in judged:
         # The same kernels on other sizes are other work: their launch grids (in the
         # signature) tell them apart where the names do not.

@@ -122,7 +122,7 @@ def analyze_operations(report: Report, source: OperationSource, *, by_process: b
             raise StreamFallback("the program's event records name no stream (no CUDA "
                                  "event trace)")
         windows.vote(*source.launches())
-    measured = WindowTotals(windows.to_measure(report.event_calls))
+    measured = WindowTotals(windows.to_measure(report.event_calls), report.kernel_grids)
     _add_chunks(totals, measured, source)
     totals.finish()
     pooled = totals.pooled.medians()

@@ -108,8 +108,10 @@ class WindowTotals:
     stream id, -1), thread (the recording thread's key, -1), wait_ns (the last wait that
     joins other streams' work; -1 none)."""
 
-    def __init__(self, windows: pd.DataFrame) -> None:
+    def __init__(self, windows: pd.DataFrame, grids: pd.DataFrame | None = None) -> None:
+        """`grids`: the kernels' launch grids (Report.kernel_grids; None: not read)."""
         n = self.n = len(windows)
+        self.grids = grids
         self.start = windows["start_ns"].to_numpy("int64")
         self.end = windows["end_ns"].to_numpy("int64")
         self.by_stream = windows["by_stream"].to_numpy(bool)
@@ -293,7 +295,7 @@ class WindowTotals:
         appearance, its number mixed, summed mod 2**64) and the longest kernel."""
         source = chunk["source"][e].astype("int64")
         kernel = is_kernel[e]
-        grid = _grid(chunk, e)
+        grid = _grid(self.grids, chunk, e)
         detail = np.where(kernel, grid, chunk["bytes"][e].astype("int64"))
         name = np.where(kernel, chunk["name"][e].astype("int64"), -1)
         # A kernel is told by its demangled name (its code stands for one text in either
@@ -393,14 +395,18 @@ def _heads(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return heads, w[heads]
 
 
-# A kernel's launch grid packed in one integer (21 bits a dimension), where the chunks
-# carry it (grid_x, grid_y, grid_z: reports with the runner's records); 0 otherwise.
-def _grid(chunk: OpChunk, e: np.ndarray) -> np.ndarray:
-    if "grid_x" not in chunk.columns:
+def _grid(grids: pd.DataFrame | None, chunk: OpChunk, e: np.ndarray) -> np.ndarray:
+    """The launch grid of operations `e` of the chunk, packed (Report.kernel_grids), found by
+    the kernel's start and stream; 0 where unknown (not a kernel, or no grids read)."""
+    if grids is None or not len(grids) or not len(e):
         return np.zeros(len(e), "int64")
-    return ((chunk["grid_x"][e].astype("int64") << 42) | (chunk["grid_y"][e].astype("int64")
-                                                           << 21)
-            | chunk["grid_z"][e].astype("int64"))
+    starts = grids["start_ns"].to_numpy("int64")
+    start = chunk["start_ns"][e].astype("int64")
+    at = np.minimum(np.searchsorted(starts, start), len(starts) - 1)
+    # Kernels that start at the same nanosecond (rare) are told apart by their stream.
+    same = (starts[at] == start) & (grids["stream_id"].to_numpy("int64")[at]
+                                    == chunk["stream_id"][e].astype("int64"))
+    return np.where(same, grids["grid"].to_numpy("int64")[at], 0)
 
 
 def _grid_texts(packed: np.ndarray) -> np.ndarray:
