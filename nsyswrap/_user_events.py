@@ -160,29 +160,18 @@ class Recorder:
         pack = _RECORD.pack
         room = max(0, MAX_RECORDS - len(self.records) // RECORD_SIZE)
         own = kept = 0
-        for before, after, ident, event_object, stream, code, lasti, context in pending:
-            # Which event and which record of it: numbered here, outside the windows, in
-            # the order the records were made.
-            try:
-                event = event_object._nsyswrap_event
-            except AttributeError:
-                event = _new_event(event_object)
-            nth = event[1] = event[1] + 1
+        for before, after, ident, event, nth, code, lasti, context, handle in pending:
             if context == OWN_CONTEXT:
                 own += 1
                 continue
-            try:
-                handle = stream.cuda_stream
-            except AttributeError:
-                handle = getattr(stream, "stream_id", -1)
             if kept == room:
                 self.dropped_records += 1
                 continue
             site = sites.get((id(code), lasti))
             if site is None:
                 site = self.site_code_of(code, lasti)
-            rows += pack(before, after - before, threads[ident][2], event[0], nth, site,
-                         context, handle)
+            rows += pack(before, after - before, threads[ident][2], event, nth, site, context,
+                         handle)
             kept += 1
         self.records += rows
         self.own_records += own
@@ -638,8 +627,20 @@ def _patch_event(module) -> None:
             stream = current_stream()
         base_record(self, stream)
         after = clock()
-        # The event and the stream themselves: numbered and read when packed.
-        append((before, after, ident, self, stream, frame.f_code, frame.f_lasti, context))
+        # Ints and a code object only: a tuple of them is one the garbage collector stops
+        # tracking (holding the event or stream objects here made the collector walk the
+        # pending records: 3 µs a record on the H200 host, against 0.87 µs).
+        try:
+            event = self._nsyswrap_event
+        except AttributeError:
+            event = _new_event(self)
+        nth = event[1] = event[1] + 1
+        try:
+            handle = stream.cuda_stream
+        except AttributeError:
+            handle = getattr(stream, "stream_id", -1)
+        append((before, after, ident, event[0], nth, frame.f_code, frame.f_lasti, context,
+                handle))
         if len(pending) >= PENDING_MAX:
             rec.pack(pause=True)
 
@@ -687,8 +688,8 @@ def _state_of(event) -> list[int]:
 def _note_elapsed(start, end, before: int, frame, value: float, error) -> None:
     rec = RECORDER
     after = _clock()
-    rec.pack()  # numbers the events' pending records first
     s, e = _state_of(start), _state_of(end)
+    rec.pack()
     with rec.lock:
         if frame.f_code.co_filename.startswith(_OWN_FOLDER):  # the harness's: not kept
             rec.own_elapsed += 1
