@@ -22,10 +22,10 @@ from nsyswrap.cli import main
 WORKLOADS = Path(__file__).parents[1] / "scripts" / "workloads"
 
 
-def _lines(script: str, text: str) -> list[int]:
-    """The lines of a workload that hold `text`, from its source."""
+def _lines(script: str, statement: str) -> list[int]:
+    """The lines of a workload that are `statement`, from its source."""
     source = (WORKLOADS / script).read_text().splitlines()
-    return [i for i, line in enumerate(source, 1) if text in line]
+    return [i for i, line in enumerate(source, 1) if line.strip() == statement]
 
 
 def _pair(script: str, start: str, end: str, nth: int = 0) -> str:
@@ -139,10 +139,10 @@ def test_one_helper_over_seven_workloads_gives_each_its_row_and_its_cause(path):
 
 
 def _grids(path, w: dict) -> tuple:
-    """The grids of the kernels a window holds (launched on its stream between its
-    records), from SQL."""
+    """The names and grids of the kernels a window holds (launched on its stream between
+    its records), from SQL."""
     rows = sql(path, """
-        SELECT k.gridX, k.gridY, k.gridZ FROM CUPTI_ACTIVITY_KIND_KERNEL k
+        SELECT k.demangledName, k.gridX, k.gridY, k.gridZ FROM CUPTI_ACTIVITY_KIND_KERNEL k
         JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId
          AND (r.globalTid >> 24) = (k.globalPid >> 24)
         WHERE k.streamId = ? AND r.start > ? AND r.start < ?
@@ -177,7 +177,7 @@ def test_a_sweep_gives_a_row_per_size(path):
 def test_nsyswraps_own_harness_is_never_the_programs_timing(path):
     doc = _compare(path)
     groups = _groups(doc)
-    assert not [label for label in groups if "harness.py" in label]
+    assert not [label for label in groups if "at harness.py:" in label]
     own = _pair("torch_user_harness.py", "start.record()", "end.record()")
     assert list(groups) == [own]
     assert groups[own]["instances"] == 10
@@ -211,13 +211,17 @@ def test_diff_matches_rows_by_key_and_names_those_on_one_side(base, new):
     rows = [r for r in out["rows"] if r["kind"] == "timing"]
     base_keys = {g["key"]: g["label"] for g in _compare(base)["user_timings"]["groups"]}
     new_keys = {g["key"]: g["label"] for g in _compare(new)["user_timings"]["groups"]}
-    assert set(base_keys) < set(new_keys)
-    only_new = {new_keys[k] for k in set(new_keys) - set(base_keys)}
     bench = _pair("torch_user_sweep.py", "start.record()", "end.record()", 1)
-    # the size only the second run swept: its bench() call and its shape of the sweep
-    assert f"bench(n=8192) at {bench}" in only_new and len(only_new) == 2
-    matched = {r["name"] for r in rows if r.get("base_median_ns") is not None
-               and r.get("new_median_ns") is not None}
-    assert {base_keys[k] for k in base_keys} <= matched
-    added = {r["name"] for r in rows if r.get("base_median_ns") is None}
-    assert only_new <= added
+    # bench(n) per size: the same four rows in both runs (the same keys), one more in the
+    # second; sweep(sizes) was called with other sizes: another call, its rows another's.
+    common = {k for k, label in base_keys.items() if label.startswith("bench(")}
+    assert len(common) == 4 and common <= set(new_keys)
+    assert {new_keys[k] for k in set(new_keys) - set(base_keys)
+            if new_keys[k].startswith("bench(")} == {f"bench(n=8192) at {bench}"}
+    verdict = {(r["key"], r["metric"]): r["verdict"] for r in rows}
+    for k in common:
+        assert verdict[(k, "busy_per_call")] not in ("added", "removed"), base_keys[k]
+    for k in set(new_keys) - set(base_keys):
+        assert verdict[(k, "busy_per_call")] == "added", new_keys[k]
+    for k in set(base_keys) - set(new_keys):
+        assert verdict[(k, "busy_per_call")] == "removed", base_keys[k]
