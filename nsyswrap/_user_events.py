@@ -83,8 +83,10 @@ MAX_THREADS = 1 << 16
 OVERFLOW_SITE = ("?", 0, "?")
 OVERFLOW_CONTEXT = (("?", 0, "?", ()),)
 OVERFLOW_THREAD_ID = 0
-# The program's frames kept per context, innermost first.
+# The program's frames kept per context, innermost first, and the frames walked at most to
+# find them (a deep framework's stack is not walked to its end).
 CONTEXT_DEPTH = 8
+FRAMES_WALKED = 64
 # An argument's text at most; strings longer than STR_CHARS are given as their length.
 ARGUMENT_CHARS = 60
 STR_CHARS = 40
@@ -265,7 +267,9 @@ class Recorder:
         self.snapshots += 1
         frames = []
         codes, text_functions = _CODES, _TEXT_OF
-        while frame is not None and len(frames) < CONTEXT_DEPTH:
+        walked = 0
+        while frame is not None and len(frames) < CONTEXT_DEPTH and walked < FRAMES_WALKED:
+            walked += 1
             code = frame.f_code
             about = codes.get(id(code))
             if about is None or about[0] is not code:
