@@ -303,15 +303,16 @@ def _unmeasured(events: UserEvents, labels: SiteLabels) -> pd.DataFrame:
     rec = events.records
     if not len(rec):
         return pd.DataFrame(columns=["pid", "label", "records"])
-    used = set()
+    # Each record as one integer per process (event << 32 | nth: both are uint32).
+    rec_pid = rec["pid"].to_numpy("int64")
+    rec_key = _record_keys(rec["event"], rec["nth"])
+    lonely = np.ones(len(rec), bool)
     for p in events.processes:
         e = p.elapsed
-        used |= {(p.pid, int(a), int(b)) for a, b in zip(e["start_event"], e["start_nth"],
-                                                        strict=True)}
-        used |= {(p.pid, int(a), int(b)) for a, b in zip(e["end_event"], e["end_nth"],
-                                                        strict=True)}
-    keys = zip(rec["pid"], rec["event"], rec["nth"], strict=True)
-    lonely = np.array([(int(p), int(ev), int(n)) not in used for p, ev, n in keys])
+        mine = np.flatnonzero(rec_pid == p.pid)
+        used = np.concatenate([_record_keys(e["start_event"], e["start_nth"]),
+                               _record_keys(e["end_event"], e["end_nth"])])
+        lonely[mine] = ~np.isin(rec_key[mine], used)
     if not lonely.any():
         return pd.DataFrame(columns=["pid", "label", "records"])
     r = rec[lonely]
@@ -320,6 +321,10 @@ def _unmeasured(events: UserEvents, labels: SiteLabels) -> pd.DataFrame:
     out = out[~out["file"].map(_is_torch_file)]
     out["label"] = [labels.site(p, s) for p, s in zip(out["pid"], out["site"], strict=True)]
     return out[["pid", "label", "records"]].reset_index(drop=True)
+
+
+def _record_keys(event: pd.Series, nth: pd.Series) -> np.ndarray:
+    return (event.to_numpy("int64") << 32) | nth.to_numpy("int64")
 
 
 def _is_torch_file(path: str) -> bool:

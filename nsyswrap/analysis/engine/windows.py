@@ -83,9 +83,14 @@ def pairs_in_windows(keys: np.ndarray, start: np.ndarray, end: np.ndarray,
     (windows: `keys`, `start`, `end`; -1 keys take none): the windows' other searches
     (the waits that join streams, the recording thread's blocking calls, the copies before
     a window)."""
-    keys = np.asarray(keys, "int64")
-    search = _search(keys, np.asarray(start, "int64"), np.asarray(end, "int64"), keys >= 0)
-    return _pairs(search, np.asarray(event_keys, "int64"), np.asarray(event_times, "int64"),
+    keys, start, end = (np.asarray(a, "int64") for a in (keys, start, end))
+    event_keys, event_times = np.asarray(event_keys, "int64"), np.asarray(event_times, "int64")
+    # Only the windows with an event of their key strictly inside are searched: these
+    # searches' events are few beside a million windows, and the search costs per window.
+    times = np.sort(event_times)
+    use = ((keys >= 0) & np.isin(keys, event_keys)
+           & (np.searchsorted(times, start, "right") < np.searchsorted(times, end, "left")))
+    return _pairs(_search(keys, start, end, use), event_keys, event_times,
                   np.arange(len(event_keys)))
 
 
