@@ -161,8 +161,10 @@ def grouped(rows: pd.DataFrame, timers: pd.DataFrame, events: UserEvents,
 def _concat(rows: pd.DataFrame, timers: pd.DataFrame) -> pd.DataFrame:
     """The event windows and the Timer measurements in one frame, the text columns kept
     categorical (their categories joined)."""
-    timers = timers.copy()
-    for c in ("key", "label", "kind"):
+    timers = timers.copy(deep=False)
+    for c in rows.columns.intersection(timers.columns):
+        if not isinstance(rows[c].dtype, pd.CategoricalDtype):
+            continue
         categories = rows[c].cat.categories.append(pd.Index(pd.unique(timers[c]))).unique()
         rows[c] = rows[c].cat.set_categories(categories)
         timers[c] = pd.Categorical(timers[c], categories=categories)

@@ -35,6 +35,7 @@ import os
 import numpy as np
 import pandas as pd
 
+from .engine.windows import text_column as categorical
 from .user_events import UserEvents
 
 MAX_ARG_VALUES = 16
@@ -107,14 +108,6 @@ def identify(rows: pd.DataFrame, events: UserEvents) -> pd.DataFrame:
                      ordinal)
     rows["label"] = categorical(pair, [labels[k] for k in keys])
     return rows
-
-
-def categorical(codes: np.ndarray, texts: list[str]) -> pd.Categorical:
-    """texts[codes] as a categorical: a window's text columns repeat a few texts over a
-    million rows (`texts` may repeat one)."""
-    text_codes, uniques = pd.factorize(np.asarray(texts, dtype=object))
-    return pd.Categorical.from_codes(text_codes[np.asarray(codes, "int64")] if len(texts)
-                                     else np.zeros(0, "int64"), categories=uniques)
 
 
 def timer_keys(timers: pd.DataFrame, events: UserEvents) -> list[str]:
