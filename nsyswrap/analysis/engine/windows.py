@@ -105,10 +105,13 @@ def sorted_isin(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
 
 def text_column(codes: np.ndarray, texts: list[str]) -> pd.Categorical:
     """texts[codes] as a categorical: the windows' text columns repeat a few texts over a
-    million rows (`texts` may repeat one)."""
+    million rows (`texts` may repeat one). Its categories are the texts used, sorted: the
+    same column whatever order the texts came in (streamed or loaded)."""
     text_codes, uniques = pd.factorize(np.asarray(texts, dtype=object))
-    return pd.Categorical.from_codes(text_codes[np.asarray(codes, "int64")] if len(texts)
-                                     else np.zeros(0, "int64"), categories=uniques)
+    column = pd.Categorical.from_codes(text_codes[np.asarray(codes, "int64")] if len(texts)
+                                       else np.zeros(0, "int64"), categories=uniques)
+    column = column.remove_unused_categories()
+    return column.reorder_categories(sorted(column.categories))
 
 
 def _mix(x: np.ndarray) -> np.ndarray:
