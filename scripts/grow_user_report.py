@@ -28,12 +28,6 @@ import numpy as np
 
 from nsyswrap.analysis.user_timings import user_windows
 from nsyswrap.loader import load
-from nsyswrap.schema import (
-    USER_ELAPSED_FIELDS,
-    USER_ELAPSED_FORMAT,
-    USER_RECORD_FIELDS,
-    USER_RECORD_FORMAT,
-)
 
 KERNELS = "CUPTI_ACTIVITY_KIND_KERNEL"
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
@@ -126,8 +120,9 @@ def main() -> None:
         "'{\"nsyswrap\":\"nsyswrap.user-events/%' AND text LIKE ?",
         (f'%"pid":{t["pid"]}%',)).fetchall()
     doc = json.loads(text)
-    records = unpacked(doc["records"], USER_RECORD_FORMAT, USER_RECORD_FIELDS)
-    elapsed = unpacked(doc["elapsed"], USER_ELAPSED_FORMAT, USER_ELAPSED_FIELDS)
+    # The layout the document says (the seed's runner may be an earlier one's).
+    records = unpacked(doc["records"], doc["record_format"], doc["record_fields"])
+    elapsed = unpacked(doc["elapsed"], doc["elapsed_format"], doc["elapsed_fields"])
     rec = t["records"]
     mine = np.flatnonzero(rec["pid"].to_numpy() == t["pid"])
     place = {int(rec.index[j]): n for n, j in enumerate(mine)}

@@ -300,7 +300,7 @@ def test_timed_place_names_are_escaped(seed):
     groups = seed.user_timings.assign(label=seed.user_timings["label"].replace(first, hostile))
     intervals = seed.analysis.user_timings.intervals
     seed.analysis.user_timings.intervals = intervals.assign(
-        label=intervals["label"].replace(first, hostile))
+        label=intervals["label"].astype(object).replace(first, hostile))
     try:
         c = type(seed)(seed.analysis, [f for f in seed.findings], seed.thresholds,
                        seed.benchmarks, groups)

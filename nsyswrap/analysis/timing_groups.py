@@ -85,17 +85,20 @@ def grouped(rows: pd.DataFrame, timers: pd.DataFrame, events: UserEvents,
     rows = identify(rows, events) if not rows.empty else rows
     if not timers.empty:
         timers = timers.assign(key=timer_keys(timers, events))
-        rows = pd.concat([rows, timers], ignore_index=True) if not rows.empty else timers
+        rows = _concat(rows, timers) if not rows.empty else timers
     if rows.empty:
         return rows, pd.DataFrame(columns=GROUP_COLUMNS), pd.DataFrame()
-    rows = rows.sort_values(["measured_at_ns"], kind="stable").reset_index(drop=True)
+    measured_at = rows["measured_at_ns"].to_numpy()
+    if len(rows) > 1 and not (measured_at[1:] >= measured_at[:-1]).all():
+        rows = rows.sort_values(["measured_at_ns"], kind="stable")
+    rows = rows.reset_index(drop=True)
     rows["label"] = distinct_labels(rows["key"], rows["label"])
-    order = pd.unique(rows["key"])
-    run_of = {key: i for i, key in enumerate(order)}
+    # Each key's run: its number in order of first appearance.
+    key_code = pd.factorize(rows["key"])[0]
     rows["benchmark"] = rows["label"]
-    rows["run"] = rows["key"].map(run_of).astype("int64")
+    rows["run"] = key_code
     rows["iteration"] = rows.groupby("run").cumcount()
-    rows["cache"] = "unknown"
+    rows["cache"] = pd.Categorical.from_codes(np.zeros(len(rows), "int8"), ["unknown"])
     rows["calls"] = rows["calls"].fillna(1).astype("int64") if "calls" in rows else 1
     rows["range_id"] = -1
     rows["start_ns"] = rows["start_time_ns"]
@@ -119,11 +122,11 @@ def grouped(rows: pd.DataFrame, timers: pd.DataFrame, events: UserEvents,
             rows[c] = 0
         rows[c] = rows[c].fillna(0).astype("int64")
     rows["sync_ns"] = rows["sync_ns"].fillna(0.0)
-    rows["work"] = rows["work"].fillna("") if "work" in rows else ""
+    rows["work"] = _filled(rows["work"], "") if "work" in rows else ""
     # What the window's work is (engine/windows.py): its operations, the shape of them
     # (kernel names and grids, copy sizes; 0 unknown), its longest kernel and that one's grid.
     for c, empty in WORK_COLUMNS.items():
-        rows[c] = rows[c].fillna(empty) if c in rows else empty
+        rows[c] = _filled(rows[c], empty) if c in rows else empty
     rows["host_ns"] = rows["cpu_ns"] - rows["sync_ns"]
     rows["overhead_ns"] = rows["event_ns"] - rows["gpu_busy_ns"]
     rows["edge_ns"] = rows["event_ns"] - rows["gpu_span_ns"]
@@ -134,26 +137,45 @@ def grouped(rows: pd.DataFrame, timers: pd.DataFrame, events: UserEvents,
         if column in rows:
             value = value.fillna(rows[column])
         rows[column] = value.fillna(-1).astype("int64")
-    intervals = rows[USER_INTERVAL_COLUMNS].copy()
+    intervals = rows[USER_INTERVAL_COLUMNS]
+    del rows
 
     floors, sources = _floors(events, floor_windows, intervals)
-    runs = [{"config": {}} for _ in order]
-    floor_of_run = {}
-    for i in run_of.values():
-        p = int(rows.loc[rows["run"] == i, "pid"].iloc[0])
-        floor_of_run[i] = floors[p] if rows.loc[rows["run"] == i, "kind"].iloc[0] != \
-            "timer" else 0.0
+    runs = [{"config": {}} for _ in range(int(key_code.max()) + 1)]
+    first = np.unique(key_code, return_index=True)[1]  # each run's first row
+    first_pid = intervals["pid"].to_numpy()[first]
+    first_kind = intervals["kind"].to_numpy()[first]
+    floor_of_run = {i: floors[int(first_pid[i])] if first_kind[i] != "timer" else 0.0
+                    for i in range(len(first))}
     summary = benchmark_summary(intervals, runs, floor_of_run)
     summary["label"] = summary["benchmark"]
-    pid_of_run = intervals.groupby("run", sort=True)["pid"].first()
-    summary["floor_source"] = [sources[int(pid_of_run[r])] for r in summary["run"]]
-    kinds = intervals.groupby("run", sort=True)["kind"].first()
-    summary["kind"] = [kinds[r] for r in summary["run"]]
+    summary["floor_source"] = [sources[int(first_pid[r])] for r in summary["run"]]
+    summary["kind"] = [first_kind[r] for r in summary["run"]]
     summary["measured_by"] = [
         "Timer" if k == "timer" else "do_bench" if k.startswith("do_bench") else "the events"
         for k in summary["kind"]]
     groups = _group_rows(intervals, summary, floors, sources, events)
     return intervals, groups, summary
+
+
+def _concat(rows: pd.DataFrame, timers: pd.DataFrame) -> pd.DataFrame:
+    """The event windows and the Timer measurements in one frame, the text columns kept
+    categorical (their categories joined)."""
+    timers = timers.copy(deep=False)
+    for c in rows.columns.intersection(timers.columns):
+        if not isinstance(rows[c].dtype, pd.CategoricalDtype):
+            continue
+        categories = rows[c].cat.categories.append(pd.Index(pd.unique(timers[c]))).unique()
+        rows[c] = rows[c].cat.set_categories(categories)
+        timers[c] = pd.Categorical(timers[c], categories=categories)
+    return pd.concat([rows, timers], ignore_index=True)
+
+
+def _filled(column: pd.Series, value) -> pd.Series:
+    """fillna, for a categorical column too (`value` made one of its categories)."""
+    if isinstance(column.dtype, pd.CategoricalDtype) and value not in column.cat.categories:
+        column = column.cat.add_categories([value])
+    return column.fillna(value)
 
 
 def _floors(events: UserEvents, floor_windows: pd.DataFrame | None,
@@ -201,13 +223,21 @@ def _group_rows(intervals: pd.DataFrame, summary: pd.DataFrame, floors: dict[int
                 sources: dict[int, str], events: UserEvents) -> pd.DataFrame:
     out = []
     scopes = scopes_of(events)
+    # Each run's rows, as arrays of the columns read here (not a frame per run).
+    rows_of_run = pd.Series(np.arange(len(intervals))).groupby(
+        intervals["run"].to_numpy()).indices
+    numbers = {c: intervals[c].to_numpy("float64") for c in (
+        "event_ns", "gpu_busy_ns", "host_between_records_ns", "lead_idle_ns", "tail_idle_ns",
+        "prior_busy_ns", "uncovered_busy_ns", "sync_ns", "copy_ns", "residual_ns")}
     for s in summary.itertuples():
-        g = intervals[intervals["run"] == s.run]
-        first = g.iloc[0]
+        at = rows_of_run[s.run]
+        g = {c: v[at] for c, v in numbers.items()}
+        first = {c: intervals[c].iat[at[0]] for c in ("key", "kind", "pid", "scope",
+                                                      "calls", "start_site", "end_site")}
         pid = int(first["pid"])
-        value = g["event_ns"].to_numpy("float64")
+        value = g["event_ns"]
         calls = int(first["calls"])  # benchmark_summary's per-call divisor
-        kernels = g["gpu_busy_ns"].to_numpy("float64")
+        kernels = g["gpu_busy_ns"]
         tool_value = tool_kernels = np.nan
         statistic = ""
         if first["kind"] == "do_bench" and first["scope"] >= 0:
@@ -217,7 +247,7 @@ def _group_rows(intervals: pd.DataFrame, summary: pd.DataFrame, floors: dict[int
         out.append({
             "key": first["key"], "label": s.benchmark, "kind": first["kind"], "pid": pid,
             "start_site": int(first["start_site"]), "end_site": int(first["end_site"]),
-            "scope": int(first["scope"]), "instances": len(g),
+            "scope": int(first["scope"]), "instances": len(at),
             "value_median_ns": s.event_median_ns, "value_iqr_ns": s.event_iqr_ns,
             "kernels_median_ns": s.busy_median_ns, "kernels_iqr_ns": s.busy_iqr_ns,
             "difference_ns": s.event_median_ns - s.busy_median_ns,
@@ -242,8 +272,7 @@ def _group_rows(intervals: pd.DataFrame, summary: pd.DataFrame, floors: dict[int
     return pd.DataFrame(out, columns=GROUP_COLUMNS)
 
 
-def _nanmedian(x: pd.Series) -> float:
-    v = x.to_numpy("float64")
+def _nanmedian(v: np.ndarray) -> float:
     v = v[~np.isnan(v)]
     return float(np.median(v)) if len(v) else np.nan
 

@@ -35,6 +35,7 @@ import os
 import numpy as np
 import pandas as pd
 
+from .engine.windows import text_column as categorical
 from .user_events import UserEvents
 
 MAX_ARG_VALUES = 16
@@ -86,18 +87,26 @@ def identify(rows: pd.DataFrame, events: UserEvents) -> pd.DataFrame:
     rows["scope"] = scope[keep]
     base = base_code[combo]
     shape = _shapes(rows, base)
-    rows["kind"] = [ident[c][0] for c in combo] if len(combo) else []
-    # The key: the identity and, where the work splits it, which shape.
-    pairs = pd.DataFrame({"base": base, "shape": shape})
-    key_of = {(b, s): _digest(f"{base_text[int(np.flatnonzero(base_code == b)[0])]}|{s}")
-              for b, s in pairs.drop_duplicates().itertuples(index=False)}
-    rows["key"] = [key_of[(b, s)] for b, s in zip(base, shape, strict=True)]
-    first_combo = {}
-    for c, k in zip(combo, rows["key"], strict=True):
-        first_combo.setdefault(k, int(c))
+    rows["kind"] = categorical(combo, [x[0] for x in ident])
+    # The key: the identity and, where the work splits it, which shape; numbered in order
+    # of first appearance, its text made once per key.
+    firsts, pair = np.unique(base * (int(shape.max(initial=0)) + 1) + shape,
+                             return_index=True, return_inverse=True)[1:]
+    by_appearance = np.argsort(firsts, kind="stable")
+    key_code = np.empty(len(by_appearance), "int64")
+    key_code[by_appearance] = np.arange(len(by_appearance))
+    pair = key_code[pair.reshape(-1)]
+    first_row = firsts[by_appearance]
+    keys = [_digest(f"{base_text[int(np.flatnonzero(base_code == base[i])[0])]}|{shape[i]}")
+            for i in first_row.tolist()]
+    rows["key"] = categorical(pair, keys)
+    first_combo: dict[str, int] = {}
+    for k, i in zip(keys, first_row.tolist(), strict=True):
+        first_combo.setdefault(k, int(combo[i]))
     labels = _labels(rows, {k: ident[c] for k, c in first_combo.items()},
-                     dict(zip(rows["key"], shape, strict=False)), ordinal)
-    rows["label"] = rows["key"].map(labels)
+                     {k: int(shape[i]) for k, i in zip(keys, first_row.tolist(), strict=True)},
+                     ordinal)
+    rows["label"] = categorical(pair, [labels[k] for k in keys])
     return rows
 
 
@@ -119,15 +128,17 @@ def timer_keys(timers: pd.DataFrame, events: UserEvents) -> list[str]:
     return out
 
 
-def distinct_labels(keys: pd.Series, labels: pd.Series) -> pd.Series:
-    """Labels made distinct per key (a second key with the same label gets " #2")."""
-    first = dict(zip(keys, labels, strict=True))
+def distinct_labels(keys: pd.Series, labels: pd.Series) -> pd.Categorical:
+    """Labels made distinct per key (a second key with the same label gets " #2"), keys in
+    order of first appearance; a key's label is its last row's."""
+    key_code, key_texts = pd.factorize(keys)
+    last = len(key_code) - 1 - np.unique(key_code[::-1], return_index=True)[1]
     seen: dict[str, int] = {}
-    out = {}
-    for k, t in first.items():
+    out = []
+    for t in labels.iloc[last].tolist():
         seen[t] = seen.get(t, 0) + 1
-        out[k] = t if seen[t] == 1 else f"{t} #{seen[t]}"
-    return keys.map(out)
+        out.append(t if seen[t] == 1 else f"{t} #{seen[t]}")
+    return categorical(key_code, out)
 
 
 def process_ordinals(pids) -> dict[int, int]:

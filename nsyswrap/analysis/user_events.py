@@ -243,7 +243,8 @@ def _check_rows(records: pd.DataFrame, elapsed: pd.DataFrame, threads: int,
            "elapsed holds times that are not clock readings in order")
     keys = ((records["event"].to_numpy().astype("uint64") << np.uint64(32))
             | records["nth"].to_numpy().astype("uint64"))
-    _check(len(np.unique(keys)) == len(keys), "records repeat an event's record")
+    keys.sort()  # a sort, not np.unique: numpy's hashed unique is ~50x slower at 1 M rows
+    _check(bool((keys[1:] != keys[:-1]).all()), "records repeat an event's record")
 
 
 def _is_plain(value) -> bool:

@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from ..report import Report, thread_ids
-from .engine.windows import THREAD_BITS, pairs_in_windows, stream_key
+from .engine.windows import THREAD_BITS, pairs_in_windows, sorted_isin, stream_key
 from .reconcile import BENCHMARK_COLUMNS
 from .timing_groups import (
     GROUP_COLUMNS,
@@ -201,7 +201,7 @@ def user_timings(report: Report, windows: UserWindows, numbers: pd.DataFrame | N
         out.notes.append("the report has no GPU operations: the program's timings are listed, "
                          "not reconciled")
     labels = windows.labels
-    rows, timers = windows.rows.copy(), windows.timers.copy()
+    rows, timers = windows.rows.copy(deep=False), windows.timers.copy(deep=False)
     out.unmeasured = _unmeasured(events, labels)
     out.unreconciled = windows.unreconciled
     if measured:
@@ -303,15 +303,16 @@ def _unmeasured(events: UserEvents, labels: SiteLabels) -> pd.DataFrame:
     rec = events.records
     if not len(rec):
         return pd.DataFrame(columns=["pid", "label", "records"])
-    used = set()
+    # Each record as one integer per process (event << 32 | nth: both are uint32).
+    rec_pid = rec["pid"].to_numpy("int64")
+    rec_key = _record_keys(rec["event"], rec["nth"])
+    lonely = np.ones(len(rec), bool)
     for p in events.processes:
         e = p.elapsed
-        used |= {(p.pid, int(a), int(b)) for a, b in zip(e["start_event"], e["start_nth"],
-                                                        strict=True)}
-        used |= {(p.pid, int(a), int(b)) for a, b in zip(e["end_event"], e["end_nth"],
-                                                        strict=True)}
-    keys = zip(rec["pid"], rec["event"], rec["nth"], strict=True)
-    lonely = np.array([(int(p), int(ev), int(n)) not in used for p, ev, n in keys])
+        mine = np.flatnonzero(rec_pid == p.pid)
+        used = np.concatenate([_record_keys(e["start_event"], e["start_nth"]),
+                               _record_keys(e["end_event"], e["end_nth"])])
+        lonely[mine] = ~sorted_isin(rec_key[mine], np.sort(used))
     if not lonely.any():
         return pd.DataFrame(columns=["pid", "label", "records"])
     r = rec[lonely]
@@ -320,6 +321,10 @@ def _unmeasured(events: UserEvents, labels: SiteLabels) -> pd.DataFrame:
     out = out[~out["file"].map(_is_torch_file)]
     out["label"] = [labels.site(p, s) for p, s in zip(out["pid"], out["site"], strict=True)]
     return out[["pid", "label", "records"]].reset_index(drop=True)
+
+
+def _record_keys(event: pd.Series, nth: pd.Series) -> np.ndarray:
+    return (event.to_numpy("int64") << 32) | nth.to_numpy("int64")
 
 
 def _is_torch_file(path: str) -> bool:
@@ -370,7 +375,7 @@ def _event_numbers(rows: pd.DataFrame, m: pd.DataFrame, blocking: pd.DataFrame,
     for c in ("kernels", "streams", "copies", "copy_ns", "copy_bytes", "pageable_copies",
               "uncovered_busy_ns", "uncovered_ops", "joined_ops", "work_ops",
               "work_signature", "main_kernel", "main_grid", "work"):
-        rows[c] = m[c].to_numpy()
+        rows[c] = m[c].values  # the text columns stay categorical
     rows["launch_latency_ns"] = np.where(has, first - first_launch, np.nan)
     rows["syncs"] = sync_count
     rows["sync_ns"] = sync_ns
@@ -485,7 +490,7 @@ def _timer_numbers(frame: pd.DataFrame, m: pd.DataFrame) -> None:
     frame["gpu_ops"] = m["own_ops"].to_numpy("int64")
     for c in ("kernels", "streams", "gaps", "max_gap_ns", "copies", "copy_ns", "copy_bytes",
               "pageable_copies", "work_ops", "work_signature", "main_kernel", "main_grid"):
-        frame[c] = m[c].to_numpy()
+        frame[c] = m[c].values
     frame["internal_idle_ns"] = np.where(has, last - first - busy, np.nan)
     frame["host_lead_ns"] = np.where(
         has, m["first_launch_ns"].to_numpy("float64") - frame["start_time_ns"], np.nan)

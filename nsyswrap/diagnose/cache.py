@@ -5,6 +5,9 @@ the L2's contents)."""
 
 from __future__ import annotations
 
+import numpy as np
+import pandas as pd
+
 from ..analysis import Analysis
 from ..units import fmt_ns, fmt_share
 from .finding import INFO, WARNING, Finding, Thresholds
@@ -30,7 +33,7 @@ def _same_work(a: Analysis, t: Thresholds) -> list[Finding]:
     if "work_signature" in judged:
         # The same kernels on other sizes are other work: their launch grids (in the
         # signature) tell them apart where the names do not.
-        judged = judged.assign(work=judged["work"] + " #" + judged["work_signature"].astype(str))
+        judged = judged.assign(work=_work_shapes(judged))
     by_group = []
     for (label, pid), g in judged.groupby(["label", "pid"], sort=False):
         work = g["work"].mode()
@@ -63,6 +66,18 @@ def _same_work(a: Analysis, t: Thresholds) -> list[Finding]:
             ranges=others,
         ))
     return findings
+
+
+def _work_shapes(windows: pd.DataFrame) -> pd.Categorical:
+    """Each window's work and signature as "names #signature", each distinct pair written
+    once; the categories in text order, so that a mode's ties go as they go for text."""
+    pairs = pd.MultiIndex.from_arrays([windows["work"], windows["work_signature"]])
+    code, distinct = pd.factorize(pairs)
+    texts = np.array([f"{w} #{s}" for w, s in distinct], dtype=object)
+    order = np.argsort(texts, kind="stable")
+    rank = np.empty(len(order), "int64")
+    rank[order] = np.arange(len(order))
+    return pd.Categorical.from_codes(rank[code], categories=texts[order])
 
 
 def _by_work(groups: list[tuple]) -> dict[tuple, list[tuple]]:

@@ -83,10 +83,35 @@ def pairs_in_windows(keys: np.ndarray, start: np.ndarray, end: np.ndarray,
     (windows: `keys`, `start`, `end`; -1 keys take none): the windows' other searches
     (the waits that join streams, the recording thread's blocking calls, the copies before
     a window)."""
-    keys = np.asarray(keys, "int64")
-    search = _search(keys, np.asarray(start, "int64"), np.asarray(end, "int64"), keys >= 0)
-    return _pairs(search, np.asarray(event_keys, "int64"), np.asarray(event_times, "int64"),
+    keys, start, end = (np.asarray(a, "int64") for a in (keys, start, end))
+    event_keys, event_times = np.asarray(event_keys, "int64"), np.asarray(event_times, "int64")
+    # Only the windows with an event of their key strictly inside are searched: these
+    # searches' events are few beside a million windows, and the search costs per window.
+    times = np.sort(event_times)
+    use = ((keys >= 0) & sorted_isin(keys, np.sort(event_keys))
+           & (np.searchsorted(times, start, "right") < np.searchsorted(times, end, "left")))
+    return _pairs(_search(keys, start, end, use), event_keys, event_times,
                   np.arange(len(event_keys)))
+
+
+def sorted_isin(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
+    """np.isin against a sorted array, by binary search: np.isin's own sort (or hash) of
+    a million values took ~0.5 s."""
+    if not len(sorted_set):
+        return np.zeros(len(values), bool)
+    at = np.minimum(np.searchsorted(sorted_set, values), len(sorted_set) - 1)
+    return sorted_set[at] == values
+
+
+def text_column(codes: np.ndarray, texts: list[str]) -> pd.Categorical:
+    """texts[codes] as a categorical: the windows' text columns repeat a few texts over a
+    million rows (`texts` may repeat one). Its categories are the texts used, sorted: the
+    same column whatever order the texts came in (streamed or loaded)."""
+    text_codes, uniques = pd.factorize(np.asarray(texts, dtype=object))
+    column = pd.Categorical.from_codes(text_codes[np.asarray(codes, "int64")] if len(texts)
+                                       else np.zeros(0, "int64"), categories=uniques)
+    column = column.remove_unused_categories()
+    return column.reorder_categories(sorted(column.categories))
 
 
 def _mix(x: np.ndarray) -> np.ndarray:
@@ -339,8 +364,7 @@ class WindowTotals:
             streams += np.bincount(pairs >> 32, minlength=self.n)
         event = self.by_stream
         streams = np.where(event, 1 + (c["joined"] > 0) + (c["uncovered"] > 0), streams)
-        main = np.where(self.main_name >= 0, self.main_name, -1)
-        names = np.array([*kernel_names, ""], dtype=object)
+        main = np.where(self.main_name >= 0, self.main_name, len(kernel_names))
         return pd.DataFrame({
             "own_ops": c["own"], "kernels": c["kernels"], "copies": c["copies"],
             "copy_ns": c["copy_ns"].astype("float64"), "copy_bytes": c["copy_bytes"],
@@ -352,35 +376,42 @@ class WindowTotals:
             "uncovered_busy_ns": self.busy["uncovered"], "prior_end_ns": self.prior_end,
             "streams": streams, "work_ops": c["own"] + c["joined"],
             "work_signature": self.signature.view(np.int64),
-            "main_kernel": names[main],
+            "main_kernel": text_column(main, [*kernel_names, ""]),
             "main_grid": _grid_texts(self.main_grid),
             "work": self._work_labels(kernel_names),
         })
 
-    def _work_labels(self, kernel_names: list[str]) -> list[str]:
+    def _work_labels(self, kernel_names: list[str]) -> pd.Categorical:
         """Each window's own operations named in launch order ('a | b'), or counted where
-        more than WORK_NAMES."""
+        more than WORK_NAMES; each distinct sequence of names written once."""
         own = self.count["own"]
-        out = np.full(self.n, "", dtype=object)
+        code = np.zeros(self.n, "int64")  # 0: "", then the counts', then the sequences'
         many = own > WORK_NAMES
-        out[many] = [f"{k} operations" for k in own[many]]
+        counts, code[many] = np.unique(own[many], return_inverse=True)
+        code[many] += 1
+        texts = ["", *(f"{k} operations" for k in counts.tolist())]
         if not self.names:
-            return out.tolist()
+            return text_column(code, texts)
         w, launch, name = (np.concatenate(p) for p in zip(*self.names, strict=True))
         self.names = []
         keep = ~many[w]
         w, launch, name = w[keep], launch[keep], name[keep]
         if not len(w):
-            return out.tolist()
+            return text_column(code, texts)
         order = np.lexsort((launch, w))
         w, name = w[order], name[order]
-        texts = np.array([*kernel_names, *reversed(OP_KINDS[1:])], dtype=object)
-        # Kernels by their code; the others (-1 - kind) from the end of `texts`.
-        labels = texts[np.where(name >= 0, name, len(texts) + name + 1)]
-        bounds = np.flatnonzero(np.r_[True, w[1:] != w[:-1], True])
-        for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
-            out[w[lo]] = " | ".join(labels[lo:hi])
-        return out.tolist()
+        names = np.array([*kernel_names, *reversed(OP_KINDS[1:])], dtype=object)
+        # Kernels by their code; the others (-1 - kind) from the end of `names`.
+        name = np.where(name >= 0, name, len(names) + name + 1)
+        # One row per window of its names' codes (len(names): none), its sequences numbered.
+        heads = np.flatnonzero(np.r_[True, w[1:] != w[:-1]])
+        place = np.arange(len(w)) - np.repeat(heads, np.diff(np.r_[heads, len(w)]))
+        table = np.full((len(heads), int(place.max()) + 1), len(names), "int64")
+        table[np.repeat(np.arange(len(heads)), np.diff(np.r_[heads, len(w)])), place] = name
+        sequences, which = np.unique(table, axis=0, return_inverse=True)
+        code[w[heads]] = len(texts) + which.reshape(-1)
+        texts += [" | ".join(names[s[s < len(names)]]) for s in sequences]
+        return text_column(code, texts)
 
 
 def _by_window(w: np.ndarray, e: np.ndarray, start: np.ndarray
@@ -409,10 +440,9 @@ def _grid(grids: pd.DataFrame | None, chunk: OpChunk, e: np.ndarray) -> np.ndarr
     return np.where(same, grids["grid"].to_numpy("int64")[at], 0)
 
 
-def _grid_texts(packed: np.ndarray) -> np.ndarray:
+def _grid_texts(packed: np.ndarray) -> pd.Categorical:
     """Packed grids as '128×1×1' ('' for none), each distinct one written once."""
     values, codes = np.unique(packed, return_inverse=True)
     mask = (1 << 21) - 1
-    texts = np.array([f"{v >> 42}×{(v >> 21) & mask}×{v & mask}" if v else ""
-                      for v in values.tolist()], dtype=object)
-    return texts[codes.reshape(-1)]
+    return text_column(codes.reshape(-1), [f"{v >> 42}×{(v >> 21) & mask}×{v & mask}"
+                                           if v else "" for v in values.tolist()])
