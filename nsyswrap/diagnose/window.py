@@ -39,9 +39,8 @@ def _medians(g: pd.DataFrame) -> dict[str, float]:
 # What to do, where the harness's advice (its options) does not apply to a program's own
 # timing code.
 _USER_ADVICE = {
-    "LAUNCH": "Trust the kernel time; to make the events agree, queue GPU work ahead of "
-              "start.record(), time more work per window, or replay a CUDA graph "
-              "(nsyswrap.benchmark does both).",
+    "LAUNCH": "Trust the kernel time; or queue GPU work ahead of start.record(), time "
+              "more work per window, or replay a CUDA graph (nsyswrap.benchmark does both).",
 }
 
 
@@ -92,8 +91,8 @@ def _operations(m: dict[str, float], calls: float) -> str:
     many calls (a Timer measurement, a harness iteration of N calls), whose edge and gap
     counts would otherwise read as one call's ('9999 gaps between 10000 operations')."""
     if calls <= 1:
-        return (f"{fmt_ns(m['edge_ns'])} before the first GPU operation and "
-                f"{m['gaps']:.0f} gaps between {m['gpu_ops']:.0f} operations")
+        return (f"{fmt_ns(m['edge_ns'])} before the first GPU operation, "
+                f"{m['gaps']:.0f} gaps between {m['gpu_ops']:.0f}")
     return (f"{_count(m['gpu_ops'] / calls, 'GPU operation')} and "
             f"{_count(m['gaps'] / calls, 'gap')} between operations per call "
             f"({calls:.0f} calls per timed window)")
@@ -226,8 +225,8 @@ def _check_windows(tw: TimedWindows, t: Thresholds) -> list[Finding]:
                 LAUNCH, WARNING, label,
                 f"{label}: {by} read {fmt_ns(event)} but the GPU was busy only "
                 f"{fmt_ns(busy)} (+{fmt_share(overhead / busy if busy else 1.0)}): "
-                + (f"{fmt_ns(host_overhead)} of launch overhead beyond the events' own "
-                   f"{fmt_ns(floor)}, " if floor else f"{fmt_ns(overhead)} of launch overhead, ")
+                + (f"{fmt_ns(host_overhead)} of launch overhead (past the events' own "
+                   f"{fmt_ns(floor)}), " if floor else f"{fmt_ns(overhead)} of launch overhead, ")
                 + _operations(m, float(g["calls"].iloc[0])) + _queued_ahead(g, evidence),
                 evidence,
                 _USER_ADVICE["LAUNCH"] if tw.source == "user" else
