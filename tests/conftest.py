@@ -142,16 +142,29 @@ needs_browser = pytest.mark.skipif(not browser_available(),
                                    reason="Chromium or Playwright not installed")
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (scripts/test.sh runs the suite on several workers), every test
     that starts Debian's nsys runs in one worker, one at a time: two nsys 2022.4 sessions at
-    once can break each other's agent (docs/nsys-quirks.md)."""
+    once can break each other's agent (docs/nsys-quirks.md). tryfirst: xdist's worker reads
+    the xdist_group marks in its own pytest_collection_modifyitems (it names each test
+    `id@group` there), which otherwise runs before this one and sees no mark. Since pytest
+    9.2 a test's id is no longer the attribute xdist 3.8 renames (`_nodeid`), so its renaming
+    silently does nothing and every group is spread over the workers: where that is so, the
+    test is named `id@group` here (tests/test_suite_groups.py checks the grouping)."""
+    grouping = bool(getattr(config.option, "loadgroup", False))  # an xdist worker's option
     for item in items:
         uses_nsys = item.get_closest_marker("nsys") is not None or any(
             m.kwargs.get("reason") == "nsys not on PATH" or "nsys not on PATH" in m.args
             for m in item.iter_markers("skipif"))
         if uses_nsys:
             item.add_marker(pytest.mark.xdist_group("nsys"))
+        group = item.get_closest_marker("xdist_group")
+        if grouping and group is not None and hasattr(item, "_id") and "@" not in item.nodeid:
+            from _pytest.nodeid import coerce_node_id  # pytest >= 9.2
+
+            name = group.args[0] if group.args else group.kwargs.get("name", "default")
+            item._id = coerce_node_id(f"{item.nodeid}@{name}")
 
 
 # The runner's packed columns: struct format of each, in its documents (/2) and the earlier

@@ -129,10 +129,15 @@ def test_wal_report_open_elsewhere_is_read_through_the_wal_protocol(tmp_path, wr
     assert not (tmp_path / "cache").exists()
 
 
-def test_a_writer_is_waited_for_with_a_message(report_copy):
+def test_a_writer_is_waited_for_with_a_message(report_copy, monkeypatch):
     """A file in rollback mode (as nsys exports) that another process is writing: waited
     for, the wait said as a step; held past the wait, a one-line error naming the pid."""
+    from nsyswrap import database
     from nsyswrap.progress import Progress
+
+    # A wait of 10 × 0.25 s (not 0.5 s): a writer for half a second is waited for, one
+    # for 30 s is not.
+    monkeypatch.setattr(database, "LOCKED_WAIT_S", 0.25)
 
     class Recorder(Progress):
         def __init__(self):
@@ -150,13 +155,13 @@ def test_a_writer_is_waited_for_with_a_message(report_copy):
             "print('locked', flush=True)\n"
             "time.sleep(float(sys.argv[2]))\n"
             "con.execute('ROLLBACK')\n")
-    for hold_s in ("1", "30"):
+    for hold_s in ("0.5", "30"):
         holder = subprocess.Popen([sys.executable, "-c", code, str(path), hold_s],
                                   stdout=subprocess.PIPE, text=True)
         assert holder.stdout.readline().strip() == "locked"
         try:
             rec = Recorder()
-            if hold_s == "1":
+            if hold_s == "0.5":
                 assert len(nsyswrap.load(path, progress=rec).ranges) > 0
             else:
                 with pytest.raises(BadInputError, match=f"locked by another process "

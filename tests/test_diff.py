@@ -329,7 +329,7 @@ def test_two_runs_of_different_lengths_diff_from_their_analysis_json(tmp_path):
     runs = {}
     for name, args in (("a", ["4"]), ("b", ["5", "--slow"])):
         proc = subprocess.run([sys.executable, "-m", "nsyswrap", "run", "-o", tmp_path / name,
-                               "--format", "json", workload, *args],
+                               "--format", "json", "--trace", "nvtx", workload, *args],
                               capture_output=True, text=True, timeout=180)
         assert proc.returncode == 0, proc.stderr
         runs[name] = tmp_path / name

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from conftest import needs_nsys, sql
-from test_run import nsyswrap
+from test_run import NVTX_ONLY, nsyswrap
 
 pytestmark = [pytest.mark.nsys, needs_nsys]
 WORKLOADS = Path(__file__).parent / "workloads"
@@ -31,17 +31,18 @@ NOISY_LINES = ["The target application returned non-zero exit code 42",
 def test_the_workloads_lines_are_shown_whole_and_set_no_exit_code(tmp_path):
     """Lines like nsys's own, printed by the workload: all shown, and the exit code is the
     workload's real one (from nsys), not the one its text names."""
-    proc = nsyswrap("run", "-o", tmp_path / "py", WORKLOADS / "noisy.py", "5")
+    proc = nsyswrap("run", "-o", tmp_path / "py", *NVTX_ONLY, WORKLOADS / "noisy.py", "5")
     assert proc.returncode == 5, proc.stderr
     assert proc.stdout.splitlines()[: len(NOISY_LINES)] == NOISY_LINES
     assert "exited with code 5" in proc.stderr and "42" not in proc.stderr
     # Any other command: through the sh wrapper, the same.
     script = "; ".join(f"printf '%s\\n' {shlex.quote(line)}" for line in NOISY_LINES)
-    proc = nsyswrap("run", "-o", tmp_path / "sh", "--", "sh", "-c", script)
+    proc = nsyswrap("run", "-o", tmp_path / "sh", *NVTX_ONLY, "--", "sh", "-c", script)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[: len(NOISY_LINES)] == NOISY_LINES
     # With --format json the workload's output moves to stderr, whole, and stdout is JSON.
-    proc = nsyswrap("run", "-o", tmp_path / "json", "--format", "json", WORKLOADS / "noisy.py")
+    proc = nsyswrap("run", "-o", tmp_path / "json", *NVTX_ONLY, "--format", "json",
+                    WORKLOADS / "noisy.py")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["schema"] == "nsyswrap.compare/1"
     shown = proc.stderr.splitlines()
@@ -55,7 +56,7 @@ def test_a_reader_that_leaves_stops_nothing(tmp_path):
     err = tmp_path / "stderr"
     with open(err, "w") as err_file:
         proc = subprocess.Popen([sys.executable, "-m", "nsyswrap", "run", "-o", str(out),
-                                 str(WORKLOADS / "chatty.py")], stdout=subprocess.PIPE,
+                                 *NVTX_ONLY, str(WORKLOADS / "chatty.py")], stdout=subprocess.PIPE,
                                 stderr=err_file)
         assert proc.stdout.readline().startswith(b"chatty line 0 ")
         proc.stdout.close()  # the reader leaves, as head does

@@ -394,9 +394,12 @@ def _hold_lock(path, seconds: float):
     return proc
 
 
-def test_locked_report_is_waited_for_then_named_locked(report_copy):
+def test_locked_report_is_waited_for_then_named_locked(report_copy, monkeypatch):
+    from nsyswrap import database
+
+    monkeypatch.setattr(database, "LOCKED_WAIT_S", 0.25)  # a wait of 2.5 s, not 5
     path = report_copy(CPU_2022)
-    holder = _hold_lock(path, 1.0)  # released within the wait: the load succeeds
+    holder = _hold_lock(path, 0.5)  # released within the wait: the load succeeds
     try:
         assert len(nsyswrap.load(path).ranges) > 0
     finally:

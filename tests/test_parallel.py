@@ -62,10 +62,14 @@ def test_local_dask_cluster_of_processes(serial, tmp_path):
         assert "truncated" in a.failed[0].message and a.failed[0].exit_code == 2
 
 
-def test_unreachable_dask_scheduler_is_one_error():
+def test_unreachable_dask_scheduler_is_one_error(monkeypatch):
     pytest.importorskip("distributed")
     from nsyswrap.errors import NsysWrapError
+    from nsyswrap.multi import parallel
 
+    # Dask retries a refused connection until the timeout: 1 s, not 10, is enough to see
+    # the refusal become one error.
+    monkeypatch.setattr(parallel, "DASK_TIMEOUT_S", 1)
     with pytest.raises(NsysWrapError, match="cannot reach"):
         compare_ranks(REPORTS, dask="tcp://127.0.0.1:9")
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import CPU_2022, CPU_2022_REP, file_digest, needs_nsys, sql
-from test_run import WORKLOAD, nsyswrap
+from test_run import NVTX_ONLY, WORKLOAD, nsyswrap
 
 from nsyswrap.errors import BadInputError, NsysWrapError
 from nsyswrap.run_folder import (
@@ -60,7 +60,7 @@ def test_force_replaces_the_earlier_run_only_with_a_complete_one(tmp_path):
     complete, and nothing of the user's."""
     out = tmp_path / "run"
     planted = _plant_another_experiment(out)
-    assert nsyswrap("run", "-o", out, WORKLOAD).returncode == 0
+    assert nsyswrap("run", "-o", out, *NVTX_ONLY, WORKLOAD).returncode == 0
     before = digests(out)
     run = Manifest.read(out)
     assert set(run.files) == set(before) - set(planted) == {
@@ -72,7 +72,8 @@ def test_force_replaces_the_earlier_run_only_with_a_complete_one(tmp_path):
     assert "(" + ", ".join(sorted(run.files)) + ")" in refused.stderr
     # A rerun that fails (nsys refuses an option) leaves the earlier run as it was, byte for
     # byte, and its own log apart, named.
-    failed = nsyswrap("run", "-o", out, "--force", "--nsys-arg=--no-such-nsys-option", NOISY)
+    failed = nsyswrap("run", "-o", out, *NVTX_ONLY, "--force",
+                      "--nsys-arg=--no-such-nsys-option", NOISY)
     assert failed.returncode == 1, failed.stderr
     assert digests(out) == before
     staged = [p for p in out.iterdir() if p.is_dir()]
@@ -82,7 +83,7 @@ def test_force_replaces_the_earlier_run_only_with_a_complete_one(tmp_path):
     # A complete rerun of another script replaces the whole earlier run: nothing of it is
     # left beside the new files to read as one run with them; the user's files are as they
     # were, byte for byte.
-    again = nsyswrap("run", "-o", out, "--force", NOISY)
+    again = nsyswrap("run", "-o", out, *NVTX_ONLY, "--force", NOISY)
     assert again.returncode == 0, again.stderr
     after = digests(out)
     assert set(after) - set(planted) == {"noisy.nsys-rep", "noisy.sqlite", "nsys.log",
@@ -100,7 +101,7 @@ def test_force_replaces_the_earlier_run_only_with_a_complete_one(tmp_path):
 def test_another_runs_folder_is_refused_without_force(tmp_path):
     """A different script into the same -o: refused before anything runs, exit 2."""
     out = tmp_path / "run"
-    assert nsyswrap("run", "-o", out, WORKLOAD).returncode == 0
+    assert nsyswrap("run", "-o", out, *NVTX_ONLY, WORKLOAD).returncode == 0
     before = digests(out)
     proc = nsyswrap("run", "-o", out, NOISY)
     assert proc.returncode == 2 and "--force" in proc.stderr
@@ -127,7 +128,7 @@ def test_runs_started_in_the_same_second_get_folders_of_their_own(tmp_path):
         else:
             taken.mkdir()
     before = set(runs.iterdir())
-    procs = [subprocess.Popen([sys.executable, "-m", "nsyswrap", "run", str(WORKLOAD)],
+    procs = [subprocess.Popen([sys.executable, "-m", "nsyswrap", "run", *NVTX_ONLY, str(WORKLOAD)],
                               cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True) for _ in range(2)]
     for p in procs:
@@ -149,7 +150,7 @@ def test_runs_started_in_the_same_second_get_folders_of_their_own(tmp_path):
 def test_import_changes_nothing_it_reads_and_overwrites_nothing(tmp_path):
     env = {**os.environ, "NSYSWRAP_IMPORTER": str(tmp_path / "no-importer")}
     out = tmp_path / "run"
-    assert nsyswrap("run", "-o", out, WORKLOAD, env=env).returncode == 1
+    assert nsyswrap("run", "-o", out, *NVTX_ONLY, WORKLOAD, env=env).returncode == 1
     qdstrm = out / "annotated.qdstrm"
     raw = file_digest(qdstrm)
     # Into its own folder: the raw capture stays, byte for byte (the importer rewrites the
@@ -311,7 +312,7 @@ def test_two_forced_runs_into_one_folder_one_wins_the_other_keeps_its_capture(tm
         (earlier.stage / name).write_text("the earlier run's")
     earlier.commit()
     procs = [subprocess.Popen([sys.executable, "-m", "nsyswrap", "run", "-o", str(out),
-                               "--force", str(WORKLOAD)], stdout=subprocess.PIPE,
+                               *NVTX_ONLY, "--force", str(WORKLOAD)], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(2)]
     outputs = [p.communicate(timeout=180) for p in procs]
     ended = [(p.returncode, o, e) for p, (o, e) in zip(procs, outputs, strict=True)]
@@ -358,7 +359,8 @@ def test_a_capture_is_named_whatever_ends_the_run(tmp_path):
     out = tmp_path / "runs"
     out.mkdir()
     crashed = subprocess.run([sys.executable, "-c", CRASH_IN_ANALYSIS, "run", "-o", str(out),
-                              str(WORKLOAD)], capture_output=True, text=True, timeout=180)
+                              *NVTX_ONLY, str(WORKLOAD)], capture_output=True, text=True,
+                             timeout=180)
     assert crashed.returncode == 1
     assert "nsyswrap: internal error: RuntimeError: a bug in the analysis" in crashed.stderr
     stage = next(p for p in out.iterdir() if p.name.startswith(INCOMPLETE_PREFIX))
@@ -369,8 +371,8 @@ def test_a_capture_is_named_whatever_ends_the_run(tmp_path):
     killed_out = tmp_path / "killed"
     killed_out.mkdir()
     proc = subprocess.Popen([sys.executable, "-m", "nsyswrap", "run", "-o", str(killed_out),
-                             str(WORKLOAD)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                             *NVTX_ONLY, str(WORKLOAD)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
     said = []
     for line in proc.stderr:
         said.append(line)
