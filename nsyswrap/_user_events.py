@@ -225,24 +225,30 @@ class Recorder:
         key = (id(code), lasti)
         site = self.sites.get(key)
         if site is None:
-            with self.lock:
-                site = self.sites.get(key)
-                if site is None:
-                    if len(self.site_keys) >= MAX_SITES:
-                        return self._overflow_site()
-                    self.codes.setdefault(id(code), code)
-                    site = self.sites[key] = len(self.site_keys)
-                    self.site_keys.append(key)
+            self.codes.setdefault(id(code), code)
+            site = self._numbered(self.sites, self.site_keys, key, MAX_SITES, None,
+                                  f"more than {MAX_SITES} call sites recorded: the further "
+                                  "ones share one site, [\"?\", 0, \"?\"]")
         return site
 
-    def _overflow_site(self) -> int:
-        site = self.sites.get(None)
-        if site is None:
-            site = self.sites[None] = len(self.site_keys)
-            self.site_keys.append(None)
-            self.notes.append(f"more than {MAX_SITES} call sites recorded: the further ones "
-                              "share one site, [\"?\", 0, \"?\"]")
-        return site
+    def _numbered(self, codes: dict, listing: list, key, most: int, overflow,
+                  note: str) -> int:
+        """The code of `key` in `codes` (its place in `listing`), a new one if it has none;
+        past `most` keys, the code of `overflow`, said once in the notes."""
+        with self.lock:
+            code = codes.get(key)
+            if code is not None:
+                return code
+            if len(listing) >= most:
+                if overflow not in codes:
+                    self.notes.append(note)
+                key = overflow
+                code = codes.get(key)
+                if code is not None:
+                    return code
+            code = codes[key] = len(listing)
+            listing.append(key)
+            return code
 
     def site_row(self, site: int) -> list:
         key = self.site_keys[site]
@@ -297,22 +303,11 @@ class Recorder:
         key = tuple(frames)
         context = self.contexts.get(key)
         if context is None:
-            with self.lock:
-                context = self.contexts.get(key)
-                if context is None:
-                    if len(self.context_list) >= MAX_CONTEXTS:
-                        return self._overflow_context()
-                    context = self.contexts[key] = len(self.context_list)
-                    self.context_list.append(key)
-        return context
-
-    def _overflow_context(self) -> int:
-        context = self.contexts.get(OVERFLOW_CONTEXT)
-        if context is None:
-            context = self.contexts[OVERFLOW_CONTEXT] = len(self.context_list)
-            self.context_list.append(OVERFLOW_CONTEXT)
-            self.notes.append(f"more than {MAX_CONTEXTS} contexts recorded: the further ones "
-                              "share one context, [[\"?\", 0, \"?\", []]]")
+            context = self._numbered(self.contexts, self.context_list, key, MAX_CONTEXTS,
+                                     OVERFLOW_CONTEXT,
+                                     f"more than {MAX_CONTEXTS} contexts recorded: the "
+                                     "further ones share one context, "
+                                     "[[\"?\", 0, \"?\", []]]")
         return context
 
     def recording_context(self, frame, state: list) -> int:
