@@ -5,19 +5,17 @@ analysis/user_events.py) and from SQL on the kernels."""
 
 from __future__ import annotations
 
-import base64
 import bisect
 import json
 import os
 import re
-import struct
-import zlib
 from statistics import median
 
 import pandas as pd
 import pytest
 from click.testing import CliRunner
 from conftest import DATA, GPU_MIX, sql
+from reference import runner_rows
 
 import nsyswrap
 from nsyswrap.cli import main
@@ -70,11 +68,7 @@ def runner_doc(path) -> dict:
 
 def unpack(doc: dict, name: str) -> list[dict]:
     """'records' or 'elapsed': zlib-compressed, base64 rows of doc's struct format."""
-    prefix = "record" if name == "records" else name
-    raw = zlib.decompress(base64.b64decode(doc[name]))
-    fields = doc[f"{prefix}_fields"]
-    return [dict(zip(fields, row, strict=True))
-            for row in struct.iter_unpack(doc[f"{prefix}_format"], raw)]
+    return runner_rows(doc, name)
 
 
 def _site(doc: dict, code: int) -> tuple[str, int, str]:
