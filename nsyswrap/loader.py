@@ -177,8 +177,10 @@ def read_without_operations(opened: OpenReport) -> tuple[Report, WithoutOperatio
     ranges = _drop_reversed(ranges, "NVTX range", range_notes)
     marks = _nvtx_marks(db, queries, domains)
     gpu_metrics = _gpu_clock_metrics(db)
+    grids_sql = _kernel_grids_sql(db) if has_runner_records(marks) else None
+    db.prefetch(grids_sql)  # on the reader threads, while the event calls are read
     event_calls, event_call_count = _event_calls(db, marks)
-    kernel_grids = _kernel_grids(db) if has_runner_records(marks) else None
+    kernel_grids = _kernel_grids(db, grids_sql)
 
     info = _report_info(db, opened.source)
     info.has_cuda = KERNEL_TABLE in db.tables or RUNTIME_TABLE in db.tables
@@ -544,20 +546,25 @@ def has_runner_records(marks: pd.DataFrame) -> bool:
 _GRID_BITS = 21
 
 
-def _kernel_grids(db: Database) -> pd.DataFrame | None:
-    """Each kernel's launch grid, packed, by start (Report.kernel_grids); None without a
+def _kernel_grids_sql(db: Database) -> str | None:
+    """The read of each kernel's launch grid, packed (Report.kernel_grids); None without a
     kernel table or its grid columns. Read only for reports with the runner's records: a
-    third of a second a million kernels."""
+    third of a second of one core a million kernels."""
     if KERNEL_TABLE not in db.tables or not {"gridX", "gridY", "gridZ"} <= set(
             db.columns(KERNEL_TABLE)):
         return None
     mask = (1 << _GRID_BITS) - 1
-    frame = _frame(db, f"""SELECT start AS start_ns, streamId AS stream_id,
-                                  ((gridX & {mask}) << {2 * _GRID_BITS})
-                                  | ((gridY & {mask}) << {_GRID_BITS}) | (gridZ & {mask})
-                                  AS grid
-                           FROM {KERNEL_TABLE} WHERE start IS NOT NULL""",
-                   ("start_ns", "stream_id", "grid"))
+    return f"""SELECT start AS start_ns, streamId AS stream_id,
+                      ((gridX & {mask}) << {2 * _GRID_BITS})
+                      | ((gridY & {mask}) << {_GRID_BITS}) | (gridZ & {mask}) AS grid
+               FROM {KERNEL_TABLE} WHERE start IS NOT NULL AND {BulkQueries.ROWS}"""
+
+
+def _kernel_grids(db: Database, sql: str | None) -> pd.DataFrame | None:
+    """The kernels' grids (_kernel_grids_sql) by start."""
+    if sql is None:
+        return None
+    frame = _frame(db, sql, ("start_ns", "stream_id", "grid"))
     return frame.sort_values("start_ns", kind="stable").reset_index(drop=True)
 
 
@@ -588,24 +595,35 @@ def _event_calls(db: Database, marks: pd.DataFrame) -> tuple[pd.DataFrame, int |
         return empty(EVENT_CALL_COLUMNS), int(db.rows(
             f"SELECT count(*) FROM {RUNTIME_TABLE} WHERE nameId IN ({ids})")[0][0])
     ids = ",".join(map(str, names))
+    # The calls and their streams read apart, on the reader threads, and joined here: SQLite
+    # joining the runtime table to the stream tables took 1.5 s of a million-record report,
+    # its scans of the three tables alone 0.6 s.
+    calls_sql = f"""SELECT start AS start_ns, "end" AS end_ns, globalTid AS thread,
+                           correlationId AS correlation_id, nameId AS name_id
+                    FROM {RUNTIME_TABLE}
+                    WHERE nameId IN ({ids}) AND start IS NOT NULL AND "end" IS NOT NULL
+                      AND {BulkQueries.ROWS}"""
     # The stream of each record (CUDA_EVENT, with --cuda-event-trace) and of each wait
     # (SYNCHRONIZATION: the stream made to wait), by correlation id within the process.
-    streams = []
-    for table in (CUDA_EVENT_TABLE, SYNC_TABLE):
-        if table in db.tables and {"correlationId", "streamId", "globalPid"} <= db.columns(table):
-            streams.append(f"SELECT correlationId, globalPid, streamId FROM {table}")
-    stream_sql = " UNION ALL ".join(streams) or \
-        "SELECT NULL AS correlationId, NULL AS globalPid, NULL AS streamId WHERE 0"
-    df = _frame(db, f"""
-        SELECT r.start AS start_ns, r.end AS end_ns, r.globalTid AS thread,
-               r.correlationId AS correlation_id, r.nameId AS name_id,
-               coalesce(s.streamId, -1) AS stream_id
-        FROM {RUNTIME_TABLE} r
-        LEFT JOIN ({stream_sql}) s
-          ON s.correlationId = r.correlationId
-         AND s.globalPid = (r.globalTid - (r.globalTid & {ID_MASK}))
-        WHERE r.nameId IN ({ids}) AND r.start IS NOT NULL AND r.end IS NOT NULL
-        ORDER BY r.start""", ids=("thread", "correlation_id"))
+    stream_sqls = [f"""SELECT correlationId AS correlation_id, globalPid AS process_key,
+                              coalesce(streamId, -1) AS stream_id
+                       FROM {table}
+                       WHERE correlationId IS NOT NULL AND globalPid IS NOT NULL
+                         AND {BulkQueries.ROWS}"""
+                   for table in (CUDA_EVENT_TABLE, SYNC_TABLE)
+                   if table in db.tables
+                   and {"correlationId", "streamId", "globalPid"} <= db.columns(table)]
+    db.prefetch(calls_sql, *stream_sqls)
+    df = _frame(db, calls_sql, ids=("thread", "correlation_id"))
+    df["process_key"] = df["thread"] - (df["thread"] & ID_MASK)
+    streams = pd.concat([_frame(db, sql) for sql in stream_sqls] or [
+        pd.DataFrame({c: np.array([], "int64") for c in ("correlation_id", "process_key",
+                                                             "stream_id")})],
+        ignore_index=True)
+    # A left join, as SQL's: a call without a stream row keeps -1, one with two rows is two.
+    df = df.merge(streams, on=["correlation_id", "process_key"], how="left", sort=False)
+    df["stream_id"] = df["stream_id"].fillna(-1).astype("int64")
+    df = df.sort_values("start_ns", kind="stable", ignore_index=True)
     df["pid"] = _pid(df["thread"])
     df["api"] = df["name_id"].map(names).astype(str)
     return df[EVENT_CALL_COLUMNS], int((df["api"] == "record").sum())

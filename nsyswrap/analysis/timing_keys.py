@@ -62,7 +62,7 @@ def identify(rows: pd.DataFrame, events: UserEvents) -> pd.DataFrame:
         "pid": rows["pid"].to_numpy("int64"), "scope": scope, "scope_site": scope_site,
         "scope_context": scope_context, "start_site": rows["start_site"].to_numpy("int64"),
         "end_site": rows["end_site"].to_numpy("int64"), "start_ctx": start_ctx,
-        "end_ctx": end_ctx})
+        "end_ctx": end_ctx}, copy=False)
     combo = codes.groupby(list(codes.columns), sort=False).ngroup().to_numpy()
     firsts = codes.drop_duplicates().to_numpy("int64")
     sites = {p.pid: p.sites for p in events.processes}

@@ -59,7 +59,8 @@ class RunnerRecords:
 
     pid: int
     records: pd.DataFrame  # before_ns, took_ns, thread, event, nth, site, context (int64,
-    #                        -1: a document of the earlier runner), stream
+    #                        -1: a document of the earlier runner), stream; emptied once
+    #                        matched (UserEvents.records holds them then)
     elapsed: pd.DataFrame  # before_ns, after_ns, thread, start_event, start_nth, end_event,
     #                        end_nth, site, value_ms, error
     sites: list[tuple[str, int, str]]  # site code -> (file, line, function)
@@ -69,6 +70,7 @@ class RunnerRecords:
     floor_ms: list[float]
     notes: list[str]
     hook_cost_ns: float | None
+    record_count: int = 0  # the records the document holds
     dropped_records: int = 0
     dropped_elapsed: int = 0
     # context code -> the program's frames that led to the records, innermost first, each
@@ -215,7 +217,7 @@ def _unpack(doc: dict, name: str, fmt: str, fields: tuple[str, ...],
         [(f, "<" + _NUMPY_CODES[code]) for f, code in zip(fields, fmt[1:], strict=True)]))
     # Each column copied out whole, in the machine's byte order; the bytes then go.
     return pd.DataFrame({f: table[f].astype(table.dtype[f].newbyteorder("="), copy=True)
-                         for f in fields})
+                         for f in fields}, copy=False)
 
 
 # struct codes of the runner's formats, as numpy types.
@@ -376,7 +378,8 @@ def decode(doc: dict) -> RunnerRecords:
     for name, count in counts.items():
         _check(whole(count, 0), f"{name} is not a count")
     return RunnerRecords(
-        pid=pid, records=records, elapsed=elapsed, sites=[tuple(s) for s in sites],
+        pid=pid, records=records, record_count=len(records), elapsed=elapsed,
+        sites=[tuple(s) for s in sites],
         threads=list(threads), scopes=scopes,
         clock_marks=[(b, a, k) for b, a, k in clock_marks],
         floor_ms=[float(x) for x in floor_ms], notes=list(notes),
@@ -459,6 +462,7 @@ def match_records(report: Report) -> UserEvents:
         runner.offset_ns, runner.offset_spread_ns = offset
         out.processes.append(runner)
         frames.append(_matched(runner, calls))
+        runner.records = runner.records.iloc[:0]  # 44 bytes a record, held till the end
     out.records = (pd.concat(frames, ignore_index=True) if frames else _matched_empty())
     unmatched = int((out.records["call"] < 0).sum()) if len(out.records) else 0
     if unmatched:
@@ -530,4 +534,5 @@ def _matched(runner: RunnerRecords, calls: pd.DataFrame) -> pd.DataFrame:
         "context": r["context"].to_numpy("int64"),
         "stream_handle": r["stream"].to_numpy("int64"), "call": call,
         "time_ns": take("start_ns", -1), "call_end_ns": take("end_ns", -1),
-        "stream_id": take("stream_id", -1), "correlation_id": take("correlation_id", -1)})
+        "stream_id": take("stream_id", -1), "correlation_id": take("correlation_id", -1)},
+        copy=False)

@@ -192,7 +192,7 @@ def user_timings(report: Report, windows: UserWindows, numbers: pd.DataFrame | N
     out.notes.extend(events.notes)
     if not events:
         return out
-    out.records = int(sum(len(p.records) for p in events.processes))
+    out.records = int(sum(p.record_count for p in events.processes))
     out.measured = int(sum(len(p.elapsed) for p in events.processes))
     costs = [p.hook_cost_ns for p in events.processes if p.hook_cost_ns is not None]
     out.hook_cost_ns = float(np.median(costs)) if costs else None
@@ -279,7 +279,7 @@ def _intervals(events: UserEvents, labels: SiteLabels) -> tuple[pd.DataFrame, pd
         frames.append(pd.DataFrame({
             "pid": p.pid, "start_record": start[e_ok], "end_record": end[e_ok],
             "elapsed_row": e_ok, "value_ns": value[e_ok],
-            "measured_at_ns": e["before_ns"].to_numpy("int64")[e_ok]}))
+            "measured_at_ns": e["before_ns"].to_numpy("int64")[e_ok]}, copy=False))
     rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     unreconciled = (pd.DataFrame(missing).groupby(["pid", "label", "reason"], sort=False)
                     .size().rename("count").reset_index() if missing else pd.DataFrame(
