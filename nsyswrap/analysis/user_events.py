@@ -91,7 +91,7 @@ class UserEvents:
     # One row per record: pid, thread (report key), tid, event, nth, site, context (-1:
     # unknown), stream_handle,
     # call (row of report.event_calls, -1 unmatched), time_ns (the call's start),
-    # call_end_ns, stream_id (the trace's; -1 unknown), correlation_id
+    # call_end_ns, stream_id (the trace's; -1 unknown)
     records: pd.DataFrame = field(default_factory=pd.DataFrame)
     notes: list[str] = field(default_factory=list)
 
@@ -462,7 +462,8 @@ def match_records(report: Report) -> UserEvents:
         runner.offset_ns, runner.offset_spread_ns = offset
         out.processes.append(runner)
         frames.append(_matched(runner, calls))
-        runner.records = runner.records.iloc[:0]  # 44 bytes a record, held till the end
+        # 44 bytes a record, held till the end otherwise (a slice would keep them).
+        runner.records = runner.records.iloc[:0].copy()
     out.records = (pd.concat(frames, ignore_index=True) if frames else _matched_empty())
     unmatched = int((out.records["call"] < 0).sum()) if len(out.records) else 0
     if unmatched:
@@ -473,7 +474,7 @@ def match_records(report: Report) -> UserEvents:
 
 
 _MATCHED_COLUMNS = ["pid", "thread", "tid", "event", "nth", "site", "context", "stream_handle",
-                    "call", "time_ns", "call_end_ns", "stream_id", "correlation_id"]
+                    "call", "time_ns", "call_end_ns", "stream_id"]
 
 
 def _matched_empty() -> pd.DataFrame:
@@ -534,5 +535,4 @@ def _matched(runner: RunnerRecords, calls: pd.DataFrame) -> pd.DataFrame:
         "context": r["context"].to_numpy("int64"),
         "stream_handle": r["stream"].to_numpy("int64"), "call": call,
         "time_ns": take("start_ns", -1), "call_end_ns": take("end_ns", -1),
-        "stream_id": take("stream_id", -1), "correlation_id": take("correlation_id", -1)},
-        copy=False)
+        "stream_id": take("stream_id", -1)}, copy=False)

@@ -174,6 +174,10 @@ def user_windows(report: Report) -> UserWindows:
         return out
     out.labels = SiteLabels(events)
     out.rows, out.unreconciled = _intervals(events, out.labels)
+    # The windows' rows hold what each window needs of its records now; the rest of each
+    # record is 48 bytes, held till the end otherwise.
+    events.records = events.records[[c for c in events.records.columns
+                                     if c not in _MOVED_TO_ROWS]]
     out.timers = _timer_measurements(events, out.labels)
     return out
 
@@ -239,25 +243,28 @@ def _last_waits(rows: pd.DataFrame, stream: np.ndarray, end_stream: np.ndarray,
     return out
 
 
+# The record columns _intervals copies into the windows' rows (start_* and end_*), which no
+# later step reads from the records.
+_MOVED_TO_ROWS = ("thread", "tid", "stream_id", "time_ns", "call_end_ns", "stream_handle")
+
+
 def _intervals(events: UserEvents, labels: SiteLabels) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One row per elapsed_time() whose two records were matched; the others, counted by
     reason, in the second frame."""
     rec = events.records
-    key = pd.MultiIndex.from_arrays([rec["pid"], rec["event"], rec["nth"]]) if len(rec) \
-        else None
+    rec_pid = rec["pid"].to_numpy("int64") if len(rec) else np.zeros(0, "int64")
+    rec_key = _record_keys(rec["event"], rec["nth"]) if len(rec) else rec_pid
     frames, missing = [], []
     for p in events.processes:
         e = p.elapsed
         if not len(e):
             continue
-        pid = np.full(len(e), p.pid, "int64")
-        if key is None:
-            start = end = np.full(len(e), -1)
-        else:
-            start = key.get_indexer(pd.MultiIndex.from_arrays(
-                [pid, e["start_event"].to_numpy("int64"), e["start_nth"].to_numpy("int64")]))
-            end = key.get_indexer(pd.MultiIndex.from_arrays(
-                [pid, e["end_event"].to_numpy("int64"), e["end_nth"].to_numpy("int64")]))
+        # Each elapsed_time()'s two records (rows of `rec`; -1: not recorded), by the
+        # process's (event, nth) keys in order.
+        mine = np.flatnonzero(rec_pid == p.pid)
+        mine = mine[np.argsort(rec_key[mine], kind="stable")]
+        start = _record_rows(rec_key[mine], mine, _record_keys(e["start_event"], e["start_nth"]))
+        end = _record_rows(rec_key[mine], mine, _record_keys(e["end_event"], e["end_nth"]))
         value = e["value_ms"].to_numpy("float64") * 1e6
         error = e["error"].to_numpy()
         ok = (start >= 0) & (end >= 0) & ~np.isnan(value)
@@ -325,6 +332,15 @@ def _unmeasured(events: UserEvents, labels: SiteLabels) -> pd.DataFrame:
 
 def _record_keys(event: pd.Series, nth: pd.Series) -> np.ndarray:
     return (event.to_numpy("int64") << 32) | nth.to_numpy("int64")
+
+
+def _record_rows(keys: np.ndarray, rows: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """The row (of `rows`, in the order of the sorted `keys`) of each wanted key; -1 where
+    none."""
+    at = np.minimum(np.searchsorted(keys, wanted), max(len(keys) - 1, 0))
+    found = (at < len(keys)) & (keys[at] == wanted) if len(keys) else np.zeros(len(wanted),
+                                                                               bool)
+    return np.where(found, rows[at] if len(rows) else -1, -1)
 
 
 def _is_torch_file(path: str) -> bool:

@@ -123,6 +123,9 @@ def analyze_operations(report: Report, source: OperationSource, *, by_process: b
                                  "event trace)")
         windows.vote(*source.launches())
     measured = WindowTotals(windows.to_measure(report.event_calls), report.kernel_grids)
+    if consume:  # matched and measured: 72 bytes a record, held till the end otherwise
+        report.event_calls = report.event_calls.iloc[:0].copy()
+        report.kernel_grids = None
     _add_chunks(totals, measured, source)
     totals.finish()
     pooled = totals.pooled.medians()
