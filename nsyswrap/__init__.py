@@ -12,16 +12,17 @@ import sys
 import types
 
 from ._version import __version__
+from .common.errors import BadInputError, NsysWrapError
 from .diagnose import Finding, Thresholds
-from .errors import BadInputError, NsysWrapError
 
 # Loaded on first use. The workload side (nvtx, the timing harness): `nsyswrap compare`
 # and analysis scripts never pay for the nvtx import (~0.15 s of the demo's start-up). The
 # analysis side (pandas, ~0.5 s): the CLI starts a report's reads before importing it.
 # `compare` and `Comparison` come through notebook.py, which gives a Comparison its outputs.
-_LAZY = {"annotate": "annotate", "mark": "annotate", "benchmark": "harness",
-         "BenchmarkResult": "harness", "compare": "notebook", "Comparison": "notebook",
-         "load": "loader", "Report": "report"}
+_LAZY = {"annotate": "instrument.annotate", "mark": "instrument.annotate",
+         "benchmark": "instrument.harness", "BenchmarkResult": "instrument.harness",
+         "compare": "notebook", "Comparison": "notebook", "load": "read.loader",
+         "Report": "read.report"}
 
 
 def __getattr__(name: str):

@@ -9,7 +9,7 @@ import os
 # when the user chose nothing (pyarrow reads this when first imported).
 os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
 
-from ._memory import limit_malloc_arenas  # noqa: E402
+from .common.memory import limit_malloc_arenas  # noqa: E402
 
 limit_malloc_arenas()
 import itertools
@@ -20,18 +20,19 @@ from pathlib import Path
 
 import click
 
+from ._version import __version__
+
 # Nothing imported here may import pandas (tests/test_cli.py checks it): `compare` starts
 # the report's reads first, and they run while pandas and the analysis load.
-from . import streams
-from ._version import __version__
-from .capture import DEFAULT_TRACE
+from .capture import streams
+from .capture.profile import DEFAULT_TRACE
+from .common.errors import BadInputError, NsysWrapError
+from .common.files import atomic_write, private_files, refuse_input_as_output
+from .common.names import printable
 from .diagnose import Thresholds
-from .errors import BadInputError, NsysWrapError
-from .files import atomic_write, private_files, refuse_input_as_output
 from .multi.thresholds import DiffThresholds, RankThresholds
-from .redact import redact_text
+from .read.redact import redact_text
 from .render import FORMATS, RANKS_SECTIONS, SECTIONS, render_pieces
-from .render.names import printable
 
 # Exit codes: 0 fine, 1 failure, 2 bad input or usage, 3 findings matched --fail-on.
 EXIT_FINDINGS = 3
@@ -178,7 +179,7 @@ def _messages(steps):
 def _steps(fmt: str):
     """Spinners for the long steps, only for a person at a terminal: not into pipes or logs,
     and not beside machine-readable output."""
-    from .progress import NO_PROGRESS, TerminalProgress
+    from .common.progress import NO_PROGRESS, TerminalProgress
 
     if fmt in ("json", "csv") or not sys.stderr.isatty():
         return NO_PROGRESS
@@ -382,7 +383,7 @@ def compare_command(reports, fmt, output, section, instances, top, full_names, t
              "(try: nsyswrap compare YOUR_REPORT.sqlite)")
     _check_section(section, SECTIONS, "for one report")
     steps = _steps(fmt)
-    from .database import open_report
+    from .read.database import open_report
 
     # The report's bulk reads start now and run on their threads (SQLite in C, without the
     # GIL) while pandas and the analysis are imported: ~0.5 s of start-up overlapped with
@@ -393,7 +394,7 @@ def compare_command(reports, fmt, output, section, instances, top, full_names, t
     with open_report(report, cache_dir=cache_dir, nsys=nsys, progress=steps,
                      stream_operations=not FORMATS[fmt].makes_file) as opened:
         fail_codes = _parse_fail_on(fail_on)
-        from .single import compare
+        from .comparison.single import compare
 
         result = compare(opened, limits, by_process=by_process, attribution=attribution,
                          all_domains=all_domains, progress=steps)
@@ -440,7 +441,7 @@ def _csv_section(result, section: str | None, every_family: bool = False) -> str
         _say(f"the {section} section is empty (header only); sections with rows: "
              f"{', '.join(full) or 'none'}")
     if section == "ranges" and not every_family:
-        from .document import range_families
+        from .comparison.document import range_families
         from .render.views import families_left_out
 
         shown, left_out = range_families(result)
@@ -583,9 +584,9 @@ def run_command(args, module, output, force, nsys, trace, sample, gpu_metrics,
                 thresholds, fail_on, attribution, all_domains, verbose, color):
     """Profile a script (or -m module, or -- any command) under nsys, export the report and
     show the verdict. The workload's output streams through; its exit code is nsyswrap's."""
-    from .capture import ProfileOptions
-    from .launch import interrupt_grace_s
-    from .pipeline import run, run_ranks
+    from .capture.launch import interrupt_grace_s
+    from .capture.pipeline import run, run_ranks
+    from .capture.profile import ProfileOptions
 
     interrupt_grace_s()  # a bad NSYSWRAP_INTERRUPT_GRACE_S refused before anything is made
     limits, rank_limits = _split_thresholds(thresholds)
@@ -750,7 +751,7 @@ def import_command(capture, output, force, nsys, fmt, color):
     """Finish a capture nsys could not: import a raw .qdstrm (or a .nsys-rep), export it to
     SQLite, and analyse it. The capture itself is kept as it is; nothing is written over
     without --force."""
-    from .pipeline import import_capture
+    from .capture.pipeline import import_capture
 
     steps = _steps(fmt)
     with private_files():  # as a run's (run_command)
@@ -766,7 +767,7 @@ def import_command(capture, output, force, nsys, fmt, color):
 def doctor_command(nsys):
     """Check that this machine can profile: nsys, its importer, NVTX from Python, CPU
     sampling, torch and CUDA, the GPU and its clocks, free disk. Exit 1 if a check fails."""
-    from .doctor import FAIL, OK, each_check
+    from .capture.doctor import FAIL, OK, each_check
 
     failed = False
     # Each line as its check ends, a spinner naming the one running (on a terminal).

@@ -9,9 +9,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .files import atomic_write
-from .result import Comparison
-from .single import compare
+from .common.files import atomic_write
+from .comparison.result import Comparison
+from .comparison.single import compare
 
 __all__ = ["Comparison", "compare"]
 

@@ -1,4 +1,4 @@
-"""intervals.grouped_median against pandas' grouped median: time and memory over the input.
+"""grouped.grouped_median against pandas' grouped median: time and memory over the input.
 
     python scripts/bench_median.py [--values 20600000] [--groups 1160000] [--pandas]
 
@@ -17,7 +17,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from nsyswrap.intervals import grouped_median
+from nsyswrap.analysis.grouped import grouped_median
 
 
 def peak_mib() -> int:

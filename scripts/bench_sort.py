@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from nsyswrap.chunks import cores, sort_in_place  # noqa: E402
+from nsyswrap.read.chunks import cores, sort_in_place  # noqa: E402
 
 
 def shapes(n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:

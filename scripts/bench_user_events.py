@@ -1,5 +1,5 @@
 """What nsyswrap's runner adds per `torch.cuda.Event.record()` on the host
-(nsyswrap/_user_events.py), measured against the unhooked record in the same process:
+(nsyswrap/instrument/event_hooks.py), measured against the unhooked record in the same process:
 
     python scripts/bench_user_events.py [--records N] [--rounds R]    (a CUDA GPU)
     python scripts/bench_user_events.py --stand-in [--runner PATH]    (any host, no torch)
@@ -150,7 +150,7 @@ def main():
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--stand-in", action="store_true")
     p.add_argument("--runner", type=Path,
-                   default=Path(__file__).parents[1] / "nsyswrap" / "_user_events.py")
+                   default=Path(__file__).parents[1] / "nsyswrap" / "instrument" / "event_hooks.py")
     args = p.parse_args()
     hooks = load_runner_hooks(args.runner)
     hooks.RECORDER = hooks.Recorder()

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from nsyswrap.analysis.user_timings import user_windows
-from nsyswrap.loader import load
+from nsyswrap.read.loader import load
 
 KERNELS = "CUPTI_ACTIVITY_KIND_KERNEL"
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"

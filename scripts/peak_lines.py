@@ -27,7 +27,7 @@ import time
 import nsyswrap.cli  # noqa: F401  (the CLI's start-up: allocator settings)
 from nsyswrap import analysis
 from nsyswrap.diagnose import Thresholds, diagnose
-from nsyswrap.loader import load
+from nsyswrap.read.loader import load
 
 
 def rss_mib() -> int:

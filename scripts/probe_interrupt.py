@@ -71,7 +71,7 @@ def variant(name: str, out: Path, seconds: float) -> dict:
     log = open(base / "log.txt", "w")
     nsys_cmd = ["nsys", "profile", *NSYS_BASE, "-o", str(base / "r")]
     py = [sys.executable, str(WORKLOAD), "100000", "0.05"]
-    runner = [sys.executable, str(ROOT / "nsyswrap" / "_target.py"), *py[1:]]
+    runner = [sys.executable, str(ROOT / "nsyswrap" / "instrument" / "runner.py"), *py[1:]]
     mode = {"exit_int_to_workload": "exit", "profstop_int_to_workload": "profstop",
             "termexit_term_to_nsys": "term_exit"}.get(name, "")
     how = {

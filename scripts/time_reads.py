@@ -21,7 +21,7 @@ from pathlib import Path
 
 import adbc_driver_sqlite.dbapi as adbc
 
-from nsyswrap import database, queries
+from nsyswrap.read import database, queries
 
 K = queries.KERNEL_TABLE
 

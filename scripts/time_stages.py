@@ -21,7 +21,7 @@ T0 = time.perf_counter()
 import nsyswrap.cli  # noqa: E402,F401  (the CLI's start-up: allocator settings, imports)
 from nsyswrap import analysis  # noqa: E402
 from nsyswrap.diagnose import Thresholds, diagnose  # noqa: E402
-from nsyswrap.loader import load  # noqa: E402
+from nsyswrap.read.loader import load  # noqa: E402
 
 # The engine's steps (analysis/engine/analyze.py) and finished's (analysis/finish.py).
 STAGES = ["LoadedOperations", "_add_chunks", "_attribution", "_kernel_summary", "_instances",

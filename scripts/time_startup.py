@@ -7,7 +7,7 @@ Runs what `nsyswrap compare` runs on one report and prints a timestamp after eac
 the CLI imported; the reads started (`database.open_report`); pandas and the analysis
 imported, with how many of the reads' slices were done by then; all reads done; the report
 loaded; the analysis done. Code from before the reads moved ahead of the imports (no
-`nsyswrap.database`) runs in its old order: everything imported, then loaded. Put another
+`nsyswrap.read.database`) runs in its old order: everything imported, then loaded. Put another
 version's code first on PYTHONPATH to time it, alternating runs (these machines drift).
 """
 
@@ -38,17 +38,17 @@ def main() -> None:
         # The older code: imports first, then the reads.
         import nsyswrap.compare  # noqa: F401
 
-        from nsyswrap.loader import load
+        from nsyswrap.read.loader import load
 
         mark("pandas and the analysis imported")
         report = load(path)
     else:
-        from nsyswrap.database import open_report
+        from nsyswrap.read.database import open_report
 
         opened = open_report(path)
         mark("reads started")
-        import nsyswrap.single  # noqa: F401
-        from nsyswrap.loader import load
+        import nsyswrap.comparison.single
+        from nsyswrap.read.loader import load
 
         slices = [f for fs in opened.db._prefetched.values() for f in fs]
         mark(f"pandas and the analysis imported; {sum(f.done() for f in slices)} of "

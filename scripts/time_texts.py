@@ -19,7 +19,7 @@ import sqlite3
 import time
 from pathlib import Path
 
-from nsyswrap import database, queries
+from nsyswrap.read import database, queries
 
 
 def best_cpu_s(f, repeat: int) -> float:

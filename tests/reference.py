@@ -153,7 +153,7 @@ RECORD_SLACK_NS = 2_000
 # back (the window's start waited for it): back-pressure.
 QUEUED_AHEAD_NS = 5_000
 # Calls that block the calling thread until GPU work finishes: the syncs, and the copies
-# synchronous by API (written out here, not taken from nsyswrap/cuda_api.py).
+# synchronous by API (written out here, not taken from nsyswrap/read/cuda_api.py).
 BLOCKING_CALLS = {
     "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
     "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize",

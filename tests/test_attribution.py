@@ -231,8 +231,8 @@ def test_operations_keep_their_launching_threads(monkeypatch):
 
     import pandas as pd
 
-    from nsyswrap import chunks
     from nsyswrap.analysis.gpu_ops import gpu_ops
+    from nsyswrap.read import chunks
 
     monkeypatch.setattr(chunks, "STEP_ROWS", 7)
     ops = gpu_ops(nsyswrap.load(TRAIN))

@@ -31,7 +31,8 @@ pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
 DDP_RANK0 = DATA / "h200x2_ddp_control.rank0.sqlite"
 HARNESS = DATA / "h100_diff_base.sqlite"
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
-# The runner's document in a report's marks (nsyswrap/_user_events.py writes it compactly).
+# The runner's document in a report's marks (nsyswrap/instrument/event_hooks.py writes it
+# compactly).
 RUNNER_MARK = '{"nsyswrap":"nsyswrap.user-events/1"%'
 RECORD = struct.Struct("<qqHIIHq")
 

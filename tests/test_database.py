@@ -17,7 +17,7 @@ import pytest
 from conftest import CPU_2022, GPU_MIX, sql
 
 import nsyswrap
-from nsyswrap.errors import BadInputError
+from nsyswrap.common.errors import BadInputError
 
 KERNELS = "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL"
 RANGES = "SELECT count(*) FROM NVTX_EVENTS WHERE eventType IN (59, 60) AND end IS NOT NULL"
@@ -132,8 +132,8 @@ def test_wal_report_open_elsewhere_is_read_through_the_wal_protocol(tmp_path, wr
 def test_a_writer_is_waited_for_with_a_message(report_copy, monkeypatch):
     """A file in rollback mode (as nsys exports) that another process is writing: waited
     for, the wait said as a step; held past the wait, a one-line error naming the pid."""
-    from nsyswrap import database
-    from nsyswrap.progress import Progress
+    from nsyswrap.common.progress import Progress
+    from nsyswrap.read import database
 
     # A wait of 10 × 0.25 s (not 0.5 s): a writer for half a second is waited for, one
     # for 30 s is not.

@@ -292,9 +292,9 @@ def test_a_kernel_called_a_different_number_of_times_per_step_is_inconclusive(tm
 def test_two_analysis_json_diff_as_their_reports(tmp_path):
     """What run writes (pipeline.analysis_json) carries the samples: its diff has the
     reports' verdicts, kernels apart (summary numbers there)."""
-    from nsyswrap.files import atomic_write
-    from nsyswrap.pipeline import analysis_json
-    from nsyswrap.single import compare
+    from nsyswrap.capture.pipeline import analysis_json
+    from nsyswrap.common.files import atomic_write
+    from nsyswrap.comparison.single import compare
 
     short = _fewer_steps(tmp_path / "short.sqlite", 30)
     docs = []

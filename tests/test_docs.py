@@ -97,10 +97,10 @@ def _footer(page: str) -> str:
 
 
 def test_the_pages_footers_explain_the_findings_and_name_no_repository_file():
+    from nsyswrap.comparison.single import compare
     from nsyswrap.multi import compare_ranks, diff_reports
     from nsyswrap.render import render
     from nsyswrap.render.multi import render_diff, render_ranks
-    from nsyswrap.single import compare
 
     ranks = [DATA / f"h200x2_ddp_straggler.rank{r}.sqlite" for r in (0, 1)]
     pages = {

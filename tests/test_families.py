@@ -202,8 +202,9 @@ def test_family_numbers_are_groupbys_ngroup_and_cumcount(monkeypatch, few_keys):
     import numpy as np
     import pandas as pd
 
-    from nsyswrap import chunks, intervals
+    from nsyswrap.analysis import intervals
     from nsyswrap.analysis.families import family_numbers
+    from nsyswrap.read import chunks
 
     monkeypatch.setattr(chunks, "STEP_ROWS", 7)
     if not few_keys:

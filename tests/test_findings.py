@@ -8,10 +8,10 @@ import pytest
 from conftest import CPU_2022, GPU_MIX, GPU_NO_CUDA, finding, sql
 
 import nsyswrap
+from nsyswrap.comparison.single import compare
 from nsyswrap.diagnose import Thresholds
 from nsyswrap.diagnose.cold_start import leading_outliers
 from nsyswrap.diagnose.fp32_gemm import is_fp32_simt_gemm
-from nsyswrap.single import compare
 
 
 @pytest.fixture(scope="module")

@@ -34,7 +34,7 @@ def test_no_finding_is_longer_than_eight_lines_at_80_columns(path):
 
 
 def test_cold_start_lists_a_handful_of_values_and_counts_the_rest():
-    from nsyswrap.units import listed
+    from nsyswrap.common.units import listed
 
     assert listed([str(i) for i in range(120)]) == "0, 1, 2, 3 and 116 more"
     assert listed(["a", "b"]) == "a, b"

@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 from nsyswrap.analysis import analyze
 from nsyswrap.cli import main
 from nsyswrap.diagnose import Thresholds, diagnose
-from nsyswrap.loader import load
+from nsyswrap.read.loader import load
 
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 

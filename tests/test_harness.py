@@ -17,9 +17,9 @@ from conftest import DATA
 
 import nsyswrap
 from nsyswrap.analysis.reconcile import benchmark_runs
-from nsyswrap.clocks import locked_clocks, read_clocks
-from nsyswrap.errors import NsysWrapError
-from nsyswrap.harness import BenchmarkConfig, BenchmarkResult, mark_payloads
+from nsyswrap.common.errors import NsysWrapError
+from nsyswrap.instrument.clocks import locked_clocks, read_clocks
+from nsyswrap.instrument.harness import BenchmarkConfig, BenchmarkResult, mark_payloads
 
 
 @pytest.fixture

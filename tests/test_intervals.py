@@ -6,17 +6,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from nsyswrap.intervals import (
-    RangeSearch,
-    assign_lanes,
-    few_groups_median,
-    grouped_median,
-    no_pairs,
-    range_starts,
-    small_key_order,
-    with_innermost,
-)
-from nsyswrap.union import merge_intervals, union_stats
+from nsyswrap.analysis.grouped import few_groups_median, grouped_median, small_key_order
+from nsyswrap.analysis.lanes import assign_lanes
+from nsyswrap.analysis.range_search import RangeSearch, no_pairs, range_starts, with_innermost
+from nsyswrap.analysis.union import merge_intervals, union_stats
 
 
 def events_in_ranges(ranges: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame:
@@ -83,7 +76,7 @@ def test_merge_intervals_matches_a_plain_sweep(step_rows, monkeypatch):
     against a sweep in Python over them sorted by start; also with the merged intervals
     moved to the front a few rows at a time (fails when a step's rows land anywhere but
     after the last step's)."""
-    from nsyswrap import chunks
+    from nsyswrap.read import chunks
 
     if step_rows is not None:
         monkeypatch.setattr(chunks, "STEP_ROWS", step_rows)
@@ -107,7 +100,7 @@ def test_with_innermost_sorts_the_frames_rows_as_lexsort_does(monkeypatch):
     the frames emptied. Ranges' starts with many ties, by range id in and out of order;
     rows within each event in and out of start order (the stable sort, and the sort again),
     checked in steps of 5 rows."""
-    from nsyswrap import chunks
+    from nsyswrap.read import chunks
 
     monkeypatch.setattr(chunks, "STEP_ROWS", 5)
     rng = np.random.default_rng(7)
@@ -136,7 +129,7 @@ def test_with_innermost_sorts_the_frames_rows_as_lexsort_does(monkeypatch):
 def test_chunks_on_threads_give_what_one_chunk_gives(monkeypatch):
     """The range search splits its work into chunks on threads (chunks.py). With chunks of
     a few rows on four threads it must give exactly the single-chunk answer."""
-    from nsyswrap import chunks
+    from nsyswrap.read import chunks
 
     rng = np.random.default_rng(7)
     ranges = _ranges([(i, 1 + i % 3, s, s + d) for i, (s, d) in enumerate(
@@ -252,8 +245,8 @@ def test_distinct_per_group_is_pandas_nunique(monkeypatch):
     """Distinct values per group from one packed key: groups in ascending order, repeated
     values counted once, groups with one value, in any input order; and the summary's
     helper for codes and pids, including its pandas path when the packing does not fit."""
+    from nsyswrap.analysis.grouped import distinct_per_group
     from nsyswrap.analysis.summary import _distinct_by_group
-    from nsyswrap.intervals import distinct_per_group
 
     rng = np.random.default_rng(3)
     groups = rng.integers(0, 50, 3000) * 7  # sparse ids, some absent
@@ -275,8 +268,8 @@ def test_distinct_per_group_is_pandas_nunique(monkeypatch):
     assert distinct_per_group(np.array([], "int64"), 1).empty
     # The presence table marked from groups and values a few rows at a time (no packed
     # key): as pandas, for codes and for a categorical's own codes of the same names.
-    from nsyswrap import chunks
     from nsyswrap.analysis.summary import _name_codes
+    from nsyswrap.read import chunks
 
     monkeypatch.setattr(chunks, "STEP_ROWS", 7)
     pd.testing.assert_series_equal(_distinct_by_group(dense, values),
@@ -324,8 +317,8 @@ def test_sorted_by_event_is_lexsorts_permutation(monkeypatch):
     sort) and pairs out of it (sorted again), checked a few rows at a time: a disorder that
     sits across two steps must still be sorted again. Ties (equal event and start) keep
     their given order, as in np.lexsort."""
-    from nsyswrap import chunks
-    from nsyswrap.intervals import _sorted_by_event
+    from nsyswrap.analysis.range_search import _sorted_by_event
+    from nsyswrap.read import chunks
 
     monkeypatch.setattr(chunks, "STEP_ROWS", 4)
     rng = np.random.default_rng(9)
@@ -353,8 +346,10 @@ def test_sorts_on_every_core_give_one_sorts_answer(monkeypatch):
     repeats, values in order, in reverse, negative and unsigned; and what is built on it
     (merge_intervals, the packed medians, the distinct counts, the pairs by event) gives
     its one-part answer."""
-    from nsyswrap import chunks
-    from nsyswrap.intervals import _sorted_by_event, distinct_per_group, sort_in_place
+    from nsyswrap.analysis.grouped import distinct_per_group
+    from nsyswrap.analysis.range_search import _sorted_by_event
+    from nsyswrap.read import chunks
+    from nsyswrap.read.chunks import sort_in_place
 
     rng = np.random.default_rng(11)
     arrays = [rng.integers(-50, 50, 1001), np.arange(300), np.arange(300)[::-1].copy(),
@@ -396,7 +391,7 @@ def test_a_search_by_thread_keyed_by_process_is_the_search_by_process():
     """RangeSearch.by_process shares the thread search's ranges: its pairs are those of a
     search built by process from the same ranges, for events of every thread of two
     processes (nested ranges, several lanes, threads with none)."""
-    from nsyswrap.intervals import RangeSearch
+    from nsyswrap.analysis.range_search import RangeSearch
 
     rng = np.random.default_rng(3)
     rows, rid = [], 0

@@ -1,6 +1,8 @@
-"""The package's layers, read from the source's imports (module level and inside functions
-alike, as ast finds them): no import circle, many reports' analysis (multi/) imports no
-renderer, and the result type renderers take imports none of them."""
+"""The package's floors, read from the source's imports (module level and inside functions
+alike, as ast finds them): each folder imports only the folders below it (docs/architecture.md
+draws them), the package root holds only what users import, what runs inside the profiled
+program imports nothing of nsyswrap, no import circle, many reports' analysis (multi/)
+imports no renderer, and the result type renderers take imports none of them."""
 
 from __future__ import annotations
 
@@ -83,14 +85,59 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+# The folders from the bottom up: a module may import its own folder and any folder below.
+FLOORS = ["common", "instrument", "read", "analysis", "diagnose", "comparison", "multi",
+          "render", "capture"]
+# The package root: the entry points and what users import (nsyswrap.compare and
+# nsyswrap.Comparison come through notebook.py), above every folder.
+ROOT = {"nsyswrap", "nsyswrap.__main__", "nsyswrap.cli", "nsyswrap.notebook",
+        "nsyswrap._version"}
+# Loaded by path into the profiled program (the runner, its hooks, the children's start-up,
+# the NVTX shim the hooks load): standard library only.
+IN_THE_PROGRAM = {"nsyswrap.instrument.runner", "nsyswrap.instrument.event_hooks",
+                  "nsyswrap.instrument._children.sitecustomize",
+                  "nsyswrap.instrument.nvtx_compat"}
+
+
+def floor(module: str) -> int:
+    """The floor of a module: its folder's place in FLOORS; the root's modules above them all,
+    but _version (a string every floor may read) below them."""
+    if module == "nsyswrap._version":
+        return -1
+    if module in ROOT:
+        return len(FLOORS)
+    return FLOORS.index(module.split(".")[1])
+
+
+def test_every_module_lives_on_a_floor():
+    assert {m for m in import_graph() if m not in ROOT
+            and m.split(".")[1] not in FLOORS} == set()
+
+
+def test_each_folder_imports_only_the_folders_below_it():
+    upward = sorted(f"{a} -> {b}" for a, used in import_graph().items() for b in used
+                    if floor(b) > floor(a))
+    assert upward == []
+
+
+def test_the_floor_rule_catches_an_upward_import():
+    graph = {"nsyswrap.read.loader": {"nsyswrap.analysis.grouped"}}
+    assert [(a, b) for a, used in graph.items() for b in used if floor(b) > floor(a)]
+
+
+def test_what_runs_inside_the_program_imports_nothing_of_nsyswrap():
+    graph = import_graph()
+    assert {m: sorted(graph[m]) for m in IN_THE_PROGRAM if graph[m]} == {}
+
+
 def test_the_graph_reads_imports_of_every_kind():
     """The reader itself: a relative import of a module, of a name, one inside a function,
     and one under TYPE_CHECKING each make an edge."""
     graph = import_graph()
     assert "nsyswrap.render.charts" in graph["nsyswrap.render.html"]  # from . import charts
-    assert "nsyswrap.result" in graph["nsyswrap.render.html"]  # from ..result import ...
+    assert "nsyswrap.comparison.result" in graph["nsyswrap.render.html"]  # from ..result import ...
     assert "nsyswrap.render.json" in graph["nsyswrap.notebook"]  # inside to_json
-    assert "nsyswrap.result" in graph["nsyswrap.render"]  # under TYPE_CHECKING
+    assert "nsyswrap.comparison.result" in graph["nsyswrap.render"]  # under TYPE_CHECKING
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
@@ -103,12 +150,12 @@ def test_many_reports_analysis_imports_no_renderer():
     bad = {name: sorted(m for m in used if m.startswith("nsyswrap.render"))
            for name, used in graph.items() if name.startswith("nsyswrap.multi")}
     assert {name: used for name, used in bad.items() if used} == {}
-    assert "nsyswrap.document" in graph["nsyswrap.multi.summary"]  # its numbers' source
+    assert "nsyswrap.comparison.document" in graph["nsyswrap.multi.summary"]  # its numbers' source
 
 
 def test_the_result_and_its_document_import_no_renderer():
     graph = import_graph()
-    for name in ("nsyswrap.result", "nsyswrap.document"):
+    for name in ("nsyswrap.comparison.result", "nsyswrap.comparison.document"):
         assert not [m for m in graph[name] if m.startswith("nsyswrap.render")], name
         assert "nsyswrap.notebook" not in graph[name]
 

@@ -19,7 +19,7 @@ from conftest import (
 )
 
 import nsyswrap
-from nsyswrap.errors import BadInputError
+from nsyswrap.common.errors import BadInputError
 
 
 @pytest.mark.parametrize("path", ALL_REPORTS, ids=lambda p: p.name)
@@ -69,7 +69,7 @@ def test_range_names_that_repeat_are_codes_and_distinct_ones_text(name, repeat, 
     many slices (a name in several of them, under different codes), the same names."""
     import pandas as pd
 
-    from nsyswrap import database
+    from nsyswrap.read import database
 
     if sliced:
         monkeypatch.setattr(database, "SLICE_ROWS", 7)
@@ -134,7 +134,7 @@ def test_reads_in_rowid_slices_give_the_same_rows_in_the_same_order(monkeypatch)
     on how many slices."""
     import pandas as pd
 
-    from nsyswrap import database
+    from nsyswrap.read import database
 
     whole = nsyswrap.load(GPU_MIX)
     slices = []
@@ -179,7 +179,7 @@ def test_record_batches_of_any_size_give_the_same_report(monkeypatch):
     report does not depend on their size (text columns of many batches are joined)."""
     import pandas as pd
 
-    from nsyswrap import database
+    from nsyswrap.read import database
 
     whole = nsyswrap.load(GPU_MIX)
     chunks = []
@@ -205,8 +205,8 @@ def test_text_columns_do_not_keep_the_drivers_batches(monkeypatch):
     read in several batches into buffers of its own, with the same values."""
     import sqlite3
 
-    from nsyswrap import database
-    from nsyswrap.queries import pandas_frame
+    from nsyswrap.read import database
+    from nsyswrap.read.queries import pandas_frame
 
     monkeypatch.setattr(database, "BATCH_ROWS", 1)  # the harness's two marks, two batches
     harness = DATA / "h100_harness_clock.sqlite"
@@ -239,7 +239,7 @@ def test_a_table_without_rowid_is_read_whole(tmp_path, monkeypatch):
 
     import pandas as pd
 
-    from nsyswrap import database
+    from nsyswrap.read import database
 
     path = tmp_path / "without_rowid.sqlite"
     shutil.copyfile(GPU_MIX, path)
@@ -341,7 +341,7 @@ def test_launches_outside_the_name_filter_are_still_found(monkeypatch):
     call is fetched again by correlation id, so the join loses nothing."""
     import re
 
-    from nsyswrap import cuda_api
+    from nsyswrap.read import cuda_api
 
     columns = ["launch_start_ns", "thread"]
     expected = nsyswrap.load(GPU_MIX).kernels[columns].to_numpy()
@@ -395,7 +395,7 @@ def _hold_lock(path, seconds: float):
 
 
 def test_locked_report_is_waited_for_then_named_locked(report_copy, monkeypatch):
-    from nsyswrap import database
+    from nsyswrap.read import database
 
     monkeypatch.setattr(database, "LOCKED_WAIT_S", 0.25)  # a wait of 2.5 s, not 5
     path = report_copy(CPU_2022)
@@ -419,8 +419,8 @@ def test_launch_lookup_in_chunks_matches_a_dictionary(monkeypatch):
     import numpy as np
     import pandas as pd
 
-    from nsyswrap import chunks
-    from nsyswrap.launches import sorted_launches
+    from nsyswrap.read import chunks
+    from nsyswrap.read.launches import sorted_launches
 
     rng = np.random.default_rng(3)
     calls = pd.DataFrame({"launch_key": rng.permutation(1000)[:600] * 3,
@@ -445,8 +445,8 @@ def test_runtime_slices_split_and_merge_as_one_stable_sort():
     import numpy as np
     import pyarrow as pa
 
-    from nsyswrap.loader import _merged_launches
-    from nsyswrap.queries import RuntimeSlice
+    from nsyswrap.read.loader import _merged_launches
+    from nsyswrap.read.queries import RuntimeSlice
 
     rng = np.random.default_rng(5)
     n = 400
@@ -503,8 +503,8 @@ def test_rows_without_times_are_left_out_and_counted(report_copy, monkeypatch, n
 
     from click.testing import CliRunner
 
-    from nsyswrap import database
     from nsyswrap.cli import main
+    from nsyswrap.read import database
 
     kernel, runtime = "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME"
     path = report_copy(GPU_MIX)
@@ -552,8 +552,8 @@ def test_text_in_a_number_column_is_one_line(report_copy, monkeypatch, batch_row
     (its columns declared INT, not INTEGER)."""
     from click.testing import CliRunner
 
-    from nsyswrap import database
     from nsyswrap.cli import main
+    from nsyswrap.read import database
 
     kernel = "CUPTI_ACTIVITY_KIND_KERNEL"
     path = report_copy(GPU_MIX)
@@ -606,8 +606,8 @@ def test_null_ids_read_as_unknown_without_warnings(report_copy, monkeypatch):
 
     from click.testing import CliRunner
 
-    from nsyswrap import database
     from nsyswrap.cli import main
+    from nsyswrap.read import database
 
     kernel, memcpy = "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY"
     path = report_copy(GPU_MIX)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from conftest import CPU_2022, CPU_HOSTILE, DATA, file_digest, sql
 
-from nsyswrap.queries import READ_TABLES
+from nsyswrap.read.queries import READ_TABLES
 
 PACKAGE = Path(__file__).parents[1] / "nsyswrap"
 # A command that hangs before the fix must fail the test, not hold the suite: the refusal

@@ -8,8 +8,8 @@ import pytest
 from conftest import CPU_2022, CPU_2022_REP, file_digest, needs_nsys, sql
 
 import nsyswrap
-from nsyswrap import nsys as nsys_mod
-from nsyswrap.errors import BadInputError
+from nsyswrap.common import nsys as nsys_mod
+from nsyswrap.common.errors import BadInputError
 
 
 @needs_nsys

@@ -8,8 +8,8 @@ from contextlib import contextmanager
 import pytest
 from conftest import DATA
 
+from nsyswrap.common.progress import Progress
 from nsyswrap.multi import compare_ranks
-from nsyswrap.progress import Progress
 
 REPORTS = [DATA / f"h200x2_ddp_straggler.rank{r}.sqlite" for r in (0, 1)]
 
@@ -64,7 +64,7 @@ def test_local_dask_cluster_of_processes(serial, tmp_path):
 
 def test_unreachable_dask_scheduler_is_one_error(monkeypatch):
     pytest.importorskip("distributed")
-    from nsyswrap.errors import NsysWrapError
+    from nsyswrap.common.errors import NsysWrapError
     from nsyswrap.multi import parallel
 
     # Dask retries a refused connection until the timeout: 1 s, not 10, is enough to see
@@ -119,7 +119,7 @@ def test_a_dask_address_that_is_no_scheduler_is_one_error(monkeypatch, reply, wo
     from click.testing import CliRunner
 
     from nsyswrap.cli import main
-    from nsyswrap.errors import NsysWrapError
+    from nsyswrap.common.errors import NsysWrapError
     from nsyswrap.multi import parallel
 
     pytest.importorskip("distributed")

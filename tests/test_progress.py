@@ -12,8 +12,8 @@ from contextlib import contextmanager
 
 from conftest import CPU_2022_REP, GPU_MIX, needs_nsys, sql
 
-from nsyswrap.progress import NO_PROGRESS, Progress, TerminalProgress
-from nsyswrap.single import compare
+from nsyswrap.common.progress import NO_PROGRESS, Progress, TerminalProgress
+from nsyswrap.comparison.single import compare
 
 
 class Recorder(Progress):

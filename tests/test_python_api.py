@@ -12,7 +12,7 @@ import pytest
 from conftest import DEMO, sql
 
 import nsyswrap
-from nsyswrap.errors import BadInputError
+from nsyswrap.common.errors import BadInputError
 
 
 @pytest.fixture(scope="module")

@@ -99,8 +99,8 @@ def test_steps_and_chunks_of_a_few_rows_give_the_same_analysis(path, monkeypatch
     (launch lookups, the range search, packed medians, the summary's groups) give exactly
     what one step gives; the per-thread sums take pandas' path where float sums might not
     be exact."""
-    from nsyswrap import chunks, loader
     from nsyswrap.analysis import summary
+    from nsyswrap.read import chunks, loader
 
     def run():
         a = analyze(loader.load(path))

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from nsyswrap import errors
 from nsyswrap.cli import EXIT_BROKEN_PIPE, EXIT_FINDINGS, EXIT_INTERRUPTED
+from nsyswrap.common import errors
 
 ROOT = Path(__file__).parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")

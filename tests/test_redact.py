@@ -1,5 +1,5 @@
 """What looks like a credential in a command line, redacted wherever nsyswrap shows the
-command (nsyswrap/redact.py owns the rule; case 7), and what must stay as it is.
+command (nsyswrap/read/redact.py owns the rule; case 7), and what must stay as it is.
 
 The end-to-end check with nsys 2022.4 (`nsyswrap run` of a program given a token and a
 password) is tests/test_private.py; here a real nsys 2025.3 export (it keeps the command
@@ -15,7 +15,7 @@ import pytest
 from conftest import GPU_MIX, sql
 
 import nsyswrap
-from nsyswrap.redact import REDACTED, looks_like_key, redact_args, redact_text, secret_name
+from nsyswrap.read.redact import REDACTED, looks_like_key, redact_args, redact_text, secret_name
 from nsyswrap.render import FORMATS, render
 
 HF_TOKEN = "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"  # a token's shape, not a real one

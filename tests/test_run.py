@@ -272,7 +272,7 @@ def test_one_report_per_torchrun_rank(tmp_path):
 def test_interrupted_ranks_each_keep_their_report(tmp_path):
     """Ctrl-C on `run --ranks 2`: every rank's report is written and analysed, exit 130.
     Rank 0 sits in an all-reduce waiting for rank 1 when the interrupt comes; a rank that
-    never gets back to Python is ended by _target.py's watcher, and ranks exit 0 so that
+    never gets back to Python is ended by runner.py's watcher, and ranks exit 0 so that
     torchrun does not kill the others' nsys as failed workers. Under load gloo may abort
     rank 0 (SIGABRT) when rank 1 leaves, before the watcher ends it: torchrun then fails,
     but the user interrupted, so nsyswrap still exits 130 and names the rank (the case is
@@ -305,7 +305,7 @@ def test_interrupted_ranks_each_keep_their_report(tmp_path):
 def test_workload_roots_finds_the_program_below_nsys(tmp_path):
     """A real process tree shaped like nsys's: nsys -> nsys-launcher -> program -> its own
     child. The program is found; nsys's processes and the program's children are not."""
-    from nsyswrap.launch import workload_roots
+    from nsyswrap.capture.launch import workload_roots
 
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -483,7 +483,7 @@ def test_any_script_name_gives_a_report(tmp_path, script, stem, folder):
 def test_a_name_too_long_for_a_file_system_is_cut():
     """A script name of 250 bytes (a file system allows 255) would make `NAME.nsys-rep` too
     long: the run's name is cut to 200 bytes at a whole character."""
-    from nsyswrap.capture import target_stem
+    from nsyswrap.capture.profile import target_stem
 
     stem = target_stem([sys.executable, "é" * 125 + ".py"])
     assert stem == "é" * 100 and len(f"report.{stem}.rank7.html".encode()) <= 255

@@ -1,4 +1,4 @@
-"""Where `nsyswrap run` and `nsyswrap import` write (nsyswrap/run_folder.py): folders never
+"""Where `nsyswrap run` and `nsyswrap import` write (nsyswrap/capture/run_folder.py): folders never
 shared, an earlier run replaced only by a complete one and only with --force, an import that
 changes nothing it reads and writes over nothing without --force. For real, with nsys 2022.4
 on the CPU; the folder rules alone also without nsys."""
@@ -17,14 +17,14 @@ import pytest
 from conftest import CPU_2022, CPU_2022_REP, file_digest, needs_nsys, sql
 from test_run import NVTX_ONLY, WORKLOAD, nsyswrap
 
-from nsyswrap.errors import BadInputError, NsysWrapError
-from nsyswrap.run_folder import (
+from nsyswrap.capture.run_folder import (
     INCOMPLETE_PREFIX,
     MANIFEST,
     REPLACED_PREFIX,
     Manifest,
     RunFolder,
 )
+from nsyswrap.common.errors import BadInputError, NsysWrapError
 
 WORKLOADS = Path(__file__).parent / "workloads"
 NOISY = WORKLOADS / "noisy.py"
@@ -277,7 +277,8 @@ def test_a_replace_that_fails_half_way_puts_both_runs_back(tmp_path, monkeypatch
                 raise OSError(5, "Input/output error")
         return real_rename(src, dst)
 
-    monkeypatch.setattr("nsyswrap.run_folder.os.rename", rename_failing_on_the_second_file_in)
+    monkeypatch.setattr("nsyswrap.capture.run_folder.os.rename",
+                        rename_failing_on_the_second_file_in)
     with pytest.raises(NsysWrapError, match=f"kept in {new.stage}, the earlier ones as they "
                                             "were"):
         new.commit()
@@ -340,10 +341,10 @@ def test_two_forced_runs_into_one_folder_one_wins_the_other_keeps_its_capture(tm
 
 CRASH_IN_ANALYSIS = """
 import sys
-import nsyswrap.pipeline
+import nsyswrap.capture.pipeline
 def compare(*args, **kwargs):
     raise RuntimeError("a bug in the analysis")
-nsyswrap.pipeline.compare = compare
+nsyswrap.capture.pipeline.compare = compare
 from nsyswrap.cli import entry
 sys.argv = ["nsyswrap", *sys.argv[1:]]
 entry()

@@ -14,7 +14,7 @@ import reference
 from conftest import finding, sql
 
 import nsyswrap
-from nsyswrap.units import fmt_ns
+from nsyswrap.common.units import fmt_ns
 
 ROOT = Path(__file__).parents[1]
 REPORT = ROOT / "examples" / "reports" / "scenarios-h100.sqlite"

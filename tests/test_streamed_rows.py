@@ -18,8 +18,8 @@ from conftest import GPU_MIX
 
 import nsyswrap
 from nsyswrap import cli
-from nsyswrap import document as doc_module
-from nsyswrap.document import (
+from nsyswrap.comparison import document as doc_module
+from nsyswrap.comparison.document import (
     INSTANCE_FIELDS,
     ITERATION_FIELDS,
     document,

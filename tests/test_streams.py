@@ -1,5 +1,5 @@
 """nsyswrap started with a standard stream closed (`>&-`, `2>&-`) or in an encoding that cannot
-hold what it writes (nsyswrap/streams.py, launch.Relay): the workload runs as it would
+hold what it writes (nsyswrap/capture/streams.py, launch.Relay): the workload runs as it would
 anywhere, what cannot be shown is kept in nsys.log and one line says so on the other stream,
 and nsyswrap's own output never ends in a traceback.
 
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from conftest import CPU_2022, needs_nsys, sql
 
-from nsyswrap import streams
+from nsyswrap.capture import streams
 
 WORKLOADS = Path(__file__).parent / "workloads"
 # The workload writes these bytes itself (UTF-8, whatever nsyswrap's encoding is).

@@ -18,9 +18,9 @@ import pytest
 from conftest import DATA, DEMO, GPU_MIX, has_table, sql
 
 import nsyswrap
+from nsyswrap.common.names import short_names
+from nsyswrap.common.units import fmt_ns
 from nsyswrap.render import render
-from nsyswrap.render.names import short_names
-from nsyswrap.units import fmt_ns
 
 REPORTS = [DATA / "h100_torch_train.sqlite", DATA / "h100_harness_clock.sqlite",
            DATA / "cpu2022_families.sqlite", DATA / "h100_interrupted_lost.sqlite",

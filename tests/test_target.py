@@ -1,4 +1,5 @@
-"""nsyswrap/_target.py, the runner nsys starts: an interrupted program ends through exit(),
+"""nsyswrap/instrument/runner.py, the runner nsys starts: an interrupted program ends through
+exit(),
 also when it is stuck in a C call (a rank waiting in a collective for a rank that stopped),
 and a program that handles the interrupt itself is given its time. No nsys needed: a C exit
 handler stands for the one that writes nsys's CUDA trace."""
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-TARGET = Path(__file__).parents[1] / "nsyswrap" / "_target.py"
+TARGET = Path(__file__).parents[1] / "nsyswrap" / "instrument" / "runner.py"
 # A C-level exit handler (glibc on_exit), as the CUDA trace's flush is: it runs on exit(),
 # not when the process dies by a signal.
 EXIT_HANDLER = """
@@ -117,4 +118,4 @@ def test_an_error_in_the_program_shows_only_its_own_frames(tmp_path):
                             cwd=tmp_path)
     assert proc.returncode == python.returncode == 1
     assert proc.stderr.splitlines()[-3:] == python.stderr.splitlines()[-3:]
-    assert "_target.py" not in proc.stderr and "runpy" not in proc.stderr
+    assert "runner.py" not in proc.stderr and "runpy" not in proc.stderr

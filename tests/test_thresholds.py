@@ -11,8 +11,8 @@ from click.testing import CliRunner
 from conftest import GPU_MIX
 
 from nsyswrap.cli import main
+from nsyswrap.common.errors import BadInputError
 from nsyswrap.diagnose import Thresholds
-from nsyswrap.errors import BadInputError
 from nsyswrap.multi.thresholds import DiffThresholds, RankThresholds
 
 # name -> (another value its kind admits, a value its kind refuses), written here by what

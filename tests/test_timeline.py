@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from conftest import DEMO, USER_SEED, sql
 
+from nsyswrap.comparison.single import compare
 from nsyswrap.render.timeline import (
     KIND_EVENTS,
     KIND_GAP,
@@ -20,7 +21,6 @@ from nsyswrap.render.timeline import (
     KIND_SYNC,
     WindowBuilder,
 )
-from nsyswrap.single import compare
 
 # GPU operations launched from the range's thread while it was open.
 OWN_OPS = """

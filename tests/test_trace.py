@@ -11,9 +11,9 @@ from click.testing import CliRunner
 from conftest import CPU_2022, GPU_GRAPH_WHOLE, GPU_MIX, has_table, sql
 
 from nsyswrap.cli import main
+from nsyswrap.comparison.single import compare
 from nsyswrap.render import render
 from nsyswrap.render.trace import GPU_PID_BASE
-from nsyswrap.single import compare
 
 MULTI_GPU = GPU_MIX.parent / "h200x2_ddp_straggler_one.sqlite"
 FIXTURES = [GPU_MIX, GPU_GRAPH_WHOLE, MULTI_GPU, CPU_2022]

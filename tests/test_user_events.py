@@ -1,4 +1,5 @@
-"""The runner's records of a program's own CUDA-event timing (nsyswrap/_user_events.py) and
+"""The runner's records of a program's own CUDA-event timing
+(nsyswrap/instrument/event_hooks.py) and
 their matching to the report's event-record calls (analysis/user_events.py), on the CPU.
 
 The records come from the runner's real hooks, driven on a stand-in Event class; the
@@ -25,17 +26,17 @@ import pytest
 from conftest import needs_nsys
 
 from nsyswrap.analysis.user_events import clock_offset, decode, match_records, runner_documents
-from nsyswrap.report import EVENT_CALL_COLUMNS, MARK_COLUMNS, Report, ReportInfo, empty
-from nsyswrap.schema import CLOCK_SCHEMA, USER_EVENTS_PART_SCHEMA, USER_EVENTS_SCHEMA
+from nsyswrap.instrument.schema import CLOCK_SCHEMA, USER_EVENTS_PART_SCHEMA, USER_EVENTS_SCHEMA
+from nsyswrap.read.report import EVENT_CALL_COLUMNS, MARK_COLUMNS, Report, ReportInfo, empty
 
-RUNNER = Path(__file__).parents[1] / "nsyswrap" / "_user_events.py"
+RUNNER = Path(__file__).parents[1] / "nsyswrap" / "instrument" / "event_hooks.py"
 PID, TID, OTHER_TID = 4242, 4243, 4300
 # The report's clock = the host's + this (nsys counts from its session's start).
 OFFSET_NS = -123_456_789_000
 
 
 def _runner():
-    """A fresh copy of the runner module, as _target.py loads it (by path)."""
+    """A fresh copy of the runner module, as runner.py loads it (by path)."""
     spec = importlib.util.spec_from_file_location(f"_runner_{time.time_ns()}", RUNNER)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -242,7 +243,7 @@ def test_clock_offset_from_marks_that_disagree_is_their_median():
 
 
 def schema_env() -> str:
-    from nsyswrap.schema import USER_EVENTS_ENV
+    from nsyswrap.instrument.schema import USER_EVENTS_ENV
 
     return USER_EVENTS_ENV
 
@@ -253,7 +254,7 @@ def test_the_schema_names_match_the_runners_copy():
     assert module.USER_EVENTS_PART_SCHEMA == USER_EVENTS_PART_SCHEMA
     assert module.CLOCK_SCHEMA == CLOCK_SCHEMA
     assert module.ENABLE_ENV == schema_env()
-    from nsyswrap import schema
+    from nsyswrap.instrument import schema
 
     assert module.FLOOR_RANGE == schema.USER_FLOOR_RANGE
     assert module.TIMER_RANGE_PREFIX == schema.TIMER_RANGE_PREFIX

@@ -1,6 +1,6 @@
 """The program's own Python processes record their timings too: under `nsyswrap run` every
 Python process the program starts (multiprocessing's spawn workers, a `subprocess` of
-python) loads the runner through nsyswrap/_children/sitecustomize.py, and the
+python) loads the runner through nsyswrap/instrument/_children/sitecustomize.py, and the
 environment's own sitecustomize still runs after it. End to end on the CPU under nsys
 2022.4 with a stand-in torch."""
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from conftest import has_table, needs_nsys, sql
 
-from nsyswrap.schema import USER_EVENTS_SCHEMA
+from nsyswrap.instrument.schema import USER_EVENTS_SCHEMA
 
 ROOT = Path(__file__).parents[1]
 

@@ -19,8 +19,8 @@ from reference import runner_rows
 
 import nsyswrap
 from nsyswrap.cli import main
+from nsyswrap.common.units import fmt_ns
 from nsyswrap.render import render
-from nsyswrap.units import fmt_ns
 
 SEED = DATA / "h100_user_seed.sqlite"
 DO_BENCH = DATA / "h100_user_do_bench.sqlite"

@@ -9,9 +9,9 @@ import pytest
 from conftest import CPU_2022, sql
 
 import nsyswrap
+from nsyswrap.common.units import fmt_ns
+from nsyswrap.comparison.single import compare
 from nsyswrap.render import render
-from nsyswrap.single import compare
-from nsyswrap.units import fmt_ns
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""What nsyswrap writes and how (nsyswrap/files.py): never over an input, never through a
+"""What nsyswrap writes and how (nsyswrap/common/files.py): never over an input, never through a
 link, atomically (a full disk or a failing renderer leaves an existing file as it was);
 strict JSON; CSV a spreadsheet cannot run; names whose control characters show as escapes.
 
@@ -29,12 +29,14 @@ from click.testing import CliRunner
 from conftest import CPU_2022, CPU_2022_REP, CPU_HOSTILE, DATA, DEMO, GPU_MIX, file_digest, sql
 
 import nsyswrap
-from nsyswrap import cli, files, pipeline
-from nsyswrap.capture import Capture
+from nsyswrap import cli
+from nsyswrap.capture import pipeline
+from nsyswrap.capture.profile import Capture
 from nsyswrap.cli import main
+from nsyswrap.common import files
+from nsyswrap.common.errors import BadInputError, NsysWrapError
 from nsyswrap.diagnose import Thresholds
-from nsyswrap.errors import BadInputError, NsysWrapError
-from nsyswrap.harness import BenchmarkConfig, BenchmarkResult, mark_payloads
+from nsyswrap.instrument.harness import BenchmarkConfig, BenchmarkResult, mark_payloads
 from nsyswrap.render import render
 
 STRAGGLER = [DATA / "h200x2_ddp_straggler.rank0.sqlite", DATA / "h200x2_ddp_straggler.rank1.sqlite"]

@@ -23,14 +23,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..intervals import (
-    RangeSearch,
-    assign_lanes,
-    compact_ids,
-    no_pairs,
-    range_starts,
-    with_innermost,
-)
+from ..read.chunks import compact_ids
+from .lanes import assign_lanes
+from .range_search import RangeSearch, no_pairs, range_starts, with_innermost
 
 # Copies between host and device (what a timed window should rarely contain).
 HOST_COPY_KINDS = frozenset({"HtoD", "DtoH", "HtoA", "AtoH", "HtoH", "UVM HtoD", "UVM DtoH"})
@@ -88,7 +83,7 @@ class Attributor:
     """The report's ranges prepared once to attribute launches under a rule (see the module
     docstring), for all operations at once (attribute) or a chunk at a time (the streamed
     analysis): the range searches by thread and, for the process rule, the user's ranges by
-    process, each sorted once (intervals.RangeSearch)."""
+    process, each sorted once (range_search.RangeSearch)."""
 
     def __init__(self, report_ranges: pd.DataFrame, library: np.ndarray,
                  rule: str = "process") -> None:

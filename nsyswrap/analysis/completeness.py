@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..report import ReportInfo
-from ..units import fmt_ns
+from ..common.units import fmt_ns
+from ..read.report import ReportInfo
 from .families import by_family, user_rows
 from .instance_table import InstanceTable
 

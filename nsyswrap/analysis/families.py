@@ -21,9 +21,9 @@ from collections.abc import Iterator
 import numpy as np
 import pandas as pd
 
-from ..chunks import steps
-from ..intervals import compact_ids, group_order
+from ..read.chunks import compact_ids, steps
 from .domains import EMIT_NVTX_COUNTER
+from .grouped import group_order
 from .instance_table import InstanceTable
 from .texts import text_copy, with_texts
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..report import CallSummaries, Report, ReportInfo
-from ..schema import USER_FLOOR_RANGE
+from ..instrument.schema import USER_FLOOR_RANGE
+from ..read.report import CallSummaries, Report, ReportInfo
 from .attribution import Attribution
 from .columns import GPU_INSTANCE_COLUMNS
 from .completeness import lost_tail

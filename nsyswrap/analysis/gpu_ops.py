@@ -8,11 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..chunks import steps
-from ..intervals import (
-    coded_by_steps,
-)
-from ..report import Report
+from ..read.chunks import steps
+from ..read.report import Report
+from .grouped import coded_by_steps
 
 OP_KINDS = ["kernel", "memcpy", "memset", "graph"]
 

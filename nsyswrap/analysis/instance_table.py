@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..chunks import steps
+from ..read.chunks import steps
 
 __all__ = ["InstanceTable", "pack", "unpack"]
 

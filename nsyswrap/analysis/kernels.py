@@ -7,7 +7,7 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
-from ..intervals import middle_of
+from .grouped import middle_of
 
 KERNEL_SUMMARY_COLUMNS = [
     "name", "short_name", "count", "total_ns", "mean_ns", "median_ns", "min_ns", "max_ns",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..report import thread_ids
+from ..read.report import thread_ids
 
 MARK_COLUMNS = ["time_ns", "pid", "tid", "domain", "text"]
 # How nsyswrap's own marks begin: the harness's benchmark documents and the runner's

@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..json_input import all_of, finite, parse, whole
-from ..schema import CAPTURE_RANGE, HARNESS_DOMAIN, MARK_PART_SCHEMA, MARK_SCHEMA
+from ..instrument.schema import CAPTURE_RANGE, HARNESS_DOMAIN, MARK_PART_SCHEMA, MARK_SCHEMA
+from ..read.json_input import all_of, finite, parse, whole
 
 ITERATION_COLUMNS = [
     "benchmark", "run", "iteration", "cache", "calls", "range_id", "pid", "start_ns",

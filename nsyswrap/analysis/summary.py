@@ -10,15 +10,15 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pandas as pd
 
-from ..chunks import cores, steps
-from ..intervals import (
+from ..read.chunks import cores, steps
+from ..read.report import Report
+from .grouped import (
     FEW_GROUPS,
     distinct_pairs_per_group,
     few_groups_median,
     group_order,
     grouped_median,
 )
-from ..report import Report
 from .instance_table import InstanceTable
 
 SUMMARY_COLUMNS = [

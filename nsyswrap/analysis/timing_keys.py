@@ -11,7 +11,7 @@ over sizes. So a window is known by more than its two record() lines:
   sites        the two record() lines
   contexts     the call stacks of the two records (the user's frames, library frames
                skipped) and the scalar arguments of each frame (the runner's snapshot:
-               nsyswrap/_user_events.py)
+               nsyswrap/instrument/event_hooks.py)
   work         within one such key, the shape of the GPU work between the records (kernel
                names and launch grids, copy sizes: `work_signature`), so that a sweep inside
                one function (`for n in sizes: s.record(); f(n); e.record()`) gives a row

@@ -1,5 +1,5 @@
 """The program's own CUDA-event records, as `nsyswrap run`'s runner wrote them into the report
-(nsyswrap/_user_events.py), tied to the runtime calls they made.
+(nsyswrap/instrument/event_hooks.py), tied to the runtime calls they made.
 
 The runner reads the host clock just before and after each `record()`; the report holds the
 `cudaEventRecord` call itself. The clock marks the runner writes (each one's time in the
@@ -21,9 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..json_input import all_of, finite, is_text, parse, real, whole
-from ..report import Report, thread_ids
-from ..schema import (
+from ..instrument.schema import (
     CLOCK_SCHEMA,
     USER_CONTEXT_DEPTH,
     USER_ELAPSED_FIELDS,
@@ -45,6 +43,8 @@ from ..schema import (
     USER_RECORD_FORMAT,
     USER_RECORD_FORMAT_1,
 )
+from ..read.json_input import all_of, finite, is_text, parse, real, whole
+from ..read.report import Report, thread_ids
 
 # How far outside its bracket (ns) a record's call may lie: the clock offset's own
 # uncertainty (a mark's bracket is ~0.5-2 µs wide; their intersection narrower).

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ..analysis import Analysis
-from ..units import fmt_ns, fmt_share
+from ..common.units import fmt_ns, fmt_share
 from .finding import INFO, WARNING, Finding, Thresholds
 
 CODE = "CACHE_EFFECT"

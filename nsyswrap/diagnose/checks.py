@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..analysis import Analysis
-from ..units import plural
+from ..common.units import plural
 from . import cache, clock, cold_start, fp32_gemm, host_bound, idle, sync, transfers, window
 from .finding import INFO, WARNING, Finding, Thresholds
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..analysis import Analysis
-from ..units import fmt_share
+from ..common.units import fmt_share
 from .finding import WARNING, Finding, Thresholds
 
 CODE = "CLOCK_VARIATION"

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..analysis import Analysis
-from ..units import fmt_ns, listed, plural
+from ..common.units import fmt_ns, listed, plural
 from .finding import WARNING, Finding, Thresholds, range_label
 
 CODE = "COLD_START"

@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import BadInputError
+from ..common.errors import BadInputError
 
 WARNING = "warning"
 INFO = "info"

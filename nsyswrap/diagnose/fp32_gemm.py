@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from ..analysis import Analysis
-from ..units import fmt_ns, fmt_share
+from ..common.units import fmt_ns, fmt_share
 from .finding import WARNING, Finding, Thresholds
 
 CODE = "FP32_GEMM"

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from ..analysis import Analysis
-from ..units import fmt_ns, fmt_share
+from ..common.units import fmt_ns, fmt_share
 from .finding import WARNING, Finding, Thresholds, range_label
 
 CODE = "HOST_BOUND"

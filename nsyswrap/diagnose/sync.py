@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 
 from ..analysis import Analysis
-from ..cuda_api import SYNC_ORIGIN, sync_kind
-from ..units import fmt_ns, fmt_share, plural
+from ..common.units import fmt_ns, fmt_share, plural
+from ..read.cuda_api import SYNC_ORIGIN, sync_kind
 from .finding import INFO, WARNING, Finding, Thresholds, range_label
 
 CODE = "SYNC_IN_RANGE"

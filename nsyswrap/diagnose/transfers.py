@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ..analysis import Analysis
-from ..units import fmt_bytes, fmt_ns, fmt_share, plural
+from ..common.units import fmt_bytes, fmt_ns, fmt_share, plural
 from .finding import INFO, WARNING, Finding, Thresholds, range_label
 
 CODE = "TRANSFER_IN_RANGE"

@@ -3,7 +3,7 @@ what inflates (or hides) them. The numbers sit beside it in every view."""
 
 from __future__ import annotations
 
-from ..units import fmt_ns, fmt_share
+from ..common.units import fmt_ns, fmt_share
 from . import cache, clock, cold_start, host_bound, window
 from .finding import Finding
 

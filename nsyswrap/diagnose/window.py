@@ -14,7 +14,7 @@ import pandas as pd
 
 from ..analysis import Analysis, TimedWindows
 from ..analysis.timing_groups import BACKPRESSURE_MIN_NS
-from ..units import fmt_bytes, fmt_ns, fmt_share
+from ..common.units import fmt_bytes, fmt_ns, fmt_share
 from .finding import INFO, WARNING, Finding, Thresholds
 
 LAUNCH = "LAUNCH_OVERHEAD"

@@ -6,9 +6,9 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..common.errors import BadInputError
+from ..common.progress import NO_PROGRESS, Progress
 from ..diagnose import Thresholds
-from ..errors import BadInputError
-from ..progress import NO_PROGRESS, Progress
 from . import DIFF_SCHEMA, RANKS_SCHEMA  # noqa: F401 (re-exported)
 from .checks import diagnose_ranks
 from .diff import Diff, diff

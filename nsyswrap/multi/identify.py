@@ -17,7 +17,7 @@ import re
 
 import pandas as pd
 
-from ..report import ReportInfo
+from ..read.report import ReportInfo
 
 RANK_VARIABLES = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK")
 FILE_RANK = re.compile(r"(?:^|[._-])rank[._-]?(\d+)(?=[._-]|$)", re.IGNORECASE)

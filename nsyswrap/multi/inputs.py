@@ -7,7 +7,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..errors import BadInputError
+from ..common.errors import BadInputError
 
 REPORT_SUFFIXES = (".sqlite", ".nsys-rep")
 

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from ..chunks import cores
-from ..errors import BadInputError, NsysWrapError
-from ..progress import NO_PROGRESS, Advance, Progress
+from ..common.errors import BadInputError, NsysWrapError
+from ..common.progress import NO_PROGRESS, Advance, Progress
+from ..read.chunks import cores
 
 # Workers pay only past these: starting them costs about what analysing four reports does,
 # and on 2 cores a report's own reads keep both busy (docs/performance.md, "Many reports").

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..errors import BadInputError
+from ..common.errors import BadInputError
 from .identify import BY_ORDER
 from .summary import RankSummary, ReportSummary
 from .thresholds import RankThresholds

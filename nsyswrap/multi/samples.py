@@ -16,11 +16,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..common.errors import BadInputError
+from ..comparison.document import range_families
+from ..comparison.result import SCHEMA, Comparison
 from ..diagnose.finding import range_label
-from ..document import range_families
-from ..errors import BadInputError
-from ..json_input import all_of, is_text, parse, real, whole
-from ..result import SCHEMA, Comparison
+from ..read.json_input import all_of, is_text, parse, real, whole
 from .stats import cap_samples
 
 # torch.cuda._sleep, the harness's back-pressure: its length is chosen by the harness from

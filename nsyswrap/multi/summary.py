@@ -16,11 +16,11 @@ import numpy as np
 import pandas as pd
 
 from ..analysis.families import family_numbers
+from ..analysis.union import union_length, union_stats
+from ..comparison.document import document
+from ..comparison.result import Comparison
+from ..comparison.single import compare
 from ..diagnose import Thresholds
-from ..document import document
-from ..result import Comparison
-from ..single import compare
-from ..union import union_length, union_stats
 from .identify import identify_ranks
 
 # NCCL names its device kernels ncclKernel_* (up to 2.18) and ncclDevKernel_* (2.19 on);
@@ -70,7 +70,7 @@ def summarize(path: str | os.PathLike, thresholds: Thresholds | None = None,
               compare_options: dict | None = None, *, samples: bool = False,
               load_options: dict | None = None) -> ReportSummary:
     """Analyse one report (load, compare) and keep its summary: what a worker returns."""
-    from ..loader import load
+    from ..read.loader import load
 
     report = load(path, **(load_options or {}))
     c = compare(report, thresholds, **(compare_options or {}))

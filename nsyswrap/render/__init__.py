@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from .base import Renderer
 
 if TYPE_CHECKING:
-    from ..result import Comparison
+    from ..comparison.result import Comparison
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .names import capped
+from ..common.names import capped
 from .timeline import (
     KIND_COPY_DEVICE,
     KIND_COPY_HOST,

@@ -13,10 +13,10 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ..document import FINDING_FIELDS, column_chunks, section_chunks, section_frame
-from ..result import Comparison
+from ..common.names import printable
+from ..comparison.document import FINDING_FIELDS, column_chunks, section_chunks, section_frame
+from ..comparison.result import Comparison
 from .base import StreamingRenderer
-from .names import printable
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 

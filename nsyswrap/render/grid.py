@@ -13,7 +13,7 @@ from typing import Any
 from rich.cells import cell_len
 from rich.text import Text
 
-from .names import printable
+from ..common.names import printable
 from .views import Column, legend
 
 GAP = 2  # spaces between columns

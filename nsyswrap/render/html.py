@@ -19,8 +19,8 @@ import numpy as np
 import pandas as pd
 
 from .._version import __version__
-from ..diagnose import range_label
-from ..document import (
+from ..common.units import fmt_ns, fmt_share
+from ..comparison.document import (
     heaviest_families,
     range_families,
     range_fields,
@@ -29,8 +29,8 @@ from ..document import (
     report_block,
     section_rows,
 )
-from ..result import Comparison
-from ..units import fmt_ns, fmt_share
+from ..comparison.result import Comparison
+from ..diagnose import range_label
 from . import charts
 from .base import Renderer
 from .page import (

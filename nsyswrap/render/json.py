@@ -8,8 +8,8 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
-from ..document import column_chunks, document, section_frame
-from ..result import Comparison
+from ..comparison.document import column_chunks, document, section_frame
+from ..comparison.result import Comparison
 from .base import StreamingRenderer
 
 # Sections streamed after the document's own (--instances), as (key, section): millions of

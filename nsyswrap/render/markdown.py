@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 
-from ..result import Comparison
+from ..common.names import printable
+from ..comparison.result import Comparison
 from .base import Renderer
-from .names import printable
 from .views import (
     BENCHMARK_COLUMNS,
     FINDING_COLUMNS,

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from .._version import __version__
-from ..units import fmt_bytes, fmt_ns
-from .names import printable
+from ..common.names import printable
+from ..common.units import fmt_bytes, fmt_ns
 from .views import Column, cells, legend
 
 VENDOR_FILES = ("vega.min.js", "vega-lite.min.js", "vega-embed.min.js")

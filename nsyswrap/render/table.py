@@ -10,10 +10,10 @@ from functools import cache
 from rich.console import Console
 from rich.text import Text
 
-from ..result import Comparison
+from ..common.names import printable
+from ..comparison.result import Comparison
 from .base import Renderer
 from .grid import GAP, Grid, grid_lines, wrapped
-from .names import printable
 from .views import (
     BENCHMARK_COLUMNS,
     PROCESS_COLUMNS,

@@ -19,12 +19,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..analysis.lanes import assign_lanes
+from ..analysis.union import merge_intervals
+from ..common.units import fmt_bytes, fmt_ns, plural
+from ..comparison.result import Comparison
 from ..diagnose import range_label
-from ..intervals import assign_lanes
-from ..report import thread_ids
-from ..result import Comparison
-from ..union import merge_intervals
-from ..units import fmt_bytes, fmt_ns, plural
+from ..read.report import thread_ids
 from .page import finite
 
 # What one timeline draws at most: a browser stays responsive with a few thousand marks.

@@ -21,11 +21,11 @@ import numpy as np
 import pandas as pd
 
 from .._version import __version__
+from ..analysis.lanes import assign_lanes
+from ..comparison.document import origin_ns, plain, refuse_without_pairs
+from ..comparison.result import Comparison
 from ..diagnose import range_label
-from ..document import origin_ns, plain, refuse_without_pairs
-from ..intervals import assign_lanes
-from ..report import thread_ids
-from ..result import Comparison
+from ..read.report import thread_ids
 from .base import Renderer
 
 # Synthetic pids for GPUs: above any Linux pid (pid_max is at most 2^22).

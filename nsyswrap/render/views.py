@@ -7,8 +7,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..diagnose import range_label
-from ..document import (
+from ..common.names import printable, short_names
+from ..common.units import fmt_bytes, fmt_ns, fmt_share, plural
+from ..comparison.document import (
     origin_ns,
     range_families,
     range_fields,
@@ -17,9 +18,8 @@ from ..document import (
     section_rows,
     user_timings_block,
 )
-from ..result import Comparison
-from ..units import fmt_bytes, fmt_ns, fmt_share, plural
-from .names import printable, short_names
+from ..comparison.result import Comparison
+from ..diagnose import range_label
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """A two-rank gloo job that runs until interrupted; rank 1 sleeps between steps, so that
 when every rank gets Ctrl-C, rank 0 is usually blocked in C inside an all-reduce waiting for
-rank 1: the case where one rank's report used to be lost (nsyswrap/_target.py)."""
+rank 1: the case where one rank's report used to be lost (nsyswrap/instrument/runner.py)."""
 
 import time
 

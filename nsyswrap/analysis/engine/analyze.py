@@ -20,14 +20,13 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pandas as pd
 
-from ..._memory import trim_heap
-from ...chunks import cores
-from ...compressed import decompressed
-from ...cuda_api import COPY_KINDS, MEMORY_KINDS
-from ...intervals import compact_ids
-from ...loader import WithoutOperations, kind_names
-from ...operations import OperationStream, StreamFallback
-from ...report import Report
+from ...common.memory import trim_heap
+from ...read.chunks import compact_ids, cores
+from ...read.compressed import decompressed
+from ...read.cuda_api import COPY_KINDS, MEMORY_KINDS
+from ...read.loader import WithoutOperations, kind_names
+from ...read.operations import OperationStream, StreamFallback
+from ...read.report import Report
 from ..attribution import (
     Attribution,
     Attributor,

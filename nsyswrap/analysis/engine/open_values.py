@@ -125,6 +125,6 @@ class PooledCounts:
         n = np.add.reduceat(counts, heads)
         below = values[np.searchsorted(total, before + (n - 1) // 2, side="right")]
         above = values[np.searchsorted(total, before + n // 2, side="right")]
-        # As pandas: each middle value as a float, then their mean (intervals.middle_of).
+        # As pandas: each middle value as a float, then their mean (grouped.middle_of).
         middle = (below.astype("float64") + above.astype("float64")) / 2
         return pd.Series(middle, index=pd.Index(groups[heads], dtype="int64"))

@@ -18,19 +18,19 @@ from typing import Protocol
 import numpy as np
 import pandas as pd
 
-from ...chunks import ascending
-from ...cuda_api import COPY_KINDS, MEMORY_KINDS
-from ...intervals import compact_ids, no_pairs
-from ...loader import WithoutOperations, blocking_calls
-from ...operations import (
+from ...read.chunks import ascending, compact_ids
+from ...read.cuda_api import COPY_KINDS, MEMORY_KINDS
+from ...read.loader import WithoutOperations, blocking_calls
+from ...read.operations import (
     CHUNK_OPERATIONS,
     END_OF_TIME,
     OpChunk,
     OperationStream,
     StreamFallback,
 )
-from ...report import Report
+from ...read.report import Report
 from ..gpu_ops import GPU_OPS_KERNEL_INPUT, gpu_ops, text_categorical
+from ..range_search import no_pairs
 
 
 class OperationSource(Protocol):

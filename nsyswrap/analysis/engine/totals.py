@@ -28,21 +28,17 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import numpy as np
 import pandas as pd
 
-from ..._memory import trim_heap
-from ...compressed import CompressedSequence, compressed, decompressed
-from ...cuda_api import COPY_KINDS
-from ...intervals import (
-    compact_ids,
-    grouped_median,
-    ids_are_rows,
-    rows_of_runs,
-)
-from ...operations import END_OF_TIME, KERNEL, MEMCPY, FirstSeenCodes, OpChunk, StreamFallback
-from ...union import DeviceBusy, merge_intervals, union_sorted
+from ...common.memory import trim_heap
+from ...read.chunks import compact_ids, ids_are_rows
+from ...read.compressed import CompressedSequence, compressed, decompressed
+from ...read.cuda_api import COPY_KINDS
+from ...read.operations import END_OF_TIME, KERNEL, MEMCPY, FirstSeenCodes, OpChunk, StreamFallback
 from ..attribution import HOST_COPY_KINDS, Attributor, innermost_of
 from ..columns import COLUMNS, RELATIVE_TO
+from ..grouped import grouped_median, rows_of_runs
 from ..instance_table import pack, unpack
 from ..summary import work_per_thread
+from ..union import DeviceBusy, merge_intervals, union_sorted
 from .open_values import OpenValues, PooledCounts
 from .slots import Slots
 

@@ -1,6 +1,6 @@
 """The program's timed windows (analysis/user_timings.py: a CUDA-event window or a Timer
 measurement) measured by the engine as it goes through the chunks, beside the NVTX ranges
-(totals.RangeTotals), with the same primitives: the range search (intervals.RangeSearch),
+(totals.RangeTotals), with the same primitives: the range search (range_search.RangeSearch),
 keyed here by stream as well as by thread, and the union sweep carried on across chunks
 (union.union_sorted's `prior`). Busy time and gaps mean what they mean for a range.
 
@@ -25,10 +25,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ...intervals import RangeSearch, assign_lanes
-from ...operations import KERNEL, MEMCPY, OpChunk
-from ...union import union_sorted
+from ...read.operations import KERNEL, MEMCPY, OpChunk
 from ..gpu_ops import OP_KINDS
+from ..lanes import assign_lanes
+from ..range_search import RangeSearch
+from ..union import union_sorted
 
 # The trace's thread key less its marker bits: pid << 24 | tid (report.thread_ids).
 THREAD_BITS = (1 << 48) - 1

@@ -11,8 +11,8 @@ that jitter; otherwise it is reported as information.
 
 from __future__ import annotations
 
+from ...common.units import fmt_ns, fmt_share
 from ...diagnose.finding import INFO, WARNING, Finding
-from ...units import fmt_ns, fmt_share
 from ..ranks import RankAnalysis
 from ..thresholds import RankThresholds
 

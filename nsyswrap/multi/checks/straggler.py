@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...common.units import fmt_ns, fmt_share
 from ...diagnose.finding import WARNING, Finding
-from ...units import fmt_ns, fmt_share
 from ..ranks import RankAnalysis
 from ..thresholds import RankThresholds
 

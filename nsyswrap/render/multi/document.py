@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..._version import __version__
-from ...document import plain, records
+from ...comparison.document import plain, records
 from ...multi import DIFF_SCHEMA, RANKS_SCHEMA, Diff, RankAnalysis
 from ...multi.ranks import RANK_COLUMNS
 

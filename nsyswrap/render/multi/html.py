@@ -18,9 +18,9 @@ from typing import Any
 from urllib.parse import quote
 
 from ..._version import __version__
-from ...units import fmt_ns, fmt_share
+from ...common.names import capped
+from ...common.units import fmt_ns, fmt_share
 from ..base import Renderer
-from ..names import capped
 from ..page import (
     HtmlPage,
     empty_section,

@@ -7,10 +7,10 @@ from functools import cache
 from rich.console import Console
 from rich.text import Text
 
-from ...units import fmt_ns
+from ...common.names import printable
+from ...common.units import fmt_ns
 from ..base import Renderer
 from ..grid import Grid, wrapped
-from ..names import printable
 from ..table import (
     DEFAULT_WIDTH,
     SEVERITY_STYLE,

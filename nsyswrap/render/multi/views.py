@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...units import fmt_ns, fmt_share
-from ..names import printable
+from ...common.names import printable
+from ...common.units import fmt_ns, fmt_share
 from ..views import Column, kernel_names, ns_cell
 
 

@@ -9,7 +9,7 @@ _nvtx = object()  # a CUDA build's binding, as the runner looks for it
 def _nvtx_package():
     import nvtx
 
-    from nsyswrap.nvtx_compat import patch_nvtx_gate
+    from nsyswrap.instrument.nvtx_compat import patch_nvtx_gate
 
     patch_nvtx_gate()
     return nvtx

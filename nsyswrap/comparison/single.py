@@ -7,15 +7,15 @@ import os
 
 import pandas as pd
 
-from .analysis import Analysis, analyze
-from .database import OpenReport
-from .diagnose import Finding, Thresholds, diagnose
-from .diagnose.verdict import codes_by_range, verdict
-from .loader import load
-from .progress import NO_PROGRESS, Progress
-from .report import Report
+from ..analysis import Analysis, analyze
+from ..common.progress import NO_PROGRESS, Progress
+from ..common.units import fmt_ns
+from ..diagnose import Finding, Thresholds, diagnose
+from ..diagnose.verdict import codes_by_range, verdict
+from ..read.database import OpenReport
+from ..read.loader import load
+from ..read.report import Report
 from .result import Comparison
-from .units import fmt_ns
 
 
 def compare(report: Report | OpenReport | str | os.PathLike,
@@ -31,7 +31,7 @@ def compare(report: Report | OpenReport | str | os.PathLike,
         its process launched while it was open, as PyTorch's autograd threads do for
         backward) or "thread" (nsys's rule, as nvtx_gpu_proj_sum).
     all_domains: findings also cover ranges of libraries' NVTX domains (NCCL, cuDNN, ...).
-    progress: shows the long steps (nsyswrap.progress).
+    progress: shows the long steps (nsyswrap.common.progress).
     operations: keep every GPU operation and (range, operation) pair in the analysis
         (`analysis.attribution.gpu_ops`, `op_pairs`), as the html and trace formats and
         the many-report summaries need. False streams them from the export where that
@@ -42,7 +42,7 @@ def compare(report: Report | OpenReport | str | os.PathLike,
     """
     thresholds = thresholds or Thresholds()
     if not isinstance(report, Report | OpenReport) and not operations:
-        from .database import open_report
+        from ..read.database import open_report
 
         with open_report(report, progress=progress, stream_operations=True,
                          **load_options) as opened:
@@ -73,10 +73,10 @@ def _streamed(opened: OpenReport, thresholds: Thresholds, progress: Progress,
     """The analysis of a report opened for streaming its operations, and its findings; or
     None where the report cannot be streamed (operations.StreamFallback), with its reads
     started for loading it whole."""
-    from ._memory import trim_heap
-    from .analysis import analyze_streamed
-    from .loader import read_without_operations
-    from .operations import OperationStream, StreamFallback
+    from ..analysis import analyze_streamed
+    from ..common.memory import trim_heap
+    from ..read.loader import read_without_operations
+    from ..read.operations import OperationStream, StreamFallback
 
     with progress.step(f"loading {opened.db.path.name}"):
         report, rest = read_without_operations(opened)

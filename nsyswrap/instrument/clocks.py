@@ -12,7 +12,7 @@ import subprocess
 import threading
 from collections.abc import Iterator
 
-from .errors import NsysWrapError
+from ..common.errors import NsysWrapError
 
 
 def _smi() -> str | None:

@@ -16,9 +16,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import capture
-from .nsys import find_nsys, nsys_version, real_nsys_path
-from .progress import NO_PROGRESS, Progress
+from ..common.nsys import find_nsys, nsys_version, real_nsys_path
+from ..common.progress import NO_PROGRESS, Progress
+from . import profile as capture
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 MIN_FREE_BYTES = 2 * 2**30  # a few minutes of CUDA+NVTX trace, with room for the export
@@ -71,7 +71,7 @@ def check_nsys(explicit: str | None, exe: str | None) -> Check:
 
 
 def capture_fix_missing_nsys() -> str:
-    from .nsys import NSYS_MISSING_HELP
+    from ..common.nsys import NSYS_MISSING_HELP
 
     return NSYS_MISSING_HELP
 
@@ -105,7 +105,7 @@ def check_importer(exe: str) -> Check:
 
 def check_nvtx_injection(exe: str) -> Check:
     """Profile a one-range Python program and look for the range in the export."""
-    code = ("import nsyswrap, nsyswrap.nvtx_compat as c\n"
+    code = ("import nsyswrap, nsyswrap.instrument.nvtx_compat as c\n"
             "with nsyswrap.annotate('doctor-range', domain='nsyswrap-doctor'): pass\n"
             "print('nvtx-gate:' + ('bypassed' if c.PATCHED else 'open'))\n")
     with tempfile.TemporaryDirectory(prefix="nsyswrap-doctor-") as tmp:
@@ -114,7 +114,7 @@ def check_nvtx_injection(exe: str) -> Check:
             cap = capture.profile([sys.executable, "-c", code], Path(tmp), opts, nsys=exe,
                                   name="doctor", quiet=True)
             cap = capture.finish(cap)
-            from .loader import load
+            from ..read.loader import load
 
             ranges = load(cap.sqlite).ranges
         except Exception as e:  # report every failure as a ✗ line, never a traceback

@@ -19,12 +19,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..common.memory import release_freed_memory, trim_heap
+from ..common.progress import NO_PROGRESS, Progress
+from ..instrument.schema import USER_EVENTS_MARK_PREFIX
 from . import cuda_api
-from ._memory import release_freed_memory, trim_heap
-from .chunks import ascending, small_code_type, steps
+from .chunks import ascending, compact_ids, small_code_type, steps
 from .cuda_api import COPY_KINDS, MEMORY_KINDS
 from .database import Database, OpenReport, open_report
-from .intervals import compact_ids
 from .launches import (
     Launches,
     attach_launches,
@@ -37,7 +38,6 @@ from .launches import (
     strings_of,
     with_launch_ids,
 )
-from .progress import NO_PROGRESS, Progress
 from .queries import (
     ID_MASK,
     KERNEL_TABLE,
@@ -63,7 +63,6 @@ from .report import (
     broken_times,
     empty,
 )
-from .schema import USER_EVENTS_MARK_PREFIX
 from .summaries import SummaryQueries
 from .summaries import collect as collect_summaries
 

@@ -7,12 +7,13 @@ MARK_PART_SCHEMA = MARK_SCHEMA + "/part"
 # `nsyswrap run --harness-only` sets CAPTURE_ENV; the harness then wraps each benchmark in
 # CAPTURE_RANGE, where nsys (-c nvtx) starts collecting.
 CAPTURE_ENV = "NSYSWRAP_CAPTURE_RANGE"
-CAPTURE_RANGE = "nsyswrap.capture"
+CAPTURE_RANGE = "nsyswrap.capture.profile"
 # The harness's event-floor windows are NVTX ranges named "<benchmark> [event floor]".
 FLOOR_RANGE_SUFFIX = " [event floor]"
 
-# What `nsyswrap run`'s runner (nsyswrap/_user_events.py, which keeps its own copy of these:
-# the profiled process imports nothing of nsyswrap) writes into the report as NVTX marks:
+# What `nsyswrap run`'s runner (nsyswrap/instrument/event_hooks.py, which keeps its own
+# copy of these: the profiled process imports nothing of nsyswrap) writes into the report
+# as NVTX marks:
 # the program's own CUDA-event records, and the marks that tie its clock to the report's.
 USER_EVENTS_SCHEMA = "nsyswrap.user-events/2"
 USER_EVENTS_PART_SCHEMA = USER_EVENTS_SCHEMA + "/part"

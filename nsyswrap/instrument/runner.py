@@ -1,9 +1,9 @@
 """How `nsyswrap run` starts a Python program under nsys:
 
-    python .../nsyswrap/_target.py SCRIPT [ARGS]      (as python SCRIPT ARGS)
-    python .../nsyswrap/_target.py -m MODULE [ARGS]   (as python -m MODULE ARGS)
+    python .../nsyswrap/instrument/runner.py SCRIPT [ARGS]      (as python SCRIPT ARGS)
+    python .../nsyswrap/instrument/runner.py -m MODULE [ARGS]   (as python -m MODULE ARGS)
 
-Run by path, not as `-m nsyswrap._target`, so that the profiled process imports nothing of
+Run by path, not as `-m nsyswrap.instrument.runner`, so that the profiled process imports nothing of
 nsyswrap (nor pandas) unless the program does; this file uses the standard library only.
 
 It runs the program as python would (runpy; sys.argv and sys.path[0] set the same way;
@@ -13,7 +13,7 @@ exit(), not through a signal.
 
 Under `nsyswrap run` it first puts the program's standard output and error on the two
 FIFOs nsyswrap reads (NSYSWRAP_STDOUT, NSYSWRAP_STDERR: apart from nsys's own output, see
-nsyswrap/launch.py); when the module of `-m` cannot be found, it says so in the file
+nsyswrap/capture/launch.py); when the module of `-m` cannot be found, it says so in the file
 NSYSWRAP_STATUS. It gives the program the user's umask back (NSYSWRAP_UMASK).
 
 Why: nsys's CUDA trace is buffered inside the profiled process and handed to nsys by exit
@@ -53,13 +53,13 @@ import traceback
 EXIT_SIGINT = 130
 EXIT_SIGTERM = 143
 EXIT_SIGHUP = 129
-USAGE = "usage: python _target.py SCRIPT [ARGS] | -m MODULE [ARGS]"
+USAGE = "usage: python runner.py SCRIPT [ARGS] | -m MODULE [ARGS]"
 # How long the program gets to start handling an interrupt before it counts as stuck.
 STUCK_AFTER_S = float(os.environ.get("NSYSWRAP_STUCK_AFTER_S", "10"))
 INTERRUPT_EXIT = os.environ.get("NSYSWRAP_INTERRUPT_EXIT")
-# The names nsyswrap/launch.py hands the program's channels under.
+# The names nsyswrap/capture/launch.py hands the program's channels under.
 STDOUT_ENV, STDERR_ENV, STATUS_ENV = "NSYSWRAP_STDOUT", "NSYSWRAP_STDERR", "NSYSWRAP_STATUS"
-# The user's umask (octal), as nsyswrap/files.py hands it: nsyswrap runs with 077, and nsys
+# The user's umask (octal), as nsyswrap/common/files.py hands it: nsyswrap runs with 077, and nsys
 # 2022.4 starts the program with 000 (docs/nsys-quirks.md); the program makes its files as
 # it would without either.
 UMASK_ENV = "NSYSWRAP_UMASK"
@@ -176,14 +176,14 @@ def _no_module(error: ImportError, status: str | None) -> int:
 
 
 def _record_user_events() -> None:
-    """Record the program's own CUDA-event timings (_user_events.py, loaded by path like
+    """Record the program's own CUDA-event timings (event_hooks.py, loaded by path like
     this file), in this process and in the Python processes it starts, unless `nsyswrap
     run --no-user-events` set NSYSWRAP_USER_EVENTS=0."""
     if os.environ.get("NSYSWRAP_USER_EVENTS", "1") == "0":
         return
     import importlib.util
 
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_user_events.py")
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "event_hooks.py")
     spec = importlib.util.spec_from_file_location("_nsyswrap_user_events", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module

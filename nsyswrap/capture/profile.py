@@ -25,13 +25,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import BadInputError, NsysWrapError
-from .files import UMASK_ENV, make_private, open_new, replacing, user_umask
+from ..common.errors import BadInputError, NsysWrapError
+from ..common.files import UMASK_ENV, make_private, open_new, replacing, user_umask
+from ..common.nsys import export_to, nsys_version, real_nsys_path, require_nsys
+from ..instrument.schema import CAPTURE_ENV, CAPTURE_RANGE, USER_EVENTS_ENV
+from ..read.redact import redact_args
 from .launch import LOG_NAME, WRAPPER, Interrupts, Workspace, run_nsys
-from .nsys import export_to, nsys_version, real_nsys_path, require_nsys
-from .redact import redact_args
 from .run_folder import INCOMPLETE_PREFIX
-from .schema import CAPTURE_ENV, CAPTURE_RANGE, USER_EVENTS_ENV
 
 DEFAULT_TRACE = "cuda,nvtx,osrt"
 
@@ -57,7 +57,7 @@ _FAILED_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)\s*\(local_rank.*\n\s*exitcode\s
 # nsys's lines that say what went wrong ("unrecognised option", "Failed to create ...").
 _NSYS_ERROR = re.compile(r"(?i)error|fail|unrecogni[sz]ed|invalid|cannot|unable|no such|"
                          r"denied|no space|not found")
-_NO_MODULE = "no-module"  # what _target.py writes into the status file, see there
+_NO_MODULE = "no-module"  # what runner.py writes into the status file, see there
 _RANGE_ENDED = "Capture range ended"  # nsys 2022.4 and 2025.3 alike
 
 
@@ -72,7 +72,7 @@ class ProfileOptions:
     extra_args: list[str] = field(default_factory=list)
     force: bool = False  # replace an earlier run's files (once the new run is complete)
     verbose: bool = False
-    # The runner records the program's own CUDA-event timings (_user_events.py).
+    # The runner records the program's own CUDA-event timings (event_hooks.py).
     user_events: bool = True
 
 
@@ -145,7 +145,7 @@ def nsys_output_name(base: Path) -> str:
 
 # Runs `python SCRIPT` / `python -m MODULE` so that an interrupt ends it through exit(),
 # where nsys's CUDA trace is written (see the module's docstring).
-TARGET_RUNNER = str(Path(__file__).with_name("_target.py"))
+TARGET_RUNNER = str(Path(__file__).parents[1] / "instrument" / "runner.py")
 _PYTHON = re.compile(r"^python(\d+(\.\d+)*)?$")
 
 
@@ -279,7 +279,7 @@ def profile_ranks(target: Sequence[str], output_dir: Path, opts: ProfileOptions,
     first = Capture(output_dir, f"{name}.rank0", cmd, exe, nsys_version(exe),
                     log=output_dir / LOG_NAME, target=list(target))
     # An interrupted rank exits with 0, or torchrun takes it for a failed worker and kills
-    # the other ranks' nsys before they write their reports (nsyswrap/_target.py).
+    # the other ranks' nsys before they write their reports (nsyswrap/instrument/runner.py).
     # A capture nsys left in its temporary folder is no rank's by its name: moved as it is.
     _launch(first, target, opts, progress, False, stdout_to_stderr, interrupts,
             {"NSYSWRAP_INTERRUPT_EXIT": "0"})

@@ -1,5 +1,5 @@
 """What the program's own timing code measured, recorded by `nsyswrap run`'s runner
-(_target.py) with no change to the program.
+(runner.py) with no change to the program.
 
 Standard library only, and loaded by path: the profiled process imports nothing of nsyswrap
 (nor torch: each hook is installed when the program itself imports the module it patches).
@@ -42,7 +42,7 @@ import time
 import types
 import zlib
 
-# Keep in step with nsyswrap/schema.py (this file may not import it).
+# Keep in step with nsyswrap/instrument/schema.py (this file may not import it).
 USER_EVENTS_SCHEMA = "nsyswrap.user-events/2"
 USER_EVENTS_PART_SCHEMA = USER_EVENTS_SCHEMA + "/part"
 CLOCK_SCHEMA = "nsyswrap.clock/1"
@@ -840,7 +840,7 @@ def _mark_function():
 
 def _lift_nvtx_gate() -> None:
     """The nvtx package drops every mark under nsys 2022.x unless its domain gate is lifted
-    (nsyswrap/nvtx_compat.py, standard library only: loaded by path, as this file is)."""
+    (nsyswrap/instrument/nvtx_compat.py, standard library only: loaded by path, as this file is)."""
     import importlib.util
 
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nvtx_compat.py")

@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .chunks import sort_in_place, steps
+from ..read.chunks import sort_in_place, steps
 
 UNION_COLUMNS = ["busy_ns", "span_ns", "idle_ns", "first_start_ns", "last_end_ns", "gaps",
                  "max_gap_ns", "count"]

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from .analysis import Analysis
-from .diagnose import Finding, Thresholds
-from .units import fmt_ns
+from ..analysis import Analysis
+from ..common.units import fmt_ns
+from ..diagnose import Finding, Thresholds
 
 SCHEMA = "nsyswrap.compare/1"
 

@@ -39,8 +39,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import BadInputError, NsysWrapError
-from .files import atomic_write
+from ..common.errors import BadInputError, NsysWrapError
+from ..common.files import atomic_write
 
 INCOMPLETE_PREFIX = ".nsyswrap-incomplete-"
 REPLACED_PREFIX = ".nsyswrap-replaced-"

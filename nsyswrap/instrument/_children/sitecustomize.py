@@ -1,8 +1,8 @@
 """Run first by every Python process the profiled program starts (multiprocessing's spawn
 and forkserver workers, torchrun's ranks, `subprocess.run([sys.executable, ...])`): under
-`nsyswrap run` their PYTHONPATH begins with this folder (set by nsyswrap/_target.py), so
+`nsyswrap run` their PYTHONPATH begins with this folder (set by nsyswrap/instrument/runner.py), so
 each records its own CUDA-event timings as the program's first process does
-(nsyswrap/_user_events.py, loaded by path: nothing of nsyswrap is imported). Then the
+(nsyswrap/instrument/event_hooks.py, loaded by path: nothing of nsyswrap is imported). Then the
 sitecustomize this one hides, if the environment has one, runs as it would have.
 
 Standard library only; this folder holds nothing else, and leaves sys.path as it found it.
@@ -19,7 +19,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 def _record() -> None:
     if os.environ.get("NSYSWRAP_USER_EVENTS", "1") == "0":
         return
-    path = os.path.join(os.path.dirname(_HERE), "_user_events.py")
+    path = os.path.join(os.path.dirname(_HERE), "event_hooks.py")
     spec = importlib.util.spec_from_file_location("_nsyswrap_user_events", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module

@@ -41,12 +41,7 @@ from .launches import (
     string_labels,
     strings_of,
 )
-from .queries import (
-    RUNTIME_TABLE,
-    BulkQueries,
-    RuntimeSlice,
-    numpy_columns,
-)
+from .queries import RUNTIME_TABLE, BulkQueries, RuntimeSlice, numpy_columns
 from .report import BROKEN_TIMES, broken_times
 
 # Where each operation comes from, as its `kind` (gpu_ops.OP_KINDS' order) and the order of

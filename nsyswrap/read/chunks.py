@@ -146,3 +146,18 @@ def map_chunks(fn: Callable[[int, int], T], bounds: list[tuple[int, int]],
     with ThreadPoolExecutor(max_workers=min(cores(), MAX_THREADS, len(runs))) as pool:
         done = pool.map(lambda run: [fn(lo, hi) for lo, hi in run], runs)
         return [out for run in done for out in run]
+
+
+def ids_are_rows(ids: np.ndarray) -> bool:
+    """Whether `ids` are 0, 1, ..., n-1 in order (then a lookup by id is the identity)."""
+    n = len(ids)
+    return (n > 0 and int(ids[0]) == 0 and int(ids[-1]) == n - 1
+            and bool(np.all(ids[1:] > ids[:-1])))
+
+
+def compact_ids(ids: np.ndarray) -> np.ndarray:
+    """Ids or row numbers as int32 when all fit (half the memory of int64), else as they
+    are. Only storage changes: ids index arrays and key groupings the same either way."""
+    if len(ids) and ids.dtype.itemsize > 4 and int(ids.min()) >= 0 and int(ids.max()) < 2**31:
+        return ids.astype(np.int32)
+    return ids

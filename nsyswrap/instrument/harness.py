@@ -31,9 +31,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..common.errors import NsysWrapError
+from ..common.files import atomic_write
 from .annotate import annotate, mark
-from .errors import NsysWrapError
-from .files import atomic_write
 from .schema import (
     CAPTURE_ENV,
     CAPTURE_RANGE,

@@ -24,9 +24,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..common.errors import BadInputError
+from ..common.progress import NO_PROGRESS, Progress
 from .chunks import cores
-from .errors import BadInputError
-from .progress import NO_PROGRESS, Progress
 from .queries import NVTX_TABLE, READ_TABLES, TEXT_COLUMNS, BulkQueries
 from .summaries import SummaryQueries
 
@@ -140,7 +140,7 @@ def open_report(path: str | os.PathLike, *, cache_dir: str | os.PathLike | None 
     notes: list[str] = []
     sqlite_path = source
     if source.suffix in (".nsys-rep", ".qdrep"):
-        from .nsys import export_report  # the export layer; imported only when needed
+        from ..common.nsys import export_report  # the export layer; imported only when needed
 
         with progress.step(f"exporting {source.name} to SQLite (once)"):
             sqlite_path, note = export_report(source, cache_dir=cache_dir, nsys=nsys)
@@ -442,7 +442,7 @@ class Database:
         """A copy of the report and its -wal in a private folder of the cache, its changes
         checkpointed into it (SQLite replays the log's complete transactions only):
         what the report holds, read without writing beside it. Removed on close."""
-        from .nsys import cache_folder
+        from ..common.nsys import cache_folder
 
         path = self.path
         folder, note = cache_folder(cache_dir, "copies")

@@ -2,7 +2,7 @@
 channels, nsys's temporary folder, the relay of both, and what signals do meanwhile.
 
 - The workload writes to two FIFOs in a private folder, not to nsys's pipes: nsyswrap's
-  runner (_target.py) or a one-line `sh` wrapper (WRAPPER) puts them on its fds 1 and 2
+  runner (runner.py) or a one-line `sh` wrapper (WRAPPER) puts them on its fds 1 and 2
   before the program starts (nsys follows exec). So everything on nsys's pipes is nsys's
   (and torchrun's): nsys's noise is hidden only there, the workload's lines are never
   touched, and nothing the workload prints can pass for nsys.
@@ -42,10 +42,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..common.errors import BadInputError
 from . import streams
-from .errors import BadInputError
 
-# The environment that hands the workload its channels; _target.py (standard library only)
+# The environment that hands the workload its channels; runner.py (standard library only)
 # reads the same names.
 STDOUT_ENV = "NSYSWRAP_STDOUT"
 STDERR_ENV = "NSYSWRAP_STDERR"
@@ -506,7 +506,7 @@ def _stop_nsys(root: int) -> None:
     the workload and nothing more: a workload that ignores it runs on, and nsys 2022.4
     returns only when the workload ends, or ~20 s later leaving it running below nobody
     (docs/nsys-quirks.md, "Signals"). So the workload gets SIGTERM, as nsys's --kill
-    would send it: the runner (_target.py) turns that into an exit like Ctrl-C's."""
+    would send it: the runner (runner.py) turns that into an exit like Ctrl-C's."""
     roots = workload_roots(root)  # before nsys is told: its launcher may go first
     _signal(root, signal.SIGINT)
     interrupt_workload(root, signal.SIGTERM, roots)

@@ -47,7 +47,7 @@ _OPEN_FLAGS = os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXE
 _NAME_ROOM = 200
 PRIVATE_FILE = 0o600
 PRIVATE_FOLDER = 0o700
-# The umask the user had, handed to the profiled program (nsyswrap/_target.py, which keeps
+# The umask the user had, handed to the profiled program (nsyswrap/instrument/runner.py, which keeps
 # its own copy of the name): nsyswrap's own files are private, the program's are as it
 # would make them without nsyswrap (nsys 2022.4 itself runs it with umask 000).
 UMASK_ENV = "NSYSWRAP_UMASK"

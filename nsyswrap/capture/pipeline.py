@@ -14,7 +14,19 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from .capture import (
+from ..common.errors import BadInputError, Interrupted, NsysWrapError
+from ..common.files import atomic_write
+from ..common.nsys import find_nsys, nsys_version
+from ..common.progress import NO_PROGRESS, Progress
+from ..comparison.result import Comparison
+from ..comparison.single import compare
+from ..diagnose import Thresholds
+from ..multi.samples import diff_samples, sample_rows
+from ..read.loader import NO_CUDA_TRACE_NOTE, NO_NVTX_NOTE
+from ..render.html import HtmlRenderer
+from ..render.json import JsonRenderer
+from .launch import Interrupts
+from .profile import (
     LOG_NAME,
     Capture,
     ProfileOptions,
@@ -24,19 +36,7 @@ from .capture import (
     profile_ranks,
     target_stem,
 )
-from .diagnose import Thresholds
-from .errors import BadInputError, Interrupted, NsysWrapError
-from .files import atomic_write
-from .launch import Interrupts
-from .loader import NO_CUDA_TRACE_NOTE, NO_NVTX_NOTE
-from .multi.samples import diff_samples, sample_rows
-from .nsys import find_nsys, nsys_version
-from .progress import NO_PROGRESS, Progress
-from .render.html import HtmlRenderer
-from .render.json import JsonRenderer
-from .result import Comparison
 from .run_folder import RunFolder
-from .single import compare
 
 ANALYSIS_JSON = "analysis.json"
 REPORT_HTML = "report.html"

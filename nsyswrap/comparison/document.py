@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ._version import __version__
-from .analysis.families import MAX_RANGE_FAMILIES, heaviest
+from .._version import __version__
+from ..analysis.families import MAX_RANGE_FAMILIES, heaviest
 from .result import SCHEMA, Comparison
 
 KERNEL_FIELDS = ["name", "short_name", "count", "total_ns", "mean_ns", "median_ns", "min_ns",

@@ -17,9 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .chunks import STEP_ROWS, even_bounds, map_chunks
+from .chunks import STEP_ROWS, compact_ids, even_bounds, map_chunks
 from .database import Database
-from .intervals import compact_ids
 from .queries import (
     ID_MASK,
     LOW32,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from .render.names import printable
+from .names import printable
 
 Advance = Callable[..., None]
 
