@@ -11,6 +11,12 @@ field; only fields that name the files or the tool version may differ. Exit 1 on
 difference, listing the first few. Both documents are loaded whole: a 10 M-range report's
 pair with `--instances` (6.3 GB of JSON each) took this script past 24 GB and the kernel's
 OOM killer, so compare such reports with `--no-instances`.
+
+    python scripts/same_results.py REPORT.sqlite --old OLD_CODE_DIR --formats table csv ...
+
+With --formats, also each named format's output (`compare --format F`, a file where the
+format makes one) byte for byte, but for the lines that name the tool's version or the
+report's path.
 """
 
 from __future__ import annotations
@@ -34,6 +40,25 @@ def run(code: Path, report: Path, attribution: str, out: Path, instances: bool) 
                     attribution, "-o", str(out)],
                    env=env, check=True, cwd=code, stderr=subprocess.DEVNULL)
     return json.loads(out.read_text())
+
+
+def output(code: Path, report: Path, fmt: str, out: Path) -> bytes:
+    """`compare --format fmt`'s output (its file where it writes one), without the lines
+    that name the files or the tool's version."""
+    env = dict(os.environ, PYTHONPATH=str(code), PYTHONDONTWRITEBYTECODE="1", COLUMNS="100")
+    out.unlink(missing_ok=True)
+    proc = subprocess.run([sys.executable, "-m", "nsyswrap", "compare", str(report), "--format",
+                           fmt, "-o", str(out)], env=env, check=True, cwd=code,
+                          capture_output=True)
+    data = out.read_bytes() if out.exists() else proc.stdout
+    for text in (str(report).encode(), str(out).encode(), report.name.encode()):
+        data = data.replace(text, b"<path>")
+    return data.replace(_version(code).encode(), b"<version>")
+
+
+def _version(code: Path) -> str:
+    text = (code / "nsyswrap" / "_version.py").read_text()
+    return text.split("=")[1].strip().strip("\"'")
 
 
 def differences(a, b, path=()) -> list[str]:
@@ -62,6 +87,8 @@ def main() -> None:
     p.add_argument("--attribution", nargs="+", default=["process", "thread"])
     p.add_argument("--no-instances", dest="instances", action="store_false",
                    help="leave out the instance rows (for reports too big to hold twice)")
+    p.add_argument("--formats", nargs="*", default=[],
+                   help="formats also compared byte for byte (table, csv, markdown, html, ...)")
     a = p.parse_args()
     failed = False
     with tempfile.TemporaryDirectory() as tmp:
@@ -78,6 +105,18 @@ def main() -> None:
             for d in diff[:20]:
                 print("  " + d)
             failed |= bool(diff)
+        for fmt in a.formats:
+            old = output(a.old.resolve(), a.report.resolve(), fmt, Path(tmp) / f"old.{fmt}")
+            new = output(a.new.resolve(), a.report.resolve(), fmt, Path(tmp) / f"new.{fmt}")
+            same = old == new
+            print(f"{a.report.name} --format {fmt}: "
+                  f"{'identical' if same else 'DIFFERENT'} ({len(new)} bytes)")
+            if not same:
+                lines = [(x, y) for x, y in zip(old.splitlines(), new.splitlines(), strict=False)
+                         if x != y][:3]
+                for x, y in lines:
+                    print(f"  - {x[:150]!r}\n  + {y[:150]!r}")
+            failed |= not same
     sys.exit(1 if failed else 0)
 
 

@@ -150,6 +150,8 @@ def map_chunks(fn: Callable[[int, int], T], bounds: list[tuple[int, int]],
 
 def ids_are_rows(ids: np.ndarray) -> bool:
     """Whether `ids` are 0, 1, ..., n-1 in order (then a lookup by id is the identity)."""
+    import numpy as np
+
     n = len(ids)
     return (n > 0 and int(ids[0]) == 0 and int(ids[-1]) == n - 1
             and bool(np.all(ids[1:] > ids[:-1])))
@@ -158,6 +160,8 @@ def ids_are_rows(ids: np.ndarray) -> bool:
 def compact_ids(ids: np.ndarray) -> np.ndarray:
     """Ids or row numbers as int32 when all fit (half the memory of int64), else as they
     are. Only storage changes: ids index arrays and key groupings the same either way."""
+    import numpy as np
+
     if len(ids) and ids.dtype.itemsize > 4 and int(ids.min()) >= 0 and int(ids.max()) < 2**31:
         return ids.astype(np.int32)
     return ids
