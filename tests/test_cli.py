@@ -153,7 +153,8 @@ def test_compare_starts_the_reads_before_pandas_loads(tmp_path):
     script = tmp_path / "order.py"
     script.write_text(
         "import sys\n"
-        "from nsyswrap import cli, database\n"
+        "from nsyswrap import cli\n"
+        "from nsyswrap.read import database\n"
         "seen = []\n"
         "real = database.open_report\n"
         "def spy(*args, **kwargs):\n"

@@ -202,13 +202,13 @@ def test_family_numbers_are_groupbys_ngroup_and_cumcount(monkeypatch, few_keys):
     import numpy as np
     import pandas as pd
 
-    from nsyswrap.analysis import intervals
+    from nsyswrap.analysis import grouped
     from nsyswrap.analysis.families import family_numbers
     from nsyswrap.read import chunks
 
     monkeypatch.setattr(chunks, "STEP_ROWS", 7)
     if not few_keys:
-        monkeypatch.setattr(intervals, "SMALL_KEYS", 2)
+        monkeypatch.setattr(grouped, "SMALL_KEYS", 2)
 
     rng = np.random.default_rng(7)
     frame = pd.DataFrame({

@@ -64,7 +64,7 @@ def test_restore_after_an_exception(fake_smi):
 
 def test_restore_on_sigterm(fake_smi, tmp_path):
     _, log = fake_smi
-    code = ("import time; from nsyswrap.clocks import locked_clocks\n"
+    code = ("import time; from nsyswrap.instrument.clocks import locked_clocks\n"
             "with locked_clocks(1600):\n    print('locked', flush=True); time.sleep(60)\n")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
                             env=os.environ)
