@@ -449,17 +449,6 @@ _CALLABLE_TYPES = (types.FunctionType, types.BuiltinFunctionType, types.MethodWr
                    types.ClassMethodDescriptorType)
 
 
-def argument_text(value) -> str:
-    """A short text that tells values apart without running the program's code (no
-    __repr__ or __str__ but those of the builtin types named here), and never the contents
-    or shape of a tensor (a batch of each iteration must not make a context of its own)."""
-    kind = type(value)
-    text_of = _TEXT_OF.get(kind)
-    if text_of is None:
-        text_of = _text_function(kind)
-    return text_of(value)
-
-
 def _str_text(value: str) -> str:
     return repr(value)[:ARGUMENT_CHARS] if len(value) <= STR_CHARS else f"str[{len(value)}]"
 
@@ -535,7 +524,10 @@ def _tensor_text(value) -> str:
     return "Tensor"
 
 
-# How values of each type are shown: the builtin types by their own text, the others
+# How values of each type are shown as a context's arguments: a short text that tells values
+# apart without running the program's code (no __repr__ or __str__ but those of the builtin
+# types named here), and never the contents or shape of a tensor (a batch of each iteration
+# must not make a context of its own). The builtin types by their own text, the others
 # decided once per type (_text_function).
 _TEXT_OF = {str: _str_text, int: _int_text, bool: repr, float: repr, type(None): repr,
             tuple: _sequence_text, list: _sequence_text, types.MethodType: _method_text,
