@@ -127,6 +127,19 @@ def test_long_marks_are_split_and_joined():
     assert benchmark_runs(_marks(parts[:-1])) == []  # an incomplete set is ignored
 
 
+def test_parts_numbered_off_or_counted_past_any_list_are_incomplete():
+    """The harness's parts are joined as the runner's are (json_input.MarkParts): parts 0
+    to count - 1, each there; a count no list could hold is not counted out."""
+    docs = [json.loads(p) for p in mark_payloads(_result([float(i) for i in range(5000)]),
+                                                 pid=7)]
+    renumbered = [dict(d, part=d["parts"]) if d["part"] == d["parts"] - 1 else d for d in docs]
+    huge = [dict(d, parts=2**62) for d in docs]
+    for texts in (renumbered, huge):
+        notes: list[str] = []
+        assert benchmark_runs(_marks([json.dumps(d) for d in texts]), notes) == []
+        assert notes == []
+
+
 def test_harness_without_torch_or_gpu_says_so():
     try:
         import torch

@@ -93,10 +93,10 @@ FLOORS = ["common", "instrument", "read", "analysis", "diagnose", "comparison", 
 ROOT = {"nsyswrap", "nsyswrap.__main__", "nsyswrap.cli", "nsyswrap.notebook",
         "nsyswrap._version"}
 # Loaded by path into the profiled program (the runner, its hooks, the children's start-up,
-# the NVTX shim the hooks load): standard library only.
+# the NVTX shim and the marks' splitting the hooks load): standard library only.
 IN_THE_PROGRAM = {"nsyswrap.instrument.runner", "nsyswrap.instrument.event_hooks",
                   "nsyswrap.instrument._children.sitecustomize",
-                  "nsyswrap.instrument.nvtx_compat"}
+                  "nsyswrap.instrument.nvtx_compat", "nsyswrap.instrument.mark_parts"}
 
 
 def floor(module: str) -> int:

@@ -1,6 +1,7 @@
 """Grouped sorts and statistics of per-row values, vectorised: stable orders of few-valued
-keys (a radix sort), per-group medians (one median helper: middle_of), distinct counts per
-group, and the runs of a sorted key."""
+keys (a radix sort), medians (of one array: median; per group: grouped_median,
+few_groups_median; each as pandas takes it, through middle_of), distinct counts per group,
+and the runs of a sorted key."""
 
 from __future__ import annotations
 
@@ -89,6 +90,16 @@ def few_groups_median(groups: np.ndarray, values: np.ndarray) -> pd.Series:
         present.append(g)
         medians.append(middle_of(v))  # v is a copy of the group's values
     return pd.Series(np.array(medians, dtype="float64"), index=pd.Index(present, dtype="int64"))
+
+
+def median(values: np.ndarray) -> float:
+    """`pd.Series(values).median()`: NaN left out, NaN when nothing is left, the mean of the
+    two middle values for an even count. `values` is left as it is."""
+    if values.dtype.kind == "f":
+        values = values[~np.isnan(values)]  # a copy
+    else:
+        values = values.copy()
+    return middle_of(values)
 
 
 def middle_of(values: np.ndarray) -> float:

@@ -28,7 +28,8 @@ import numpy as np
 import pandas as pd
 
 from ..instrument.schema import CAPTURE_RANGE, HARNESS_DOMAIN, MARK_PART_SCHEMA, MARK_SCHEMA
-from ..read.json_input import all_of, finite, parse, whole
+from ..read.json_input import MarkParts, all_of, finite, parse, whole
+from .grouped import median
 
 ITERATION_COLUMNS = [
     "benchmark", "run", "iteration", "cache", "calls", "range_id", "pid", "start_ns",
@@ -45,7 +46,7 @@ def benchmark_runs(marks: pd.DataFrame, notes: list[str] | None = None) -> list[
     harness's but whose fields cannot be used (no name, a count of calls below 1, event
     times that are not durations: written by hand, or by another tool) is left out, and
     said in `notes`: the rest of the report is analysed as ever."""
-    runs, parts = [], {}
+    runs, parts = [], MarkParts()
     notes = [] if notes is None else notes
     for row in marks[marks["domain"] == HARNESS_DOMAIN].itertuples():
         text = row.text
@@ -58,28 +59,18 @@ def benchmark_runs(marks: pd.DataFrame, notes: list[str] | None = None) -> list[
         kind = doc.get("nsyswrap") if isinstance(doc, dict) else None
         if kind == MARK_SCHEMA:
             runs.append({**doc, "time_ns": int(row.time_ns), "mark_pid": int(row.pid)})
-        elif kind == MARK_PART_SCHEMA:
-            if not (isinstance(doc.get("key"), str) and _whole(doc.get("part"), 0)
-                    and _whole(doc.get("parts"), 1) and isinstance(doc.get("text"), str)):
-                notes.append(f"a harness mark's part at {int(row.time_ns)} ns left out: it "
-                             "lacks its key, part number, part count or text")
-                continue
-            parts.setdefault(doc["key"], {})[doc["part"]] = (doc, int(row.time_ns), int(row.pid))
-    for pieces in parts.values():
-        first = pieces[min(pieces)][0]
-        if len(pieces) != first["parts"]:
-            continue  # an incomplete set of parts: the capture ended while writing
-        text = "".join(pieces[i][0]["text"] for i in sorted(pieces))
-        _, time_ns, pid = pieces[max(pieces)]
-        try:
-            doc = parse(text)
-        except ValueError:
-            doc = None
-        if not isinstance(doc, dict):
-            notes.append(f"a harness mark in {len(pieces)} parts at {time_ns} ns left out: "
+        elif kind == MARK_PART_SCHEMA and not parts.add(doc, (int(row.time_ns), int(row.pid))):
+            notes.append(f"a harness mark's part at {int(row.time_ns)} ns left out: it "
+                         "lacks its key, part number, part count or text")
+    for joined in parts.joined():
+        if not joined.complete:
+            continue  # an incomplete set: the capture ended while writing
+        time_ns, pid = joined.where
+        if not isinstance(joined.doc, dict):
+            notes.append(f"a harness mark in {joined.count} parts at {time_ns} ns left out: "
                          "its parts do not join into one JSON object")
             continue
-        runs.append({**doc, "time_ns": time_ns, "mark_pid": pid})
+        runs.append({**joined.doc, "time_ns": time_ns, "mark_pid": pid})
     kept = []
     for run in runs:
         problem = _mark_problem(run)
@@ -90,10 +81,6 @@ def benchmark_runs(marks: pd.DataFrame, notes: list[str] | None = None) -> list[
             what = f"{name!r}" if isinstance(name, str) and name else "without a name"
             notes.append(f"the harness mark {what} at {run['time_ns']} ns left out: {problem}")
     return sorted(kept, key=lambda r: r["time_ns"])
-
-
-def _whole(value: Any, least: int) -> bool:
-    return whole(value, least)
 
 
 def _durations(value: Any) -> bool:
@@ -115,7 +102,7 @@ def _mark_problem(run: dict) -> str | None:
     if not (_durations(events) and events):
         return "event_ns must be a list of durations in ns (0 or more)"
     calls = run.get("calls_per_iteration", 1)
-    if not _whole(calls, 1):
+    if not whole(calls, 1):
         return f"calls_per_iteration must be a whole number of at least 1, not {calls!r}"
     cache = run.get("cache")
     if cache is not None and not (isinstance(cache, list) and len(cache) == len(events)
@@ -216,12 +203,6 @@ def _iqr(x: np.ndarray) -> float:
     return float(np.quantile(x, 0.75) - np.quantile(x, 0.25)) if len(x) > 1 else 0.0
 
 
-def _median(x: np.ndarray) -> float:
-    """pandas' median: NaN ignored, NaN when nothing is left."""
-    x = x[~np.isnan(x)]
-    return float(np.median(x)) if len(x) else np.nan
-
-
 def benchmark_summary(it: pd.DataFrame, runs: list[dict],
                       floors: dict[int, float] | None = None) -> pd.DataFrame:
     """One row per harness run. Times are per call (a graph replay of N calls counts N);
@@ -244,25 +225,25 @@ def benchmark_summary(it: pd.DataFrame, runs: list[dict],
         event, busy = c("event_ns") / calls, c("gpu_busy_ns") / calls
         flushed, hot = cache[idx] == "flushed", cache[idx] == "hot"
         config = runs[run_index].get("config", {})
-        event_median = _median(event)
+        event_median = median(event)
         first_start, last_end = c("gpu_first_start_ns"), c("gpu_last_end_ns")
         has_gpu = bool((~np.isnan(first_start)).any())
-        overhead = _median(c("overhead_ns") / calls)
+        overhead = median(c("overhead_ns") / calls)
         rows.append({
             "benchmark": name, "run": run_index, "iterations": len(idx), "calls": calls,
             "flush_l2": config.get("flush_l2"), "backpressure": config.get("backpressure"),
             "cuda_graph": config.get("cuda_graph"), "warmup_iters": config.get("warmup_iters"),
             "event_median_ns": event_median, "event_iqr_ns": _iqr(event[~np.isnan(event)]),
-            "busy_median_ns": _median(busy), "busy_iqr_ns": _iqr(busy[~np.isnan(busy)]),
-            "span_median_ns": _median(c("gpu_span_ns") / calls),
+            "busy_median_ns": median(busy), "busy_iqr_ns": _iqr(busy[~np.isnan(busy)]),
+            "span_median_ns": median(c("gpu_span_ns") / calls),
             "overhead_median_ns": overhead,
             "overhead_share": overhead / event_median if event_median else np.nan,
             "floor_ns": floors[run_index] / calls if run_index in floors else np.nan,
-            "host_median_ns": _median(c("host_ns") / calls),
-            "event_flushed_ns": _median(event[flushed]),
-            "event_hot_ns": _median(event[hot]),
-            "busy_flushed_ns": _median(busy[flushed]),
-            "busy_hot_ns": _median(busy[hot]),
+            "host_median_ns": median(c("host_ns") / calls),
+            "event_flushed_ns": median(event[flushed]),
+            "event_hot_ns": median(event[hot]),
+            "busy_flushed_ns": median(busy[flushed]),
+            "busy_hot_ns": median(busy[hot]),
             # The GPU's view of the timed part, for clock samples; the CPU's where no GPU work.
             "first_start_ns": int(np.nanmin(first_start) if has_gpu
                                   else c("start_ns").min()),

@@ -10,6 +10,7 @@ import os
 import numpy as np
 import pandas as pd
 
+from .grouped import median
 from .reconcile import ITERATION_COLUMNS, benchmark_summary
 from .timing_keys import distinct_labels, identify, timer_keys
 from .user_events import RunnerRecords, UserEvents
@@ -216,7 +217,7 @@ def _measured_floor(runner: RunnerRecords, floor_windows: pd.DataFrame | None,
     busy = mine["gpu_busy_ns"].to_numpy("float64")[-len(events):]
     if np.isnan(busy).all():
         return None
-    return float(np.nanmedian(events - busy))
+    return median(events - busy)
 
 
 def _group_rows(intervals: pd.DataFrame, summary: pd.DataFrame, floors: dict[int, float],
@@ -256,25 +257,20 @@ def _group_rows(intervals: pd.DataFrame, summary: pd.DataFrame, floors: dict[int
             # A host timer (Timer) has no events, so no events' floor.
             "floor_ns": floors[pid] if first["kind"] != "timer" else np.nan,
             "floor_source": sources[pid] if first["kind"] != "timer" else "none",
-            "host_median_ns": float(np.nanmedian(g["host_between_records_ns"])),
-            "lead_idle_median_ns": _nanmedian(g["lead_idle_ns"]),
-            "tail_idle_median_ns": _nanmedian(g["tail_idle_ns"]),
-            "prior_busy_median_ns": _nanmedian(g["prior_busy_ns"]),
-            "uncovered_median_ns": _nanmedian(g["uncovered_busy_ns"]),
-            "sync_median_ns": _nanmedian(g["sync_ns"]),
-            "copy_median_ns": _nanmedian(g["copy_ns"]),
-            "residual_median_ns": _nanmedian(g["residual_ns"]),
+            "host_median_ns": median(g["host_between_records_ns"]),
+            "lead_idle_median_ns": median(g["lead_idle_ns"]),
+            "tail_idle_median_ns": median(g["tail_idle_ns"]),
+            "prior_busy_median_ns": median(g["prior_busy_ns"]),
+            "uncovered_median_ns": median(g["uncovered_busy_ns"]),
+            "sync_median_ns": median(g["sync_ns"]),
+            "copy_median_ns": median(g["copy_ns"]),
+            "residual_median_ns": median(g["residual_ns"]),
             # Per call, as the medians (a Timer measurement times many calls).
             "first_values_ns": [float(v) for v in (value / calls)[:3]],
             "tool_value_ns": tool_value, "tool_statistic": statistic,
             "tool_kernels_ns": tool_kernels, "calls": calls, "run": int(s.run),
         })
     return pd.DataFrame(out, columns=GROUP_COLUMNS)
-
-
-def _nanmedian(v: np.ndarray) -> float:
-    v = v[~np.isnan(v)]
-    return float(np.median(v)) if len(v) else np.nan
 
 
 def _tool_figure(scope: dict) -> tuple[str, float]:

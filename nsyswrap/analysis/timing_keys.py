@@ -131,7 +131,7 @@ def timer_keys(timers: pd.DataFrame, events: UserEvents) -> list[str]:
 def distinct_labels(keys: pd.Series, labels: pd.Series) -> pd.Categorical:
     """Labels made distinct per key (a second key with the same label gets " #2"), keys in
     order of first appearance; a key's label is its last row's."""
-    key_code, key_texts = pd.factorize(keys)
+    key_code = pd.factorize(keys)[0]
     last = len(key_code) - 1 - np.unique(key_code[::-1], return_index=True)[1]
     seen: dict[str, int] = {}
     out = []

@@ -43,7 +43,7 @@ from ..instrument.schema import (
     USER_RECORD_FORMAT,
     USER_RECORD_FORMAT_1,
 )
-from ..read.json_input import all_of, finite, is_text, parse, real, whole
+from ..read.json_input import MarkParts, all_of, finite, is_text, parse, real, whole
 from ..read.report import Report, thread_ids
 
 # How far outside its bracket (ns) a record's call may lie: the clock offset's own
@@ -110,7 +110,7 @@ def runner_documents(marks: pd.DataFrame, notes: list[str]) -> list[dict]:
         return []
     texts = marks["text"].astype(str)
     mine = texts.str.startswith(USER_EVENTS_MARK_PREFIX)
-    docs, parts = [], {}
+    docs, parts = [], MarkParts()
     for text in texts[mine]:
         try:
             doc = parse(text)
@@ -120,29 +120,20 @@ def runner_documents(marks: pd.DataFrame, notes: list[str]) -> list[dict]:
         kind = doc.get("nsyswrap") if isinstance(doc, dict) else None
         if kind in _DOCUMENT_SCHEMAS:
             docs.append(doc)
-        elif kind in (USER_EVENTS_PART_SCHEMA, USER_EVENTS_PART_SCHEMA_1):
-            if not (is_text(doc.get("key")) and whole(doc.get("part"), 0)
-                    and whole(doc.get("parts"), 1) and is_text(doc.get("text"))):
-                notes.append("a part of the runner's records lacks its key, part number, part "
-                             "count or text; left out")
-                continue
-            parts.setdefault(doc["key"], {})[doc["part"]] = doc
-    for key, pieces in parts.items():
-        count = pieces[min(pieces)]["parts"]
-        if set(pieces) != set(range(count)):
-            notes.append(f"the runner's records {key} are incomplete ({len(pieces)} of "
-                         f"{count} parts: the capture ended while they were written); left "
-                         "out")
-            continue
-        try:
-            doc = parse("".join(pieces[i]["text"] for i in range(count)))
-        except ValueError:
-            doc = None
-        if not (isinstance(doc, dict) and doc.get("nsyswrap") in _DOCUMENT_SCHEMAS):
-            notes.append(f"the runner's records {key} cannot be read (their parts do not "
+        elif kind in (USER_EVENTS_PART_SCHEMA, USER_EVENTS_PART_SCHEMA_1) and not parts.add(doc):
+            notes.append("a part of the runner's records lacks its key, part number, part "
+                         "count or text; left out")
+    for joined in parts.joined():
+        if not joined.complete:
+            notes.append(f"the runner's records {joined.key} are incomplete ({joined.found} of "
+                         f"{joined.count} parts: the capture ended while they were written); "
+                         "left out")
+        elif not (isinstance(joined.doc, dict) and joined.doc.get("nsyswrap") in
+                  _DOCUMENT_SCHEMAS):
+            notes.append(f"the runner's records {joined.key} cannot be read (their parts do not "
                          "join into one of its documents); left out")
-            continue
-        docs.append(doc)
+        else:
+            docs.append(joined.doc)
     return docs
 
 

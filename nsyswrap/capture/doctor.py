@@ -32,10 +32,6 @@ class Check:
     fix: str = ""
 
 
-def run_checks(nsys: str | None = None, workdir: Path | None = None) -> list[Check]:
-    return list(each_check(nsys, workdir))
-
-
 def each_check(nsys: str | None = None, workdir: Path | None = None,
                progress: Progress = NO_PROGRESS) -> Iterator[Check]:
     """The checks one at a time, each as it ends (a few seconds in all: a test profile,

@@ -171,16 +171,10 @@ def atomic_open(path: str | os.PathLike, *, binary: bool = False,
         fd, tmp = _new_temp(path, existing)
     except OSError as e:
         raise write_error(path, e, _left(path, existing)) from None
-    try:
-        with _fdopen(fd, binary, encoding) as f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
-    except BaseException as e:
-        _discard(tmp)
-        if isinstance(e, OSError):
-            raise write_error(path, e, _left(path, existing)) from None
-        raise
+    with _discarded_on_failure(tmp, path, existing), _fdopen(fd, binary, encoding) as f:
+        yield f
+        f.flush()
+        os.fsync(f.fileno())
     _put_in_place(tmp, path, existing)
 
 
@@ -208,28 +202,31 @@ def replacing(path: str | os.PathLike, *, suffix: str = "",
     except BaseException:
         _discard(tmp)
         raise
-    try:
+    with _discarded_on_failure(tmp, path, existing):
         make_private(tmp)
         _fsync_file(tmp)
-    except BaseException as e:
-        _discard(tmp)
-        if isinstance(e, OSError):
-            raise write_error(path, e, _left(path, existing)) from None
-        raise
     _put_in_place(tmp, path, existing)
 
 
 def _put_in_place(tmp: Path, path: Path, existing) -> None:
     """The written, fsynced temporary file renamed onto `path`, and the folder synced; on
     failure the temporary file is removed and `path` left as it was."""
-    try:
+    with _discarded_on_failure(tmp, path, existing):
         os.replace(tmp, path)
+    _sync_folder(path.parent)
+
+
+@contextmanager
+def _discarded_on_failure(tmp: Path, path: Path, existing) -> Iterator[None]:
+    """The temporary file for `path` removed when the block fails; an OSError said as a
+    failure to write `path` (write_error), anything else passed on as it is."""
+    try:
+        yield
     except BaseException as e:
         _discard(tmp)
         if isinstance(e, OSError):
             raise write_error(path, e, _left(path, existing)) from None
         raise
-    _sync_folder(path.parent)
 
 
 def open_new(path: str | os.PathLike, *, binary: bool = False,

@@ -51,7 +51,6 @@ TIMER_RANGE_PREFIX = "nsyswrap.timer "
 DO_BENCH_RANGE_PREFIX = "nsyswrap.do_bench "
 # Off with `nsyswrap run --no-user-events`.
 ENABLE_ENV = "NSYSWRAP_USER_EVENTS"
-MARK_CHUNK_CHARS = 30_000
 # Clock marks in a burst: each brackets the report's clock within a few µs; the analysis
 # intersects them.
 CLOCK_MARKS = 8
@@ -450,17 +449,6 @@ _CALLABLE_TYPES = (types.FunctionType, types.BuiltinFunctionType, types.MethodWr
                    types.ClassMethodDescriptorType)
 
 
-def argument_text(value) -> str:
-    """A short text that tells values apart without running the program's code (no
-    __repr__ or __str__ but those of the builtin types named here), and never the contents
-    or shape of a tensor (a batch of each iteration must not make a context of its own)."""
-    kind = type(value)
-    text_of = _TEXT_OF.get(kind)
-    if text_of is None:
-        text_of = _text_function(kind)
-    return text_of(value)
-
-
 def _str_text(value: str) -> str:
     return repr(value)[:ARGUMENT_CHARS] if len(value) <= STR_CHARS else f"str[{len(value)}]"
 
@@ -536,7 +524,10 @@ def _tensor_text(value) -> str:
     return "Tensor"
 
 
-# How values of each type are shown: the builtin types by their own text, the others
+# How values of each type are shown as a context's arguments: a short text that tells values
+# apart without running the program's code (no __repr__ or __str__ but those of the builtin
+# types named here), and never the contents or shape of a tensor (a batch of each iteration
+# must not make a context of its own). The builtin types by their own text, the others
 # decided once per type (_text_function).
 _TEXT_OF = {str: _str_text, int: _int_text, bool: repr, float: repr, type(None): repr,
             tuple: _sequence_text, list: _sequence_text, types.MethodType: _method_text,
@@ -840,19 +831,26 @@ def _mark_function():
 
 def _lift_nvtx_gate() -> None:
     """The nvtx package drops every mark under nsys 2022.x unless its domain gate is lifted
-    (nsyswrap/instrument/nvtx_compat.py, standard library only: loaded by path, as this file is)."""
-    import importlib.util
-
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nvtx_compat.py")
+    (nsyswrap/instrument/nvtx_compat.py)."""
     try:
-        spec = importlib.util.spec_from_file_location("_nsyswrap_nvtx_compat", path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        module.patch_nvtx_gate()
+        _sibling("nvtx_compat").patch_nvtx_gate()
     except Exception as e:  # the marks may then be dropped: say so in the document
         if RECORDER is not None:
             RECORDER.notes.append(f"could not lift the nvtx package's gate: "
                                   f"{type(e).__name__}: {e}")
+
+
+@functools.cache
+def _sibling(name: str) -> types.ModuleType:
+    """nsyswrap/instrument/<name>.py, standard library only, loaded by path as this file is
+    (importing it would import nsyswrap)."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"_nsyswrap_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _range_push(name: str) -> None:
@@ -1051,14 +1049,9 @@ def flush(measure_floor: bool = True) -> None:
             _measure_floor()
         rec.clock_burst(mark)
         text = json.dumps(rec.document(), separators=(",", ":"))
-        if len(text) <= MARK_CHUNK_CHARS:
-            mark(text)
-            return
-        chunks = [text[i: i + MARK_CHUNK_CHARS] for i in range(0, len(text), MARK_CHUNK_CHARS)]
-        key = f"{os.getpid()}-{time.time_ns()}"
-        for i, chunk in enumerate(chunks):
-            mark(json.dumps({"nsyswrap": USER_EVENTS_PART_SCHEMA, "key": key, "part": i,
-                             "parts": len(chunks), "text": chunk}, separators=(",", ":")))
+        for part in _sibling("mark_parts").mark_texts(text, USER_EVENTS_PART_SCHEMA,
+                                                      f"{os.getpid()}-{time.time_ns()}"):
+            mark(part)
     except Exception as e:
         sys.stderr.write(f"nsyswrap: could not write the program's CUDA-event timings into "
                          f"the report: {type(e).__name__}: {e}\n")

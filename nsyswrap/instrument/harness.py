@@ -34,6 +34,7 @@ from typing import Any
 from ..common.errors import NsysWrapError
 from ..common.files import atomic_write
 from .annotate import annotate, mark
+from .mark_parts import mark_texts
 from .schema import (
     CAPTURE_ENV,
     CAPTURE_RANGE,
@@ -44,9 +45,6 @@ from .schema import (
 )
 
 FLUSH_MODES = ("all", "none", "interleave")
-# NVTX messages are kept whole by nsys, but long JSON is split so no tool has to cope with
-# one huge string; `compare` joins the parts.
-MARK_CHUNK_CHARS = 30_000
 
 
 @dataclass
@@ -177,13 +175,7 @@ def mark_payloads(result: BenchmarkResult, pid: int | None = None) -> list[str]:
         "config": asdict(result.config),
     }
     text = json.dumps(_finite(body), separators=(",", ":"), allow_nan=False)
-    if len(text) <= MARK_CHUNK_CHARS:
-        return [text]
-    chunks = [text[i: i + MARK_CHUNK_CHARS] for i in range(0, len(text), MARK_CHUNK_CHARS)]
-    key = f"{body['pid']}-{result.name}-{time.time_ns()}"
-    return [json.dumps({"nsyswrap": MARK_PART_SCHEMA, "key": key, "part": i,
-                        "parts": len(chunks), "text": c}, separators=(",", ":"))
-            for i, c in enumerate(chunks)]
+    return mark_texts(text, MARK_PART_SCHEMA, f"{body['pid']}-{result.name}-{time.time_ns()}")
 
 
 def _finite(value: Any) -> Any:

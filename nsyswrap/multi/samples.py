@@ -57,7 +57,6 @@ class DiffSide:
     clock_mhz: float | None  # median SM clock (GPU metrics or the harness's samples)
     items: dict[tuple[str, str, str], Item] = field(default_factory=dict)
     findings: list[dict[str, Any]] = field(default_factory=list)
-    kernel_time_ns: float = 0.0
 
 
 def _add(side: DiffSide, kind: str, name: str, metric: str, values,
@@ -86,7 +85,6 @@ def diff_samples(c: Comparison, kernels: pd.DataFrame | None = None) -> DiffSide
                           "ns": (kernels["end_ns"] - kernels["start_ns"]).to_numpy()})
         if a.runs:
             k = k[~k["short"].isin(HARNESS_KERNELS)]
-        side.kernel_time_ns = float(k["ns"].sum())
         for name, g in k.groupby("name", sort=False, observed=True):
             _add(side, "kernel", str(name), "duration", g["ns"])
     inst = _listed_instances(c)
@@ -194,15 +192,10 @@ def _clock(c: Comparison) -> float | None:
     return float(np.median(clocks)) if clocks else None
 
 
-# An analysis.json's `samples` section: one row per item (docs/json.md).
-SAMPLE_FIELDS = ["kind", "name", "key", "metric", "count", "median_ns", "ops_per_instance",
-                 "values_ns"]
-
-
 def sample_rows(side: DiffSide) -> list[dict[str, Any]]:
-    """The items that have samples as plain rows (SAMPLE_FIELDS), for an analysis.json:
-    a diff of two such documents has what a diff of the two reports has (the samples are
-    capped alike), kernels apart where the side was made without them."""
+    """The items that have samples as plain rows, an analysis.json's `samples` section
+    (docs/json.md): a diff of two such documents has what a diff of the two reports has
+    (the samples are capped alike), kernels apart where the side was made without them."""
     rows = []
     for item in side.items.values():
         if item.samples is None:
@@ -228,11 +221,6 @@ def _from_sample_rows(side: DiffSide, rows: list[dict[str, Any]]) -> None:
             r["kind"], r["name"], r["metric"],
             np.asarray(r["values_ns"], dtype="float64"), float(r["median_ns"]),
             int(r["count"]), ops_per_instance=None if ops is None else float(ops), key=key)
-
-
-def _maybe(check):
-    """`check`, or absent (None: how a document writes NaN, or a value it does not know)."""
-    return lambda value: value is None or check(value)
 
 
 def _count(value) -> bool:
@@ -346,7 +334,6 @@ def from_analysis_json(path: Path) -> DiffSide:
     for k in doc.get("kernels", []):
         if k.get("short_name") in HARNESS_KERNELS and doc.get("benchmarks"):
             continue
-        side.kernel_time_ns += k.get("total_ns") or 0
         side.items[("kernel", k["name"], "duration")] = Item(
             "kernel", k["name"], "duration", None, float(k["median_ns"]), int(k["count"]),
             k.get("mean_ns"), k.get("std_ns"))

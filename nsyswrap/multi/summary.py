@@ -38,7 +38,6 @@ class RankSummary:
 
     source: str
     pid: int
-    process_name: str
     devices: list[int]
     rank: int | None  # None until the combining side numbers ranks it could not identify
     identified_by: str  # how the rank was found ("RANK in the environment nsys recorded", ...)
@@ -47,9 +46,6 @@ class RankSummary:
     collectives: pd.DataFrame  # COLLECTIVE_COLUMNS: NCCL kernels in start order
     step_family: str | None  # the outermost repeated family ("train_step")
     gpu_busy_ns: int = 0  # over the steps (or the whole report without steps)
-    compute_ns: int = 0
-    comm_ns: int = 0
-    overlap_ns: int = 0
     window_ns: int = 0
 
 
@@ -91,8 +87,7 @@ def summary_of(c: Comparison, *, kernels: pd.DataFrame | None = None) -> ReportS
         procs = processes[processes["nvtx_ranges"] > 0]
     identities = identify_ranks(info, procs)
     for row, (rank, how) in zip(procs.itertuples(), identities, strict=True):
-        out.ranks.append(_rank_summary(c, int(row.pid), str(row.name), list(row.devices),
-                                       rank, how))
+        out.ranks.append(_rank_summary(c, int(row.pid), list(row.devices), rank, how))
     if kernels is not None:
         from .samples import diff_samples  # only `nsyswrap diff` needs them
 
@@ -105,8 +100,8 @@ def is_nccl(names: pd.Series | np.ndarray) -> np.ndarray:
         NCCL_PREFIX).to_numpy()
 
 
-def _rank_summary(c: Comparison, pid: int, name: str, devices: list[int], rank: int | None,
-                  how: str) -> RankSummary:
+def _rank_summary(c: Comparison, pid: int, devices: list[int], rank: int | None, how: str
+                  ) -> RankSummary:
     a = c.analysis
     ops = a.attribution.gpu_ops
     op_pid = np.where(ops["thread"].to_numpy() >= 0, (ops["thread"].to_numpy() >> 24) & 0xFFFFFF,
@@ -129,7 +124,7 @@ def _rank_summary(c: Comparison, pid: int, name: str, devices: list[int], rank: 
     coll["ordinal"] = coll.groupby("name", sort=False, observed=True).cumcount()
     coll["step"] = _step_of(coll["event"].to_numpy(), inst, step, a.attribution.op_pairs)
 
-    # GPU totals over the steps' GPU window (the whole process's GPU activity without steps).
+    # GPU busy time over the steps' GPU window (the whole process's GPU activity without steps).
     own = ops[mine]
     lo, hi = ((int(own["start_ns"].min()), int(own["end_ns"].max())) if len(own) else (0, 0))
     if step is not None:
@@ -140,16 +135,13 @@ def _rank_summary(c: Comparison, pid: int, name: str, devices: list[int], rank: 
         last_gpu = last_gpu[np.isin(last_gpu["range_id"], steps.index.to_numpy())]
         if len(last_gpu):
             hi = max(hi, int(a.attribution.pair_values("end_ns", last_gpu).max()))
-    window = own[(own["end_ns"] > lo) & (own["start_ns"] < hi)]
-    busy, compute, comm = (_union_length(window[m]) for m in (
-        np.ones(len(window), bool), ~nccl_op[window.index], nccl_op[window.index]))
+    busy = _union_length(own[(own["end_ns"] > lo) & (own["start_ns"] < hi)])
     return RankSummary(
-        source=str(c.info.source), pid=pid, process_name=name, devices=devices, rank=rank,
+        source=str(c.info.source), pid=pid, devices=devices, rank=rank,
         identified_by=how, session_start_utc_ns=c.info.session_start_utc_ns,
         instances=inst[INSTANCE_COLUMNS].reset_index(drop=True),
         collectives=coll[COLLECTIVE_COLUMNS], step_family=step,
-        gpu_busy_ns=busy, compute_ns=compute, comm_ns=comm,
-        overlap_ns=compute + comm - busy, window_ns=hi - lo)
+        gpu_busy_ns=busy, window_ns=hi - lo)
 
 
 def _union_length(ops: pd.DataFrame) -> int:

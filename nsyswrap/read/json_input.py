@@ -4,7 +4,7 @@ a report (anything else may write marks of the same shape), and the analysis.jso
 field by field before use: a reader says which field is not what nsyswrap writes there,
 and the caller leaves that document out (a report's mark, with a note) or refuses the input
 (BadInputError), never passes a value on that a later step cannot take (an integer past 64
-bits, text where a number is).
+bits, text where a number is). Long marks come in parts, joined here (MarkParts).
 
 Built before pandas is imported: the standard library only."""
 
@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -51,3 +53,48 @@ def is_text(value: Any) -> bool:
 def all_of(value: Any, check) -> bool:
     """A list whose every item passes `check`."""
     return isinstance(value, list) and all(check(v) for v in value)
+
+
+@dataclass
+class JoinedMark:
+    """One long mark's parts (MarkParts), joined."""
+
+    key: str
+    found: int  # parts found
+    count: int  # parts there are, as the first one found says
+    complete: bool  # parts 0 to count - 1, each found
+    doc: Any  # the JSON the parts' texts join into; None where incomplete or not JSON
+    where: Any  # where the last part was found (MarkParts.add); None where incomplete
+
+
+class MarkParts:
+    """The parts of long JSON marks (instrument/mark_parts.py writes them), gathered by key
+    in the order they come and joined: the one reading of the parts of the harness's marks
+    and of the runner's."""
+
+    def __init__(self) -> None:
+        self._parts: dict[str, dict[int, tuple[dict, Any]]] = {}
+
+    def add(self, doc: dict, where: Any = None) -> bool:
+        """Keep `doc`, a part, with `where` it was found (the caller's to read back); a
+        second part of its key and number replaces the first. False, keeping nothing, where
+        it lacks its key, part number, part count or text."""
+        if not (is_text(doc.get("key")) and whole(doc.get("part"), 0)
+                and whole(doc.get("parts"), 1) and is_text(doc.get("text"))):
+            return False
+        self._parts.setdefault(doc["key"], {})[doc["part"]] = (doc, where)
+        return True
+
+    def joined(self) -> Iterator[JoinedMark]:
+        """Each key's parts, joined, in the order of the keys' first parts."""
+        for key, pieces in self._parts.items():
+            count = pieces[min(pieces)][0]["parts"]
+            # The length first: a count that is not the number found never builds its range.
+            if len(pieces) != count or set(pieces) != set(range(count)):
+                yield JoinedMark(key, len(pieces), count, False, None, None)
+                continue
+            try:
+                doc = parse("".join(pieces[i][0]["text"] for i in range(count)))
+            except ValueError:
+                doc = None
+            yield JoinedMark(key, count, count, True, doc, pieces[count - 1][1])

@@ -79,12 +79,6 @@ READ_AHEAD = 2
 # The last moment: no operation starts there, so every row before it is final.
 END_OF_TIME = 2**63 - 1
 
-# The columns of an OpChunk.
-CHUNK_COLUMNS = ("start_ns", "end_ns", "source", "index", "launch_start_ns", "thread",
-                 "device_id", "stream_id", "pid", "name", "full_name", "bytes", "copy_kind",
-                 "src_kind", "dst_kind")
-
-
 class StreamFallback(Exception):
     """The report cannot be streamed as it is (its tables out of start order, operations
     that started long after their launch...): analyse it whole. The message says why."""

@@ -31,7 +31,6 @@ from .base import Renderer
 # Synthetic pids for GPUs: above any Linux pid (pid_max is at most 2^22).
 GPU_PID_BASE = 10_000_000
 LANE_TID_STEP = 1_000_000  # tid of an overflow lane: stream + lane * step
-OP_CATEGORIES = ("kernel", "memcpy", "memset", "graph")
 
 
 class TraceRenderer(Renderer):

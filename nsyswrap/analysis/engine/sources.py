@@ -192,7 +192,7 @@ class LoadedOperations:
             lo = hi
 
     def _columns(self, at: slice | np.ndarray, rows: np.ndarray) -> dict[str, np.ndarray]:
-        """OpChunk's columns (operations.CHUNK_COLUMNS) of the gpu_ops rows `rows` (`at`:
+        """OpChunk's columns (operations.OpChunk) of the gpu_ops rows `rows` (`at`:
         the same rows, as a slice where they are consecutive)."""
         a, k = self.arrays, self.kernels
         kernel = rows < k

@@ -38,14 +38,6 @@ WINDOW_COPY_KINDS = (1, 2)
 PAGEABLE = 0
 # A window's work is named by its operations while it has at most this many.
 WORK_NAMES = 16
-# The columns of `WindowTotals.numbers`.
-WINDOW_NUMBER_COLUMNS = [
-    "own_ops", "kernels", "copies", "copy_ns", "copy_bytes", "pageable_copies",
-    "first_start_ns", "own_last_end_ns", "first_launch_ns", "gaps", "max_gap_ns",
-    "gpu_busy_ns", "last_end_ns", "joined_ops", "uncovered_ops", "uncovered_busy_ns",
-    "prior_end_ns", "streams", "work_ops", "work_signature", "main_kernel", "main_grid",
-    "work",
-]
 
 
 def stream_key(pid: np.ndarray, stream: np.ndarray) -> np.ndarray:
@@ -352,7 +344,7 @@ class WindowTotals:
         self.main_grid[ww] = grid[first]
 
     def numbers(self, kernel_names: list[str]) -> pd.DataFrame:
-        """After the last chunk: every window's numbers (WINDOW_NUMBER_COLUMNS), the
+        """After the last chunk: every window's numbers, one column each, the
         kernels named by their short names (`kernel_names`, by the chunks' name codes)."""
         for k, rows in enumerate(self.prior_rows):  # windows after the stream's last launch
             last = self.prior_last.get(k)

@@ -12,7 +12,6 @@ from ...multi.ranks import RANK_COLUMNS
 
 FAMILY_FIELDS = ["family", "rank", "count", "cpu_median_ns", "work_median_ns",
                  "gpu_busy_median_ns", "compute_median_ns"]
-DIFF_SECTIONS = ("rows", "findings")
 
 
 def collective_rows(a: RankAnalysis) -> list[dict[str, Any]]:

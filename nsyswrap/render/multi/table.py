@@ -28,8 +28,6 @@ from .views import (
     family_rows,
 )
 
-VERDICT_STYLE = {"slower": "bold red", "faster": "green", "inconclusive": "yellow"}
-
 
 def _findings(console: Console, findings: list[dict], title: str) -> None:
     if not findings:
