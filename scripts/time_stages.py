@@ -7,7 +7,8 @@ Runs what `nsyswrap compare` runs (the same start-up, `load`, `analyze(consume=T
 memory after it (from /proc and getrusage). With --load-only, stops after `load`. Compare
 versions in one run, in turns (scripts/bench_compare.py --old), since these machines drift
 by ±20% through the day. `_add_chunks` is the engine's pass over the operations: each
-chunk's attribution and per-range numbers.
+chunk's attribution and per-range numbers; the stages after `engine_numbers` are
+analysis/steps.STEPS.
 """
 
 from __future__ import annotations
@@ -23,13 +24,14 @@ from nsyswrap import analysis  # noqa: E402
 from nsyswrap.diagnose import Thresholds, diagnose  # noqa: E402
 from nsyswrap.read.loader import load  # noqa: E402
 
-# The engine's steps (analysis/engine/analyze.py) and finished's (analysis/finish.py).
-STAGES = ["LoadedOperations", "_add_chunks", "_attribution", "_kernel_summary", "_instances",
-          "process_summary", "range_summary", "iterations", "benchmark_summary"]
-from nsyswrap.analysis import finish  # noqa: E402
+# What runs before the engine and the engine's own stages (analysis/steps.py,
+# analysis/engine/analyze.py), timed where they are called; then each of steps.STEPS.
+STAGES = ["LoadedOperations", "families", "user_windows", "_add_chunks", "_attribution",
+          "_kernel_summary", "_instances", "process_summary", "engine_numbers"]
+from nsyswrap.analysis import steps  # noqa: E402
 from nsyswrap.analysis.engine import analyze as engine  # noqa: E402
 
-CALLERS = [engine, finish]
+CALLERS = [steps, engine]
 
 
 def memory() -> str:
@@ -62,6 +64,7 @@ def main() -> None:
         for caller in CALLERS:
             if hasattr(caller, name):
                 setattr(caller, name, stage(name, getattr(caller, name)))
+    steps.STEPS[:] = [stage(s.__name__, s) for s in steps.STEPS]
     report = timed("load", load, a.report)
     if a.load_only:
         return

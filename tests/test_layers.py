@@ -1,8 +1,9 @@
 """The package's floors, read from the source's imports (module level and inside functions
 alike, as ast finds them): each folder imports only the folders below it (docs/architecture.md
 draws them), the package root holds only what users import, what runs inside the profiled
-program imports nothing of nsyswrap, no import circle, many reports' analysis (multi/)
-imports no renderer, and the result type renderers take imports none of them."""
+program imports nothing of nsyswrap, no import circle, the analysis engine imports nothing
+of the steps after it, many reports' analysis (multi/) imports no renderer, and the result
+type renderers take imports none of them."""
 
 from __future__ import annotations
 
@@ -143,6 +144,17 @@ def test_the_graph_reads_imports_of_every_kind():
 
 def test_no_import_circle():
     assert circles(import_graph()) == []
+
+
+def test_the_engine_returns_what_it_measured_and_calls_nothing_after_it():
+    """analysis/engine/ imports neither the steps around it nor the Analysis they make: the
+    route of one report's analysis (steps.analysis_of) calls the engine and goes on."""
+    graph = import_graph()
+    after = {"nsyswrap.analysis", "nsyswrap.analysis.steps", "nsyswrap.analysis.result"}
+    bad = {name: sorted(used & after) for name, used in graph.items()
+           if name.startswith("nsyswrap.analysis.engine")}
+    assert {name: used for name, used in bad.items() if used} == {}
+    assert "nsyswrap.analysis.engine.analyze" in graph["nsyswrap.analysis.steps"]
 
 
 def test_many_reports_analysis_imports_no_renderer():

@@ -1,7 +1,7 @@
 """Each NVTX range instance's columns, once: where each comes from, its type, what a range
 that launched no GPU work has, what is unknown without a GPU trace, and what it is kept
 relative to. The engine (engine/totals.py, engine/analyze.py) makes the columns by this
-spec; the lost-tail rule (finish.py) and the instance table read it too.
+spec; the lost-tail rule (steps.unknown_tail) and the instance table read it too.
 
 A column comes from
   "range"   the report's range as it is (or its wall time, cpu_ns);
@@ -75,11 +75,11 @@ COLUMNS = (
 
 BY_NAME = {c.name: c for c in COLUMNS}
 # Every instance column, in the order the instance table keeps them (the families'
-# columns follow: finish.with_families).
+# columns follow: steps.with_families).
 INSTANCE_COLUMNS = [c.name for c in COLUMNS]
 # The report's range columns as they are (cpu_ns is made from two of them).
 REPORT_RANGE_COLUMNS = [c.name for c in COLUMNS if c.made_from == "range" and c.name != "cpu_ns"]
-# What the range's GPU work makes: unknown (NaN) where the report lost it (finish.py).
+# What the range's GPU work makes: unknown (NaN) where the report lost it (steps.unknown_tail).
 GPU_INSTANCE_COLUMNS = [c.name for c in COLUMNS if c.made_from == "gpu"]
 # Syncs and host copies: runtime calls and copies, known only where the CUDA trace is.
 HOST_WAIT_COLUMNS = [c.name for c in COLUMNS if c.made_from in ("calls", "copies")]

@@ -50,7 +50,7 @@ def range_summary(instances: InstanceTable, latency: Callable[[np.ndarray], pd.S
     `by_process`, heaviest CPU total first; `name` is the family's (analysis/families.py:
     `step {n}` for `step 0`, `step 1`, ...), `names` how many distinct names it holds.
     `processes` counts the processes a group's instances ran in. Reads the `family` and
-    `family_id` columns that analyze gives the instances. `latency`: a function of each
+    `family_id` columns that steps.families gives the instances. `latency`: a function of each
     range id's group (summary_groups, by range id) that gives the median launch latency of
     every kernel of each group's ranges, by group (the engine pools them as ranges close:
     engine/open_values.PooledCounts)."""

@@ -1,4 +1,5 @@
-"""One report's analysis, `compare`: load -> analyse -> diagnose, as one call, giving a
+"""One report's analysis, `compare`: load -> analyse (analysis/steps.py: what the engine
+needs, the engine, then the steps after it) -> diagnose, as one call, giving a
 `result.Comparison`. The CLI and the Python API share it; multi/ calls it per report."""
 
 from __future__ import annotations

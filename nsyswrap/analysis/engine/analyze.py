@@ -1,31 +1,34 @@
 """The one per-range engine: a report's GPU operations in time-ordered chunks (from a
-source: sources.py) in, every per-range number out, and the same `Analysis` whichever the
+source: sources.py) in, every per-range number out (`Measured`), the same whichever the
 source. Each chunk is attributed to the ranges open then and added to running numbers per
 range (totals.RangeTotals): only the ranges open at the moment hold running numbers, so
 memory is bounded by the ranges and the chunks, not by the operations
 (docs/performance.md, "The analysis engine").
 
-`analyze` runs it over a loaded report (every operation kept for the formats that draw
-them, and every (range, operation) pair where asked); `analyze_streamed` over the export
-as it is read, keeping what the outputs need of the operations (the host copies, the
+Over a loaded report (LoadedOperations) it keeps every operation for the formats that
+draw them, and every (range, operation) pair where asked; over the export as it is read
+(ExportOperations) it keeps what the outputs need of the operations (the host copies, the
 blocking calls, per-thread totals, the kernels' durations for the kernel table) and no
-operation or pair rows.
+operation or pair rows. What it needs besides the operations (each range's summary group,
+the program's timed windows) and what is made of its numbers afterwards are the steps
+around it (analysis/steps.py).
 """
 
 from __future__ import annotations
 
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from ...common.memory import trim_heap
-from ...read.chunks import compact_ids, cores
+from ...read.chunks import cores
 from ...read.compressed import decompressed
 from ...read.cuda_api import COPY_KINDS, MEMORY_KINDS
-from ...read.loader import WithoutOperations, kind_names
-from ...read.operations import OperationStream, StreamFallback
+from ...read.loader import kind_names
+from ...read.operations import StreamFallback
 from ...read.report import Report
 from ..attribution import (
     Attribution,
@@ -42,46 +45,14 @@ from ..columns import (
     REPORT_RANGE_COLUMNS,
     known_gpu_values,
 )
-from ..domains import library_mask
-from ..finish import Analysis, finished, with_families
 from ..gpu_ops import OP_KINDS
 from ..instance_table import InstanceTable
 from ..kernels import summary_of_names
-from ..summary import lookup_table, process_summary, summary_groups
-from ..user_timings import user_windows
-from .sources import ExportOperations, LoadedOperations, OperationSource
+from ..summary import process_summary
+from ..user_timings import UserWindows
+from .sources import LoadedOperations, OperationSource
 from .totals import RangeTotals
 from .windows import WindowTotals
-
-
-def analyze(report: Report, by_process: bool = False, attribution: str = "process",
-            all_domains: bool = False, *, consume: bool = False,
-            keep_pairs: bool = True) -> Analysis:
-    """All analyses of one loaded report. `attribution`: "process" (a range owns the GPU
-    work other threads of its process launched while it was open) or "thread" (nsys's
-    rule); `all_domains`: findings also cover libraries' NVTX ranges; `by_process`: the
-    range summary per process. `consume`: the caller has no further use for `report`, so
-    its tables are emptied as soon as the analysis holds what it needs of them.
-    `keep_pairs`: keep every (range, operation) pair (Attribution.op_pairs) for the
-    formats that draw them (html, trace, the many-report summaries)."""
-    source = LoadedOperations(report, keep_pairs=keep_pairs, consume=consume)
-    return analyze_operations(report, source, by_process=by_process,
-                              attribution=attribution, all_domains=all_domains,
-                              consume=consume)
-
-
-def analyze_streamed(report: Report, stream: OperationStream, rest: WithoutOperations, *,
-                     by_process: bool = False, attribution: str = "process",
-                     all_domains: bool = False, consume: bool = False) -> Analysis:
-    """All analyses of a report read without its operations (loader.read_without_
-    operations: `report` and what is `rest` to do), its operations from `stream`. The
-    arguments are analyze's (`consume`: the report's ranges are let go once the instances
-    hold them). Raises operations.StreamFallback where the report cannot be streamed (then
-    analyse it loaded: the results are the same)."""
-    return analyze_operations(report, ExportOperations(stream, rest),
-                              by_process=by_process, attribution=attribution,
-                              all_domains=all_domains, consume=consume)
-
 
 # Chunks prepared at once at most, beside the one applied (each holds its pairs' arrays,
 # ~10 MB at 64 k operations, and waits for its turn once prepared). 10 M kernels on 16
@@ -95,25 +66,37 @@ MAX_PREPARING = 3
 TRIM_OPERATIONS = 1 << 18
 
 
-def analyze_operations(report: Report, source: OperationSource, *, by_process: bool,
-                       attribution: str, all_domains: bool, consume: bool) -> Analysis:
+@dataclass
+class Measured:
+    """What the engine measured of one report, which the steps after it (analysis/steps.py)
+    read and complete into the Analysis."""
+
+    instances: InstanceTable  # the instance columns (columns.py), the report's ranges' rows
+    kernels: pd.DataFrame  # the kernel table (kernels.summary_of_names)
+    attribution: Attribution  # the blocking calls, host copies and pairs behind the numbers
+    processes: pd.DataFrame  # summary.process_summary
+    # Each summary group's median launch latency, pooled over every kernel of its ranges
+    # (open_values.PooledCounts), by the groups given (`groups`).
+    launch_latency: pd.Series
+    # The program's timed windows' numbers (WindowTotals.numbers: the event windows' rows,
+    # then the Timer measurements'); None where the report has no GPU operation.
+    windows: pd.DataFrame | None
+
+
+def measure(report: Report, source: OperationSource, *, library: np.ndarray,
+            groups: np.ndarray, windows: UserWindows, attribution: str, consume: bool
+            ) -> Measured:
     """The engine: `report` without its operations (or with them, already copied by a
-    LoadedOperations `source`), its operations from `source`."""
+    LoadedOperations `source`), its operations from `source`. `library`: each range's flag
+    of a library's NVTX range (domains.library_mask); `groups`: each range's summary group
+    (summary.summary_groups: launch latencies are pooled by it as ranges close, held
+    through the stream); `windows`: the program's timed windows (user_timings.
+    user_windows), measured in the same pass. `attribution` and `consume` as
+    analysis.analyze's. Raises operations.StreamFallback where the source cannot be
+    streamed."""
     ranges = report.ranges
-    library = library_mask(ranges["domain"], ranges["name"])
     attributor = Attributor(ranges, library, attribution)
-    # Families first: they need only the ranges' names, and the summary's pooled latency
-    # is gathered per family group as ranges close.
-    families = ranges[["range_id", "domain", "name", "pid", "start_ns"]].copy(deep=False)
-    runs = with_families(families, report.marks, library, notes=report.info.notes)
-    # Held through the stream: 32-bit where it fits (40 MB fewer at 10 M ranges).
-    group_of_row = compact_ids(summary_groups(families, by_process))
-    # The families' columns packed now, as the instance table keeps them, not held as
-    # int64 through the stream (~12 MB at 1.2 M ranges).
-    family_columns = InstanceTable.of(families[list(_FAMILY_COLUMNS)])
-    del families
-    totals = RangeTotals(ranges, attributor, group_of_row, source.lag_ns)
-    windows = user_windows(report)
+    totals = RangeTotals(ranges, attributor, groups, source.lag_ns)
     if windows.unknown_streams():
         # Without CUDA event trace the records' streams are voted from every operation
         # before any window can be measured: only a loaded report holds them all.
@@ -147,7 +130,6 @@ def analyze_operations(report: Report, source: OperationSource, *, by_process: b
     # keeps them resident (~100 MB at 10 M kernels) under the instances' packing.
     trim_heap()
     instances = _instances(report, totals, att)
-    instances.update(family_columns)  # both the ranges' rows, in order
     processes = process_summary(report, _per_thread(totals))
     # What is left of the totals, and the report's ranges (the instances hold their
     # columns; 48 MB at 1.2 M ranges): freed before the summary and the findings decode
@@ -156,21 +138,8 @@ def analyze_operations(report: Report, source: OperationSource, *, by_process: b
     if consume:
         report.ranges = report.ranges.iloc[:0].copy()
     trim_heap()
-
-    def latency(group_of_range: np.ndarray) -> pd.Series:
-        # The groups the medians were gathered by are the summary's own.
-        expected = lookup_table(instances.values("range_id"), group_of_row)
-        if not np.array_equal(group_of_range, expected):
-            raise AssertionError("analysis engine: summary groups changed")
-        return pooled
-
-    return finished(report, instances, runs, kernels=kernels, attribution=att,
-                    processes=processes, latency=latency, by_process=by_process,
-                    all_domains=all_domains, windows=(windows, window_numbers))
-
-
-# with_families' columns, which follow the instance columns.
-_FAMILY_COLUMNS = ("benchmark", "library", "family", "index", "family_id")
+    return Measured(instances=instances, kernels=kernels, attribution=att,
+                    processes=processes, launch_latency=pooled, windows=window_numbers)
 
 
 def _add_chunks(totals: RangeTotals, windows: WindowTotals, source: OperationSource) -> None:

@@ -1,4 +1,4 @@
-"""Where the engine's chunks of GPU operations come from (analyze.analyze_operations): the
+"""Where the engine's chunks of GPU operations come from (analyze.measure): the
 export read as a stream (ExportOperations, over operations.OperationStream), or a report
 loaded whole (LoadedOperations). Both give the same OpChunks: operations in GPU start
 order, ties as the loader numbers them (kernels first, in their order, then the

@@ -1,8 +1,6 @@
-"""What both analyses of a report end with, once each NVTX range's instance columns are
-made (engine/analyze.py): the families the
-summary and the findings group instances by (with_families), then the range summary, the
-harness's iterations and benchmarks and the program's own timings (finished), and the
-`Analysis` they return, which diagnose and render read."""
+"""What one report's analysis gives, which diagnose and render read: the `Analysis` (the
+engine's numbers and what the steps after it made of them: analysis/steps.py), and the
+timed windows the window checks judge (`TimedWindows`)."""
 
 from __future__ import annotations
 
@@ -12,34 +10,18 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..instrument.schema import USER_FLOOR_RANGE
-from ..read.report import CallSummaries, Report, ReportInfo
+from ..read.report import CallSummaries, ReportInfo
 from .attribution import Attribution
-from .columns import GPU_INSTANCE_COLUMNS
-from .completeness import lost_tail
-from .domains import library_mask, runner_ranges
 from .families import (
     MAX_RANGE_FAMILIES,
-    family_names,
-    family_numbers,
     family_positions,
     heaviest_rows,
     user_rows,
 )
 from .instance_table import InstanceTable
-from .marks import MARK_COLUMNS, user_marks
-from .reconcile import (
-    benchmark_runs,
-    benchmark_summary,
-    event_floors,
-    harness_range_names,
-    iterations,
-    pairs_in,
-)
-from .summary import range_summary
-from .texts import text_where
+from .marks import MARK_COLUMNS
 from .timing_groups import DEFAULT_FLOOR_NS
-from .user_timings import UserTimings, UserWindows, user_timings
+from .user_timings import UserTimings
 
 
 @dataclass
@@ -181,68 +163,3 @@ def estimated_floor(iterations: pd.DataFrame, runs: list[dict]) -> float | None:
               / g["calls"]).dropna()
     excess = excess[excess > 0]
     return float(excess.median()) if len(excess) >= 3 else None
-
-
-def with_families(instances: InstanceTable | pd.DataFrame, marks: pd.DataFrame, library: np.ndarray,
-                  *, notes: list[str] | None = None) -> list[dict]:
-    """Give the instances (the report's ranges' own columns: these need only names,
-    domains and pids) what the summary and the findings group them
-    by: `benchmark` (the harness benchmark a range belongs to, "" for the user's own),
-    `library`, `family`, `index` and `family_id`. Returns the harness runs the marks
-    hold (reconcile.benchmark_runs; marks it cannot use are said in `notes`)."""
-    runs = benchmark_runs(marks, notes)
-    harness = harness_range_names(runs)
-    # Which harness benchmark a range belongs to ("" for the user's own ranges).
-    instances["benchmark"] = text_where(instances["name"], pairs_in(instances, harness), "")
-    instances["library"] = library  # the instances keep the report's ranges' order
-    instances["family"] = family_names(
-        instances, (instances["benchmark"] == "").to_numpy() & ~library, library)
-    family_id, index = family_numbers(instances["domain"], instances["family"])
-    instances["index"] = index
-    instances["family_id"] = family_id  # for families.family_positions
-    return runs
-
-
-def finished(report: Report, instances: InstanceTable, runs: list[dict], *,
-             kernels: pd.DataFrame, attribution: Attribution, processes: pd.DataFrame,
-             latency, by_process: bool, all_domains: bool,
-             windows: tuple[UserWindows, pd.DataFrame | None]) -> Analysis:
-    """The Analysis from its per-range instances (with_families done) and the rest.
-    `latency`: the pooled launch latency per summary group (range_summary's); `windows`:
-    the program's timed windows and what the engine measured of them (None: no GPU
-    operations)."""
-    instances.set_rows(GPU_INSTANCE_COLUMNS, lost_tail(report.info, instances).to_numpy(),
-                       np.nan)
-    its = iterations(instances, runs)
-    ranges = range_summary(instances, latency, by_process=by_process)
-    harness = harness_range_names(runs)
-    # nsyswrap's own ranges: the harness's and the runner's.
-    ranges["harness"] = pairs_in(ranges, harness) | runner_ranges(ranges["domain"],
-                                                                   ranges["name"])
-    ranges["library"] = library_mask(ranges["domain"], ranges["name"])
-    floor_windows = instances.rows(
-        np.flatnonzero((instances["name"] == USER_FLOOR_RANGE).to_numpy()),
-        ["pid", "start_ns", "gpu_busy_ns"])
-    mine = user_timings(report, *windows, attribution.blocking_calls,
-                        attribution.host_copies, floor_windows)
-    report.info.notes.extend(mine.notes)
-    analysis = Analysis(
-        info=report.info,
-        kernels=kernels,
-        instances=instances,
-        ranges=ranges,
-        attribution=attribution,
-        gpu_metrics=report.gpu_metrics,
-        runs=runs,
-        iterations=its,
-        benchmarks=benchmark_summary(its, runs, event_floors(instances, runs)),
-        processes=processes,
-        all_domains=all_domains,
-        user_timings=mine,
-        call_summaries=report.call_summaries,
-        marks=user_marks(report.marks),
-    )
-    judged = analysis.judged_note()
-    if judged:
-        report.info.notes.append(judged)
-    return analysis
