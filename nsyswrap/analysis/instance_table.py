@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -78,56 +79,23 @@ def pack(values: np.ndarray, base: np.ndarray | None, base_name: str | None
     the codes, each a step of rows at a time (a column-sized temporary is 76 MB at 10 M
     ranges, and columns are packed while the analysis holds its most)."""
     dtype = values.dtype
-    n = len(values)
-    if n == 0 or dtype.kind not in "iuf" or (dtype.kind == "f" and dtype.itemsize != 8):
+    if not _packable(values):
         return _Plain(values)
-    if dtype.kind == "u" and int(values.max()) >= 2**63:
+    survey = _survey(values, base)
+    if survey is None:
         return _Plain(values)
-    floats = dtype.kind == "f"
-    missing = False
-    whole = True
-    lo = hi = off_lo = off_hi = None
-    for part in steps(n):
-        v = values[part]
-        if floats:
-            nan = np.isnan(v)
-            if nan.any():
-                missing = True
-                v = v[~nan]
-            if len(v) == 0:
-                continue
-            if not (np.abs(v).max() < _EXACT / 4) or np.signbit(v[v == 0]).any():
-                return _Plain(values)  # beyond exact integers, or -0.0
-            if whole and not np.array_equal(v, np.trunc(v)):
-                whole = False
-            if not whole:
-                doubled = v * 2
-                if not np.array_equal(doubled, np.trunc(doubled)):
-                    return _Plain(values)  # fractions: shares, rates
-        if len(v) == 0:
-            continue
-        v_lo, v_hi = v.min(), v.max()
-        lo = v_lo if lo is None else min(lo, v_lo)
-        hi = v_hi if hi is None else max(hi, v_hi)
-        if base is not None:
-            b = base[part]
-            if floats and nan.any():
-                b = b[~nan]
-            offsets = v.astype("int64") - b
-            o_lo, o_hi = int(offsets.min()), int(offsets.max())
-            off_lo = o_lo if off_lo is None else min(off_lo, o_lo)
-            off_hi = o_hi if off_hi is None else max(off_hi, o_hi)
-    if lo is None:
+    if survey.lo is None:
         return _Packed(None, 0, dtype, 1, None, 0)  # every row unknown
-    scale = 1 if whole else 2
-    lo, hi = int(lo * scale), int(hi * scale)
+    scale = 1 if survey.whole else 2
+    lo, hi = int(survey.lo * scale), int(survey.hi * scale)
     # Offsets from the range's start, where narrower (the GPU's first and last times fall
     # within milliseconds of it; as absolute nanoseconds they need 64 bits).
-    relative = base is not None and scale == 1 and off_hi - off_lo < hi - lo
+    relative = base is not None and scale == 1 and survey.off_hi - survey.off_lo < hi - lo
     if relative:
-        lo, hi = off_lo, off_hi
+        lo, hi = survey.off_lo, survey.off_hi
     else:
         base_name = None
+    missing = survey.missing
     if lo == hi and not missing:
         return _Packed(None, lo, dtype, scale, base_name, None)
     # Codes are the values less `reference`, which puts the lowest at the type's least
@@ -137,21 +105,105 @@ def pack(values: np.ndarray, base: np.ndarray | None, base_name: str | None
     sentinel = int(info.min) if missing else None
     # (64-bit codes are the values themselves: the shift could leave 64 bits.)
     reference = 0 if width is np.int64 else lo - int(info.min) - (1 if missing else 0)
+    codes = _codes(values, base if relative else None, width, scale, reference, sentinel)
+    return _Packed(codes, reference, dtype, scale, base_name, sentinel)
+
+
+def _packable(values: np.ndarray) -> bool:
+    """Whether `values` may pack at all: integers that fit int64, or float64; not empty."""
+    dtype = values.dtype
+    if len(values) == 0 or dtype.kind not in "iuf" or (dtype.kind == "f"
+                                                        and dtype.itemsize != 8):
+        return False
+    return not (dtype.kind == "u" and int(values.max()) >= 2**63)
+
+
+@dataclass
+class _Survey:
+    """What pack's first pass learnt of a column: whether some rows are NaN (`missing`),
+    whether every known value is whole (else a half), their least and greatest, and those
+    of their offsets from the base column (None until a row is known)."""
+    missing: bool = False
+    whole: bool = True
+    lo: Any = None
+    hi: Any = None
+    off_lo: int | None = None
+    off_hi: int | None = None
+
+    def exact(self, v: np.ndarray) -> bool:
+        """Whether known floats `v` keep exactly as integers or their halves (`whole` is
+        updated); False beyond exact integers, for -0.0, and for other fractions (shares,
+        rates)."""
+        if not (np.abs(v).max() < _EXACT / 4) or np.signbit(v[v == 0]).any():
+            return False
+        if self.whole and not np.array_equal(v, np.trunc(v)):
+            self.whole = False
+        if not self.whole:
+            doubled = v * 2
+            if not np.array_equal(doubled, np.trunc(doubled)):
+                return False
+        return True
+
+    def add(self, v: np.ndarray, b: np.ndarray | None) -> None:
+        """Known values `v` (not empty), and `b`, the base column's values of their rows
+        where there is one."""
+        v_lo, v_hi = v.min(), v.max()
+        self.lo = v_lo if self.lo is None else min(self.lo, v_lo)
+        self.hi = v_hi if self.hi is None else max(self.hi, v_hi)
+        if b is not None:
+            offsets = v.astype("int64") - b
+            o_lo, o_hi = int(offsets.min()), int(offsets.max())
+            self.off_lo = o_lo if self.off_lo is None else min(self.off_lo, o_lo)
+            self.off_hi = o_hi if self.off_hi is None else max(self.off_hi, o_hi)
+
+
+def _survey(values: np.ndarray, base: np.ndarray | None) -> _Survey | None:
+    """pack's first pass, a step of rows at a time; None where the column must stay as it
+    is."""
+    survey = _Survey()
+    floats = values.dtype.kind == "f"
+    for part in steps(len(values)):
+        v = values[part]
+        known = None  # the rows that are not NaN, where some are
+        if floats:
+            nan = np.isnan(v)
+            if nan.any():
+                survey.missing = True
+                known = ~nan
+                v = v[known]
+            if len(v) and not survey.exact(v):
+                return None
+        if len(v) == 0:
+            continue
+        b = None
+        if base is not None:
+            b = base[part] if known is None else base[part][known]
+        survey.add(v, b)
+    return survey
+
+
+def _codes(values: np.ndarray, base: np.ndarray | None, width: type, scale: int,
+           reference: int, sentinel: int | None) -> np.ndarray:
+    """pack's second pass: each value (times `scale`, less `base` where given) less
+    `reference` as a `width` integer, `sentinel` where it is NaN (None: none are)."""
+    n = len(values)
+    floats = values.dtype.kind == "f"
     codes = np.empty(n, dtype=width)
     for part in steps(n):
         v = values[part]
+        nan = None
         if floats:
-            nan = np.isnan(v) if missing else None
+            nan = np.isnan(v) if sentinel is not None else None
             ints = np.nan_to_num(v * scale if scale != 1 else v, nan=0.0).astype("int64")
         else:
             ints = v.astype("int64")
-        if relative:
+        if base is not None:
             ints -= base[part]
         ints -= reference
         codes[part] = ints
-        if missing:
+        if sentinel is not None:
             codes[part][nan] = sentinel
-    return _Packed(codes, reference, dtype, scale, base_name, sentinel)
+    return codes
 
 
 def unpack(stored: _Plain | _Packed, n: int, codes: np.ndarray | None = None,

@@ -12,7 +12,9 @@ from collections.abc import Iterable
 # cursor; a newline in a name would start a row of its own in a table, a forged one), DEL,
 # C1 controls (U+009B is a one-character CSI), Unicode's line separators and the
 # bidirectional marks that reorder the text around them.
-_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+# (As the body of a regular expression's character class.)
+CONTROL_CHARACTERS = "\x00-\x1f\x7f-\x9f\u200e\u200f\u2028-\u202e\u2066-\u2069"
+_CONTROLS = re.compile(f"[{CONTROL_CHARACTERS}]")
 # The most characters of one text shown: a name of millions of characters (a range named
 # from a buffer) would make each table row, page and cell that shows it as long. Real names
 # stay whole: demangled kernel names reach 1,400 characters (the H100 fixtures' CUTLASS and

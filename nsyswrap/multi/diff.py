@@ -166,49 +166,70 @@ def _count_change(b: Item, n: Item, comp: dict[str, Any], t: DiffThresholds) -> 
 
 def _row(b: Item | None, n: Item | None, comp: dict[str, Any], t: DiffThresholds) -> dict:
     one = b or n
-    row = {"kind": one.kind, "name": one.name, "key": one.key, "metric": one.metric,
-           "base_count": b.count if b else 0, "new_count": n.count if n else 0,
-           "base_median_ns": b.median_ns if b else None,
-           "new_median_ns": n.median_ns if n else None, "change": None, "ci_low": None,
-           "ci_high": None, "method": None, "verdict": None, "reason": "",
-           # What the row adds to the run in all (median x count): orders the changes.
-           "total_change_ns": (n.median_ns * n.count if n else 0)
-           - (b.median_ns * b.count if b else 0)}
+    row = _blank_row(b, n)
     if b is None or n is None:
         row["verdict"] = ADDED if b is None else REMOVED
         return row
     row["change"] = n.median_ns / b.median_ns - 1 if b.median_ns else None
+    why = _interval(b, n, t, row)
+    if why is None and comp["level"] == NOT_COMPARABLE:
+        why = "; ".join(comp["reasons"])
+    if why is None and one.kind == "kernel":
+        why = _count_change(b, n, comp, t)
+    if why is not None:
+        return {**row, "verdict": INCONCLUSIVE, "reason": why}
+    row["verdict"], row["reason"] = _verdict(row, t)
+    if one.kind == "range" and (other := _other_work(b, n, t)):
+        row["reason"] = f"{row['reason']}; {other}" if row["reason"] else other
+    return row
+
+
+def _blank_row(b: Item | None, n: Item | None) -> dict:
+    """The row's names and both sides' counts and medians, nothing judged yet."""
+    one = b or n
+    return {"kind": one.kind, "name": one.name, "key": one.key, "metric": one.metric,
+            "base_count": b.count if b else 0, "new_count": n.count if n else 0,
+            "base_median_ns": b.median_ns if b else None,
+            "new_median_ns": n.median_ns if n else None, "change": None, "ci_low": None,
+            "ci_high": None, "method": None, "verdict": None, "reason": "",
+            # What the row adds to the run in all (median x count): orders the changes.
+            "total_change_ns": (n.median_ns * n.count if n else 0)
+            - (b.median_ns * b.count if b else 0)}
+
+
+def _interval(b: Item, n: Item, t: DiffThresholds, row: dict) -> str | None:
+    """The interval of the change written into `row` (change, ci_low, ci_high, method):
+    bootstrapped from both sides' samples, else Welch's from their summary numbers. Where
+    neither can be had, why not (the row is inconclusive)."""
     if b.samples is not None and n.samples is not None:
         if min(len(b.samples), len(n.samples)) < t.min_samples:
-            return {**row, "verdict": INCONCLUSIVE, "reason": "too few samples"}
+            return "too few samples"
         change, low, high = median_change_ci(b.samples, n.samples, confidence=t.confidence,
                                              resamples=t.resamples)
         row.update(change=change, ci_low=low, ci_high=high, method=METHOD)
     elif min(b.count, n.count) < t.min_samples:
-        return {**row, "verdict": INCONCLUSIVE, "reason": "too few samples"}
+        return "too few samples"
     elif b.std_ns is not None and n.std_ns is not None and b.mean_ns and n.mean_ns:
         low, high = _welch(b, n, t.confidence)
         row.update(ci_low=low, ci_high=high, method="welch (means; summary numbers only)")
     else:
-        return {**row, "verdict": INCONCLUSIVE,
-                "reason": "no per-instance samples (a run's analysis.json has them; "
-                          "compare --format json needs --instances)"}
-    if comp["level"] == NOT_COMPARABLE:
-        return {**row, "verdict": INCONCLUSIVE, "reason": "; ".join(comp["reasons"])}
-    if one.kind == "kernel" and (why := _count_change(b, n, comp, t)):
-        return {**row, "verdict": INCONCLUSIVE, "reason": why}
+        return ("no per-instance samples (a run's analysis.json has them; compare --format "
+                "json needs --instances)")
+    return None
+
+
+def _verdict(row: dict, t: DiffThresholds) -> tuple[str, str]:
+    """Slower or faster where the whole interval lies on one side of 0 and the change
+    clears the noise floor; else no significant change (said to be below the floor where
+    only the floor held it back). The verdict and the reason."""
     change = row["change"]
     if row["ci_low"] > 0 and change >= t.noise_floor:
-        row["verdict"] = SLOWER
-    elif row["ci_high"] < 0 and change <= -t.noise_floor:
-        row["verdict"] = FASTER
-    else:
-        row["verdict"] = SAME
-        if row["ci_low"] > 0 or row["ci_high"] < 0:
-            row["reason"] = f"below the noise floor ({t.noise_floor:.0%})"
-    if one.kind == "range" and (other := _other_work(b, n, t)):
-        row["reason"] = f"{row['reason']}; {other}" if row["reason"] else other
-    return row
+        return SLOWER, row["reason"]
+    if row["ci_high"] < 0 and change <= -t.noise_floor:
+        return FASTER, row["reason"]
+    if row["ci_low"] > 0 or row["ci_high"] < 0:
+        return SAME, f"below the noise floor ({t.noise_floor:.0%})"
+    return SAME, row["reason"]
 
 
 def _welch(b: Item, n: Item, confidence: float) -> tuple[float, float]:

@@ -77,102 +77,169 @@ def grid_lines(g: Grid, width: int) -> list[Text]:
 
 
 def _lay_out(g: Grid, lead: Column | None, cells: dict[int, list[str]], width: int) -> _Layout:
-    rest_all = g.columns[1:] if lead else list(g.columns)
-    drops = [set()]
-    for group in g.optional:
-        drops.append(drops[-1] | set(group))
-    details = [True, False] if g.detail is not None else [False]
+    """The first layout that fits `width`, in order of preference: the name beside the
+    numbers (the detail column beside them too, else under each row), then the name on a
+    line of its own; each with every column at its natural width, then optional columns
+    left out, a group at a time; then the same with text columns wrapped down to their
+    longest word; last, whatever fits (`_Planner.last_resort`)."""
+    plan = _Planner(g, lead, cells, width)
+    for squeeze in (False, True):
+        layout = plan.beside(squeeze)
+        if layout is None and lead is not None and g.stack:
+            layout = plan.stacked(squeeze)
+        if layout is not None:
+            return layout
+    return plan.last_resort()
 
-    def natural(c: Column, squeeze: bool) -> int:
-        texts = cells[id(c)]
-        if squeeze and not c.numeric:  # down to its longest word
+
+class _Planner:
+    """The layouts `_lay_out` tries, one kind a method; each returns None where it does not
+    fit."""
+
+    def __init__(self, g: Grid, lead: Column | None, cells: dict[int, list[str]],
+                 width: int):
+        self.g, self.lead, self.cells, self.width = g, lead, cells, width
+        self.rest = g.columns[1:] if lead else list(g.columns)
+        # The headers left out at each step: none, then each optional group added in turn.
+        self.drops: list[set[str]] = [set()]
+        for group in g.optional:
+            self.drops.append(self.drops[-1] | set(group))
+        self.full_names = ((g.names(0, False) if g.names else cells[id(lead)]) if lead
+                           else [])
+        # The least room a name column takes: its longest name (shortened as far as it goes
+        # uncut).
+        self.need = max([cell_len(n) for n in self.full_names]
+                        + [cell_len(lead.header) if lead else 0])
+
+    def natural(self, c: Column, squeeze: bool) -> int:
+        """The width of column `c` on one line (`squeeze`: a text column down to its
+        longest word)."""
+        texts = self.cells[id(c)]
+        if squeeze and not c.numeric:
             return max([cell_len(c.header)] + [_longest_word(x) for x in texts])
         return max([cell_len(c.header)] + [cell_len(x) for x in texts])
 
-    full_names = (g.names(0, False) if g.names else cells[id(lead)]) if lead else []
-    # The least room a name column takes: its longest name (shortened as far as it goes
-    # uncut).
-    need = max([cell_len(n) for n in full_names] + [cell_len(lead.header) if lead else 0])
-    for squeeze in (False, True):
-        # The name beside the numbers, on one line (or wrapped at its spaces).
-        for dropped in drops:
-            cols = [c for c in rest_all if c.header not in dropped]
-            widths = [natural(c, False) for c in cols]
+    def kept(self, dropped: set[str]) -> tuple[list[Column], list[int]]:
+        """The columns beside the name but `dropped`, with their natural widths."""
+        cols = [c for c in self.rest if c.header not in dropped]
+        return cols, [self.natural(c, False) for c in cols]
+
+    def squeezed(self, cols: list[Column], widths: list[int], room: int) -> list[int] | None:
+        return _shrink(cols, widths, [self.natural(c, True) for c in cols], room)
+
+    def _gaps(self, cols: list[Column]) -> int:
+        """The space between the columns beside the name (and the name)."""
+        return GAP * (len(cols) - (0 if self.lead else 1))
+
+    # -- the name beside the numbers, on one line (or wrapped at its spaces) --------------
+
+    def beside(self, squeeze: bool) -> _Layout | None:
+        """`squeeze`: text columns wrap, the widest first, down to their longest word (and
+        the detail column goes under the rows)."""
+        with_detail = [True, False] if self.g.detail is not None and not squeeze else [False]
+        for dropped in self.drops:
+            cols, widths = self.kept(dropped)
             folded: set[int] = set()
-            if squeeze:  # text columns wrap, the widest first, down to their longest word
-                room = width - GAP * (len(cols) - (0 if lead else 1)) - (need if lead else 0)
-                widths = _shrink(cols, widths, [natural(c, True) for c in cols], room)
+            if squeeze:
+                widths = self.squeezed(cols, widths, self.width - self._gaps(cols)
+                                       - (self.need if self.lead else 0))
                 if widths is None:
                     continue
                 folded = {i for i, c in enumerate(cols) if not c.numeric}
-            room = width - sum(widths) - GAP * (len(cols) - (0 if lead else 1))
-            for with_detail in details if not squeeze else [False]:
-                name_room = room
-                cols_here, widths_here, folded_here = cols, widths, folded
-                if with_detail:
-                    # A column where each verdict fits on a line, or one of DETAIL_ROOM
-                    # they wrap in.
-                    left = room - (need + GAP if lead else GAP)
-                    own = natural(g.detail, False)
-                    if own > left and left < DETAIL_ROOM:
-                        continue
-                    detail_width = min(own, left)
-                    name_room = room - detail_width - GAP
-                    cols_here = [*cols, g.detail]
-                    widths_here = [*widths, detail_width]
-                    folded_here = folded | ({len(cols)} if detail_width < own else set())
-                under = g.detail is not None and not with_detail
-                if lead is None:
-                    if name_room >= 0:
-                        return _Layout(cols_here, widths_here, None, folded=folded_here,
-                                       detail_under=under)
-                    continue
-                if name_room < need:
-                    continue
-                names = g.names(name_room, False) if g.names else full_names
-                longest = max([cell_len(n) for n in names], default=0)
-                if longest <= name_room or (not g.stack and max(
-                        [_longest_word(n) for n in names], default=0) <= name_room):
-                    return _Layout(cols_here, widths_here, names,
-                                   min(max(longest, cell_len(lead.header)), name_room),
-                                   folded=folded_here, detail_under=under)
-        if lead is None or not g.stack:
-            continue
-        # The name on its own line, the numbers under it.
-        for dropped in drops:
-            cols = [c for c in rest_all if c.header not in dropped]
-            widths = [natural(c, False) for c in cols]
+            room = self.width - sum(widths) - self._gaps(cols)
+            for detail in with_detail:
+                layout = self._beside(cols, widths, folded, room, detail)
+                if layout is not None:
+                    return layout
+        return None
+
+    def _beside(self, cols: list[Column], widths: list[int], folded: set[int], room: int,
+                detail: bool) -> _Layout | None:
+        """`room`: what the columns leave for the name (and the detail column, `detail`)."""
+        name_room = room
+        if detail:
+            placed = self._detail_beside(cols, widths, folded, room)
+            if placed is None:
+                return None
+            cols, widths, folded, name_room = placed
+        under = self.g.detail is not None and not detail
+        if self.lead is None:
+            return (_Layout(cols, widths, None, folded=folded, detail_under=under)
+                    if name_room >= 0 else None)
+        return self._named(cols, widths, folded, name_room, under)
+
+    def _detail_beside(self, cols: list[Column], widths: list[int], folded: set[int],
+                       room: int) -> tuple[list[Column], list[int], set[int], int] | None:
+        """The detail column added where each verdict fits on a line, or in one of
+        DETAIL_ROOM they wrap in: the columns, widths, folded columns and the room left
+        for the name."""
+        detail = self.g.detail
+        left = room - (self.need + GAP if self.lead else GAP)
+        own = self.natural(detail, False)
+        if own > left and left < DETAIL_ROOM:
+            return None
+        detail_width = min(own, left)
+        return ([*cols, detail], [*widths, detail_width],
+                folded | ({len(cols)} if detail_width < own else set()),
+                room - detail_width - GAP)
+
+    def _named(self, cols: list[Column], widths: list[int], folded: set[int],
+               name_room: int, under: bool) -> _Layout | None:
+        """The name column in `name_room` beside `cols`, where every name fits (uncut, or
+        wrapped at its spaces where names do not stack)."""
+        g = self.g
+        if name_room < self.need:
+            return None
+        names = g.names(name_room, False) if g.names else self.full_names
+        longest = max([cell_len(n) for n in names], default=0)
+        if longest <= name_room or (not g.stack and max(
+                [_longest_word(n) for n in names], default=0) <= name_room):
+            return _Layout(cols, widths, names,
+                           min(max(longest, cell_len(self.lead.header)), name_room),
+                           folded=folded, detail_under=under)
+        return None
+
+    # -- the name on its own line, the numbers under it -----------------------------------
+
+    def stacked(self, squeeze: bool) -> _Layout | None:
+        g, width = self.g, self.width
+        for dropped in self.drops:
+            cols, widths = self.kept(dropped)
             if squeeze:
-                widths = _shrink(cols, widths, [natural(c, True) for c in cols],
-                                 width - GAP * len(cols))
+                widths = self.squeezed(cols, widths, width - GAP * len(cols))
                 if widths is None:
                     continue
             numbers = sum(widths) + GAP * (len(cols) - 1)
-            indent = cell_len(lead.header) + GAP
+            indent = cell_len(self.lead.header) + GAP
             if numbers + min(indent, GAP) <= width:
-                names = g.names(width, True) if g.names else cells[id(lead)]
+                names = g.names(width, True) if g.names else self.cells[id(self.lead)]
                 return _Layout(cols, widths, names, width, stacked=True,
                                indent=min(indent, width - numbers),
                                folded={i for i, c in enumerate(cols)
                                        if squeeze and not c.numeric},
                                detail_under=g.detail is not None)
-    # Nothing fits: text columns share what the numbers leave, folding words.
-    cols = [c for c in rest_all if c.header not in drops[-1]]
-    widths = [natural(c, False) for c in cols]
-    text_columns = [i for i, c in enumerate(cols) if not c.numeric]
-    widths = _shrink(cols, widths, [MIN_FOLDED if i in text_columns else w
-                                    for i, w in enumerate(widths)],
-                     width - GAP * len(cols)) or widths
-    # Still too wide (numbers alone): the last columns are left out, and said to be.
-    left_out = []
-    while len(cols) > 1 and sum(widths) + GAP * len(cols) > width:
-        left_out.insert(0, cols.pop().header)
-        widths.pop()
-        text_columns = [i for i in text_columns if i < len(cols)]
-    names = (g.names(width, True) if g.names else cells[id(lead)]) if lead else None
-    return _Layout(cols, widths, names, width, stacked=lead is not None, indent=GAP,
-                   folded=set(text_columns), detail_under=g.detail is not None,
-                   left_out=left_out)
+        return None
+
+    # -- nothing fits ---------------------------------------------------------------------
+
+    def last_resort(self) -> _Layout:
+        """Text columns share what the numbers leave, folding words; where the numbers
+        alone are still too wide, the last columns are left out, and said to be."""
+        g, lead, width = self.g, self.lead, self.width
+        cols, widths = self.kept(self.drops[-1])
+        text_columns = [i for i, c in enumerate(cols) if not c.numeric]
+        widths = _shrink(cols, widths, [MIN_FOLDED if i in text_columns else w
+                                        for i, w in enumerate(widths)],
+                         width - GAP * len(cols)) or widths
+        left_out = []
+        while len(cols) > 1 and sum(widths) + GAP * len(cols) > width:
+            left_out.insert(0, cols.pop().header)
+            widths.pop()
+            text_columns = [i for i in text_columns if i < len(cols)]
+        names = (g.names(width, True) if g.names else self.cells[id(lead)]) if lead else None
+        return _Layout(cols, widths, names, width, stacked=lead is not None, indent=GAP,
+                       folded=set(text_columns), detail_under=g.detail is not None,
+                       left_out=left_out)
 
 
 def _shrink(cols: list[Column], widths: list[int], least: list[int],

@@ -7,7 +7,8 @@ table.
 
 Pictures are Vega-Lite specifications (`charts.py`) drawn in the browser by the vendored
 Vega bundles (`vendor/`, see docs/html-report.md for the choice). Every string that comes
-from the report is escaped here (HTML) or travels as JSON data inside the page (charts).
+from the report is escaped on its way into the markup (`Html`, markup.py) or travels as JSON
+data inside the page (charts).
 """
 
 from __future__ import annotations
@@ -33,10 +34,10 @@ from ..comparison.result import Comparison
 from ..diagnose import range_label
 from . import charts
 from .base import Renderer
+from .markup import Html
 from .page import (
     HtmlPage,
     empty_section,
-    esc,
     evidence_side_by_side,
     evidence_table,
     finite,
@@ -72,6 +73,12 @@ MAX_BAR_INSTANCES = 200
 MAX_KERNEL_ROWS = 2000
 KERNEL_NAME_WIDTH = 90  # kernel names shortened to this, told apart (names.short_names)
 MAX_RANGE_ROWS = 300
+
+# A row of the kernel table, one template for the row (up to 2,000 rows): the name (its
+# whole signature on hover), the count, five times and the share, each with its number for
+# sorting.
+_KERNEL_ROW = (Html("<tr><td class=\"name\" title=\"{}\">{}</td><td data-v=\"{}\">{:,}</td>")
+               + Html("<td data-v=\"{}\">{}</td>") * 6 + Html("</tr>"))
 
 
 def _cold_counts(c: Comparison) -> dict[str, int]:
@@ -180,7 +187,7 @@ class _Page(HtmlPage):
                 self._range_families(), self._kernels(), self._summaries(), self._footer()]
         return self.document(f"nsyswrap · {self.c.info.source.name}", body)
 
-    def _header(self) -> str:
+    def _header(self) -> Html:
         c, rep = self.c, report_block(self.c)
         info = c.info
         gpus = ", ".join(f"{g['name']} (GPU {g['device_id']})" for g in rep["gpus"]) or "–"
@@ -202,19 +209,20 @@ class _Page(HtmlPage):
             ("Attribution", attribution.removeprefix("attribution: ") if attribution
              else f"{rep['attribution']}: ranges own the GPU work launched from inside them"),
         ]
-        dl = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in facts if v)
+        dl = Html("").join(Html("<dt>{}</dt><dd>{}</dd>").format(k, v) for k, v in facts if v)
         # Alerts change what the numbers mean (a lost GPU trace): first, and loud.
-        alerts = "".join(f"<div class=\"alert\" role=\"alert\"><strong>Warning:</strong> "
-                         f"{esc(a)}</div>" for a in info.alerts)
-        notes = "".join(f"<li>{esc(n)}</li>" for n in rep["notes"] if n not in info.alerts)
-        return (f"<header><h1>nsyswrap <span class=\"muted\">·</span> {esc(info.source.name)}"
-                "</h1><p class=\"lede\">CUDA-event timings next to the GPU work Nsight "
-                "Systems recorded, and what distorts them.</p>" + alerts
-                + f"<dl class=\"facts\">{dl}</dl>"
-                + (f"<ul class=\"notes\">{notes}</ul>" if notes else "")
-                + self._toc() + "</header>")
+        alerts = Html("").join(Html("<div class=\"alert\" role=\"alert\"><strong>Warning:"
+                                    "</strong> {}</div>").format(a) for a in info.alerts)
+        notes = Html("").join(Html("<li>{}</li>").format(n) for n in rep["notes"]
+                              if n not in info.alerts)
+        return Html("<header><h1>nsyswrap <span class=\"muted\">·</span> {}</h1>"
+                    "<p class=\"lede\">CUDA-event timings next to the GPU work Nsight "
+                    "Systems recorded, and what distorts them.</p>{}"
+                    "<dl class=\"facts\">{}</dl>{}{}</header>").format(
+            info.source.name, alerts, dl,
+            Html("<ul class=\"notes\">{}</ul>").format(notes) if notes else "", self._toc())
 
-    def _toc(self) -> str:
+    def _toc(self) -> Html:
         items = [("findings", f"Findings ({len(self.c.findings)})")]
         if self._has_user_section():
             items.append(("user-timings", TIMINGS_TITLE))
@@ -226,49 +234,51 @@ class _Page(HtmlPage):
         items.append(("kernels", "Kernels"))
         if summary_sections(self.c):
             items.append(("calls", "Calls and marks"))
-        links = " · ".join(f"<a href=\"#{a}\">{esc(t)}</a>" for a, t in items)
-        return f"<nav>{links}</nav>"
+        links = Html(" · ").join(Html("<a href=\"#{}\">{}</a>").format(a, t) for a, t in items)
+        return Html("<nav>{}</nav>").format(links)
 
     # -- 1. findings ----------------------------------------------------------------------
 
-    def _findings(self) -> str:
+    def _findings(self) -> Html:
         # Anchors are decided by the sections below; fill them in first.
         self._plan_anchors()
         rows = section_rows(self.c, "findings")
         if not rows:
             return empty_section("findings", "Findings", no_findings_line(self.c), tone="ok")
-        out = [f"<section id=\"findings\"><h2>Findings ({len(rows)})</h2>"]
+        out = [Html("<section id=\"findings\"><h2>Findings ({})</h2>").format(len(rows))]
         for i, (f, row) in enumerate(zip(self.c.findings, rows, strict=True)):
-            severity, code, _, message = cells(FINDING_COLUMNS, row)
-            several = len(f.ranges) > 1
-            # Each range the finding names links to the picture that shows it.
-            names, links = [], []
-            for label in f.ranges:
-                anchor = (self.bench_anchor.get(label) or self.family_anchor.get(label)
-                          or self.user_anchor.get(label))
-                names.append(f"<a href=\"#{anchor}\">{esc(label)}</a>" if anchor and several
-                             else esc(label))
-                if anchor and not several:
-                    what = ("timeline" if anchor.startswith("tl-") else
-                            "timings" if label in self.user_anchor else
-                            "plot" if label in self.bench_anchor else "bars")
-                    links.append(f"<a href=\"#{anchor}\">{what} ↓</a>")
-            by_range = f.evidence.get("by_range") if several else None
-            evidence = (evidence_side_by_side(by_range) if by_range
-                        else evidence_table(row["evidence"] or {}))
-            out.append(
-                f"<article class=\"finding {esc(severity)}\" id=\"f{i}\">"
-                f"<div class=\"fhead\"><span class=\"sev\">{esc(severity)}</span> "
-                f"<code>{esc(code)}</code> <span class=\"range\">"
-                f"{', '.join(names) or 'whole report'}</span>"
-                f"<span class=\"links\">{' '.join(links)}</span></div>"
-                f"<p>{esc(message)}</p>"
-                f"<p class=\"suggestion\">→ {esc(row['suggestion'])}</p>"
-                + (f"<details><summary>evidence</summary>{evidence}</details>"
-                   if evidence else "")
-                + "</article>")
-        out.append("</section>")
-        return "".join(out)
+            out.append(self._finding(i, f, row))
+        out.append(Html("</section>"))
+        return Html("").join(out)
+
+    def _finding(self, i: int, f, row: dict[str, Any]) -> Html:
+        severity, code, _, message = cells(FINDING_COLUMNS, row)
+        several = len(f.ranges) > 1
+        # Each range the finding names links to the picture that shows it.
+        names, links = [], []
+        for label in f.ranges:
+            anchor = (self.bench_anchor.get(label) or self.family_anchor.get(label)
+                      or self.user_anchor.get(label))
+            names.append(Html("<a href=\"#{}\">{}</a>").format(anchor, label)
+                         if anchor and several else label)
+            if anchor and not several:
+                what = ("timeline" if anchor.startswith("tl-") else
+                        "timings" if label in self.user_anchor else
+                        "plot" if label in self.bench_anchor else "bars")
+                links.append(Html("<a href=\"#{}\">{} ↓</a>").format(anchor, what))
+        by_range = f.evidence.get("by_range") if several else None
+        evidence = (evidence_side_by_side(by_range) if by_range
+                    else evidence_table(row["evidence"] or {}))
+        return Html("<article class=\"finding {}\" id=\"f{}\">"
+                    "<div class=\"fhead\"><span class=\"sev\">{}</span> "
+                    "<code>{}</code> <span class=\"range\">{}</span>"
+                    "<span class=\"links\">{}</span></div>"
+                    "<p>{}</p>"
+                    "<p class=\"suggestion\">→ {}</p>{}</article>").format(
+            severity, i, severity, code, Html(", ").join(names) or "whole report",
+            Html(" ").join(links), message, row["suggestion"],
+            Html("<details><summary>evidence</summary>{}</details>").format(evidence)
+            if evidence else "")
 
     def _plan_anchors(self) -> None:
         b = self.c.benchmarks
@@ -294,16 +304,16 @@ class _Page(HtmlPage):
         return bool(self.user_groups) or bool(self.c.analysis.user_timings) or bool(
             event_records_hint(self.c))
 
-    def _user_timings(self) -> str:
+    def _user_timings(self) -> Html:
         if not self._has_user_section():
-            return ""
-        head = f"<section id=\"user-timings\"><h2>{esc(TIMINGS_TITLE)}</h2>"
+            return Html("")
+        head = Html("<section id=\"user-timings\"><h2>{}</h2>").format(TIMINGS_TITLE)
         hint = event_records_hint(self.c)
         if hint:
-            return head + f"<p class=\"muted\">{esc(hint)}</p></section>"
+            return head + Html("<p class=\"muted\">{}</p></section>").format(hint)
         groups = self.user_groups
         drawn = [g for g in groups if g["run"] in self.drawn_groups]
-        out = [head, "<p class=\"explain\">What the program's own timing code measured "
+        out = [head, Html("<p class=\"explain\">What the program's own timing code measured "
                "(<code>torch.cuda.Event.elapsed_time</code>, triton's <code>do_bench</code>, "
                "torch's <code>Timer</code>), grouped by call site (start record → end record), "
                "per call. Your timer is what it read; the kernels are the GPU busy time nsys "
@@ -313,29 +323,29 @@ class _Page(HtmlPage):
                "less its kernels): the two record() calls on the recording thread, the "
                "events' window where the trace places it, the GPU work launched between the "
                "records, the GPU idle before its first and after its last operation shaded."
-               "</p>"]
+               "</p>")]
         if groups:
             out.append(sortable_table(TIMING_COLUMNS, groups[:MAX_USER_ROWS],
                                       "user-timings-table",
                                       link=lambda g: f"u{g['run']}"
                                       if g["run"] in self.drawn_groups else None))
-        notes = "".join(f"<li>{esc(line)}</li>" for line in timing_notes(self.c))
+        notes = Html("").join(Html("<li>{}</li>").format(line) for line in timing_notes(self.c))
         if notes:
-            out.append(f"<ul class=\"notes\">{notes}</ul>")
+            out.append(Html("<ul class=\"notes\">{}</ul>").format(notes))
         if len(drawn) < len(groups):
             cap = _drawn_cap(len(drawn), len(groups), "timed places", MAX_USER_ROWS)
             self.caps.append(cap)
-            out.append(f"<p class=\"cap\">{esc(cap)}</p>")
+            out.append(Html("<p class=\"cap\">{}</p>").format(cap))
         codes = _codes_by_label(self.c)
         intervals = self.c.analysis.user_timings.intervals
         for g in drawn:
             out.append(self._user_group(g, intervals[intervals["label"] == g["label"]],
                                         codes.get(g["label"], [])))
-        out.append("</section>")
-        return "".join(out)
+        out.append(Html("</section>"))
+        return Html("").join(out)
 
     def _user_group(self, g: dict[str, Any], ivs: pd.DataFrame,
-                    codes: list[tuple[str, int]]) -> str:
+                    codes: list[tuple[str, int]]) -> Html:
         """One timed place: its numbers, every instance against its kernels, and the
         timelines of a typical and of the worst instance."""
         run, label = int(g["run"]), g["label"]
@@ -356,23 +366,21 @@ class _Page(HtmlPage):
                   for p in per_call.itertuples(index=False)]
         medians = {USER_MEASURE: _round_us(g["value_median_ns"]),
                    charts.KERNELS_MEASURE: _round_us(g["kernels_median_ns"])}
-        code_links = " ".join(f"<a href=\"#f{i}\"><code>{esc(code)}</code></a>"
-                              for code, i in codes)
         # data-key: the group's stable key (the same in another run of the program).
-        out = [f"<div class=\"ugroup\" id=\"u{run}\">"
-               f"<h3 data-key=\"{esc(str(g.get('key', '')))}\">{esc(label)} "
-               f"<span class=\"verdict {_verdict_class(g)}\">{esc(g['verdict'])}</span></h3>",
-               f"<p class=\"stats\">{esc(_user_stats(g))}</p>"]
+        out = [Html("<div class=\"ugroup\" id=\"u{}\"><h3 data-key=\"{}\">{} "
+                    "<span class=\"verdict {}\">{}</span></h3>").format(
+                   run, str(g.get("key", "")), label, _verdict_class(g), g["verdict"]),
+               Html("<p class=\"stats\">{}</p>").format(_user_stats(g))]
         went = _user_parts(g)
         if went:
-            out.append(f"<p class=\"stats\">{esc(went)}</p>")
+            out.append(Html("<p class=\"stats\">{}</p>").format(went))
         if codes:
-            out.append(f"<p class=\"codes\">Findings: {code_links}</p>")
+            out.append(Html("<p class=\"codes\">Findings: {}</p>").format(_code_links(codes)))
         out.append(self.chart(f"user-{run}", charts.iterations(
             points, medians, measured=USER_MEASURE, x_title="instance", cache=False),
             "user", f"instances of {label}"))
         if note:
-            out.append(f"<p class=\"cap\">{esc(note)}</p>")
+            out.append(Html("<p class=\"cap\">{}</p>").format(note))
         typical = self._representative(ivs, "event_ns", label)
         excess = (ivs["event_ns"] - ivs["gpu_busy_ns"].fillna(0)).to_numpy("float64")
         worst = ivs.iloc[int(np.nanargmax(excess))] if np.isfinite(excess).any() else typical
@@ -386,15 +394,15 @@ class _Page(HtmlPage):
             anchor = f"tl-u{run}" + ("-worst" if which == "worst" else "")
             win = self.windows.build_interval(iv, anchor, title)
             out.append(self._timeline_block(win, [], f"#u{run}"))
-        out.append("</div>")
-        return "".join(out)
+        out.append(Html("</div>"))
+        return Html("").join(out)
 
     # -- 3. harness benchmarks ------------------------------------------------------------
 
-    def _benchmarks(self) -> str:
+    def _benchmarks(self) -> Html:
         b = self.c.benchmarks
         if b.empty:
-            return ""
+            return Html("")
         rows = section_rows(self.c, "benchmarks")
         # The shared columns with the spreads beside the medians.
         columns = [*BENCHMARK_COLUMNS[:4],
@@ -412,12 +420,14 @@ class _Page(HtmlPage):
         table = sortable_table(columns, rows[:MAX_BENCHMARK_ROWS], "benchmarks-table",
                        link=lambda r: f"b{r['run']}" if r["run"] in self.plotted_runs
                        else None)
-        out = ["<section id=\"benchmarks\"><h2>Harness benchmarks</h2>",
-               "<p class=\"explain\">Per call. The events are what a CUDA-event timer reports; "
-               "the kernels are the GPU busy time nsys recorded for the same iterations (the "
-               "number to trust). Each plot shows every timed iteration; dashed lines are the "
-               "medians; triangles are hot-L2 iterations.</p>", table,
-               f"<p class=\"cap\">{esc(cap)}</p>" if cap else "", "<div class=\"grid\">"]
+        out = [Html("<section id=\"benchmarks\"><h2>Harness benchmarks</h2>"),
+               Html("<p class=\"explain\">Per call. The events are what a CUDA-event timer "
+                    "reports; the kernels are the GPU busy time nsys recorded for the same "
+                    "iterations (the number to trust). Each plot shows every timed iteration; "
+                    "dashed lines are the medians; triangles are hot-L2 iterations.</p>"),
+               table,
+               Html("<p class=\"cap\">{}</p>").format(cap) if cap else "",
+               Html("<div class=\"grid\">")]
         its = self.c.analysis.iterations
         for r in plotted:
             run = r["run"]
@@ -429,35 +439,35 @@ class _Page(HtmlPage):
                       for it in g.itertuples(index=False)]
             medians = {"CUDA events": _round_us(r["event_median_ns"]),
                        "kernels (nsys)": _round_us(r["busy_median_ns"])}
-            out.append(
-                f"<div class=\"bench\" id=\"b{run}\"><h3>{esc(r['benchmark'])} "
-                f"<span class=\"verdict {_verdict_class(r)}\">{esc(r['verdict'])}</span></h3>"
-                f"<p class=\"stats\">{esc(_bench_stats(r))}"
-                + (f" · <a href=\"#tl-b{run}\">timeline ↓</a>" if self.timelines else "")
-                + "</p>"
-                + self.chart(f"bench-{run}", charts.iterations(points, medians), "benchmark",
-                              f"iterations of {r['benchmark']}")
-                + "</div>")
-        out.append("</div></section>")
-        return "".join(out)
+            out.append(Html(
+                "<div class=\"bench\" id=\"b{}\"><h3>{} <span class=\"verdict {}\">{}</span>"
+                "</h3><p class=\"stats\">{}{}</p>{}</div>").format(
+                run, r["benchmark"], _verdict_class(r), r["verdict"], _bench_stats(r),
+                Html(" · <a href=\"#tl-b{}\">timeline ↓</a>").format(run)
+                if self.timelines else "",
+                self.chart(f"bench-{run}", charts.iterations(points, medians), "benchmark",
+                           f"iterations of {r['benchmark']}")))
+        out.append(Html("</div></section>"))
+        return Html("").join(out)
 
     # -- 4. timelines ---------------------------------------------------------------------
 
-    def _timelines(self) -> str:
+    def _timelines(self) -> Html:
         if not self.timelines:
-            return ("<section id=\"timelines\"><h2>Timelines</h2><p class=\"muted\">Left "
-                    "out of the notebook view: <code>Comparison.save_html(PATH)</code> writes "
-                    "the whole page, with a timeline of a representative iteration of each "
-                    "benchmark and instance of the busiest range families.</p></section>")
-        out = ["<section id=\"timelines\"><h2>Timelines</h2>",
-               "<p class=\"explain\">One representative iteration of each benchmark (its event "
-               "time closest to the median) and one instance of the busiest range families "
-               "(wall time closest to the median, cold instances left out). Rows: the NVTX "
-               "ranges and the CUDA-event window, each launching thread's calls (ticks, with "
-               "a line to the GPU operation they launched) and syncs, the GPU operations per "
-               "stream, and the idle gaps between the range's own GPU operations. Scroll to "
-               "zoom, drag to pan, double-click to reset, hover for details. "
-               f"{esc(EVENTS_NOTE)}</p>"]
+            return Html("<section id=\"timelines\"><h2>Timelines</h2><p class=\"muted\">Left "
+                        "out of the notebook view: <code>Comparison.save_html(PATH)</code> "
+                        "writes the whole page, with a timeline of a representative iteration "
+                        "of each benchmark and instance of the busiest range families.</p>"
+                        "</section>")
+        out = [Html("<section id=\"timelines\"><h2>Timelines</h2>"),
+               Html("<p class=\"explain\">One representative iteration of each benchmark (its "
+                    "event time closest to the median) and one instance of the busiest range "
+                    "families (wall time closest to the median, cold instances left out). "
+                    "Rows: the NVTX ranges and the CUDA-event window, each launching thread's "
+                    "calls (ticks, with a line to the GPU operation they launched) and syncs, "
+                    "the GPU operations per stream, and the idle gaps between the range's own "
+                    "GPU operations. Scroll to zoom, drag to pan, double-click to reset, hover "
+                    "for details. {}</p>").format(EVENTS_NOTE)]
         codes = _codes_by_label(self.c)
         drawn = 0
         its = self.c.analysis.iterations
@@ -488,141 +498,141 @@ class _Page(HtmlPage):
         if self.family_count > MAX_FAMILY_TIMELINES:
             self.caps.append(f"Timelines are drawn for the {MAX_FAMILY_TIMELINES} busiest of "
                              f"{self.family_count:,} range families.")
-            out.append(f"<p class=\"cap\">Timelines of the {MAX_FAMILY_TIMELINES} busiest of "
-                       f"{self.family_count:,} range families.</p>")
+            out.append(Html("<p class=\"cap\">Timelines of the {} busiest of {:,} range "
+                            "families.</p>").format(MAX_FAMILY_TIMELINES, self.family_count))
         if not drawn:
-            out.append("<p class=\"muted\">No harness iterations or NVTX ranges to draw.</p>")
-        out.append("</section>")
-        return "".join(out)
+            out.append(Html("<p class=\"muted\">No harness iterations or NVTX ranges to "
+                            "draw.</p>"))
+        out.append(Html("</section>"))
+        return Html("").join(out)
 
-    def _timeline_block(self, win, codes: list[tuple[str, int]], back: str) -> str:
-        code_links = " ".join(f"<a href=\"#f{i}\"><code>{esc(code)}</code></a>"
-                              for code, i in codes)
-        notes = "".join(f"<li>{esc(n)}</li>" for n in win.notes)
-        return (f"<div class=\"timeline\" id=\"{esc(win.anchor)}\"><h3>{esc(win.title)}</h3>"
-                + (f"<p class=\"codes\">Findings: {code_links}</p>" if codes else "")
-                + self.chart(f"chart-{win.anchor}", charts.timeline(win), "timeline",
-                              f"timeline of {win.title}")
-                + (f"<ul class=\"notes\">{notes}</ul>" if notes else "")
-                + f"<p class=\"back\"><a href=\"{esc(back)}\">numbers ↑</a></p></div>")
+    def _timeline_block(self, win, codes: list[tuple[str, int]], back: str) -> Html:
+        notes = Html("").join(Html("<li>{}</li>").format(n) for n in win.notes)
+        return Html("<div class=\"timeline\" id=\"{}\"><h3>{}</h3>{}{}{}"
+                    "<p class=\"back\"><a href=\"{}\">numbers ↑</a></p></div>").format(
+            win.anchor, win.title,
+            Html("<p class=\"codes\">Findings: {}</p>").format(_code_links(codes))
+            if codes else "",
+            self.chart(f"chart-{win.anchor}", charts.timeline(win), "timeline",
+                       f"timeline of {win.title}"),
+            Html("<ul class=\"notes\">{}</ul>").format(notes) if notes else "", back)
 
     # -- 5. range families ----------------------------------------------------------------
 
-    def _range_families(self) -> str:
+    def _range_families(self) -> Html:
         if not self.families:
-            return ""
+            return Html("")
         ranges, left_out = range_families(self.c)
         total = len(ranges) + (left_out["families"] if left_out else 0)
-        cap = ""
+        cap = Html("")
         if total > MAX_RANGE_ROWS:
-            cap = (f"<p class=\"cap\">The {MAX_RANGE_ROWS} range families with the most GPU "
-                   f"time (then wall time) of {total:,}; <code>--format json --instances"
-                   "</code> lists every one.</p>")
+            cap = Html("<p class=\"cap\">The {} range families with the most GPU time (then "
+                       "wall time) of {:,}; <code>--format json --instances</code> lists every "
+                       "one.</p>").format(MAX_RANGE_ROWS, total)
             ranges = ranges.iloc[heaviest_families(ranges, MAX_RANGE_ROWS)]
         rows = records(ranges, range_fields(self.c))
-        out = ["<section id=\"ranges\"><h2>Range families</h2>",
-               "<p class=\"explain\">Every NVTX range with the GPU work it launched (nested "
-               "ranges included). Bars: per instance, GPU busy time (kernels, copies) and idle "
-               "time stacked to the GPU span; the red tick is the time the host blocked in "
-               "syncs. Cold instances (COLD_START) are paler and marked.</p>",
+        out = [Html("<section id=\"ranges\"><h2>Range families</h2>"),
+               Html("<p class=\"explain\">Every NVTX range with the GPU work it launched "
+                    "(nested ranges included). Bars: per instance, GPU busy time (kernels, "
+                    "copies) and idle time stacked to the GPU span; the red tick is the time "
+                    "the host blocked in syncs. Cold instances (COLD_START) are paler and "
+                    "marked.</p>"),
                sortable_table(RANGE_COLUMNS, rows, "ranges-table"), cap]
         for fam in self.families[:MAX_FAMILY_BARS]:
-            inst = fam["instances"]
-            cold = self.cold.get(fam["label"], 0)
-            note = ""
-            if len(inst) > MAX_BAR_INSTANCES:
-                # the cold ones (up to half the bars), then evenly spaced from the first
-                leading = min(cold, MAX_BAR_INSTANCES // 2)
-                spaced = np.linspace(0, len(inst) - 1, MAX_BAR_INSTANCES - leading)
-                keep = np.unique(np.r_[np.arange(leading), spaced.round().astype(int)])
-                note = (f"{len(inst):,} instances: {len(keep)} drawn, evenly spaced in time "
-                        "(the cold ones included).")
-                inst = inst.iloc[keep]
-            bars = _family_rows(inst, cold)
-            y_max = _bars_cut_us(bars)
-            link = (f" · <a href=\"#tl-{fam['anchor']}\">timeline ↑</a>"
-                    if self.family_anchor.get(fam["label"], "").startswith("tl-") else "")
-            out.append(f"<div class=\"family\" id=\"{fam['anchor']}\"><h3>{esc(fam['label'])}"
-                       f"</h3><p class=\"stats\">{len(fam['instances']):,} instances"
-                       + (f", the first {cold} cold" if cold else "") + link + "</p>"
-                       + (self.chart(f"family-{fam['anchor']}",
-                                      charts.family_bars(bars, y_max), "family",
-                                      f"instances of {fam['label']}")
-                          if bars else "<p class=\"muted\">No GPU work launched from these "
-                          "ranges, and no syncs.</p>")
-                       + (f"<p class=\"cap\">The axis stops at {esc(fmt_ns(y_max * 1e3))}: "
-                          "longer instances are cut, their total written above them.</p>"
-                          if y_max else "")
-                       + (f"<p class=\"cap\">{esc(note)}</p>" if note else "") + "</div>")
+            out.append(self._family_bars(fam))
         if self.family_count > MAX_FAMILY_BARS:
-            out.append(f"<p class=\"cap\">Bars for the {MAX_FAMILY_BARS} busiest of "
-                       f"{self.family_count:,} range families.</p>")
-        out.append("</section>")
-        return "".join(out)
+            out.append(Html("<p class=\"cap\">Bars for the {} busiest of {:,} range families."
+                            "</p>").format(MAX_FAMILY_BARS, self.family_count))
+        out.append(Html("</section>"))
+        return Html("").join(out)
+
+    def _family_bars(self, fam: dict[str, Any]) -> Html:
+        """One family's instances as stacked bars, with its numbers above them."""
+        inst = fam["instances"]
+        cold = self.cold.get(fam["label"], 0)
+        note = ""
+        if len(inst) > MAX_BAR_INSTANCES:
+            # the cold ones (up to half the bars), then evenly spaced from the first
+            leading = min(cold, MAX_BAR_INSTANCES // 2)
+            spaced = np.linspace(0, len(inst) - 1, MAX_BAR_INSTANCES - leading)
+            keep = np.unique(np.r_[np.arange(leading), spaced.round().astype(int)])
+            note = (f"{len(inst):,} instances: {len(keep)} drawn, evenly spaced in time "
+                    "(the cold ones included).")
+            inst = inst.iloc[keep]
+        bars = _family_rows(inst, cold)
+        y_max = _bars_cut_us(bars)
+        link = (Html(" · <a href=\"#tl-{}\">timeline ↑</a>").format(fam["anchor"])
+                if self.family_anchor.get(fam["label"], "").startswith("tl-") else "")
+        return Html("<div class=\"family\" id=\"{}\"><h3>{}</h3><p class=\"stats\">{:,} "
+                    "instances{}{}</p>{}{}{}</div>").format(
+            fam["anchor"], fam["label"], len(fam["instances"]),
+            Html(", the first {} cold").format(cold) if cold else "", link,
+            self.chart(f"family-{fam['anchor']}", charts.family_bars(bars, y_max), "family",
+                       f"instances of {fam['label']}")
+            if bars else Html("<p class=\"muted\">No GPU work launched from these ranges, "
+                              "and no syncs.</p>"),
+            Html("<p class=\"cap\">The axis stops at {}: longer instances are cut, their "
+                 "total written above them.</p>").format(fmt_ns(y_max * 1e3)) if y_max else "",
+            Html("<p class=\"cap\">{}</p>").format(note) if note else "")
 
     # -- 6. kernels -----------------------------------------------------------------------
 
-    def _kernels(self) -> str:
+    def _kernels(self) -> Html:
         rows = section_rows(self.c, "kernels")
         if not rows:
             return empty_section("kernels", "Kernels", "No kernels in this report.")
         total = len(rows)
         rows = rows[:MAX_KERNEL_ROWS]
         names = kernel_names(rows, KERNEL_NAME_WIDTH, self.full_names)
-        body = []
-        for r in rows:
-            body.append(
-                "<tr>"
-                f"<td class=\"name\" title=\"{esc(r['name'])}\">{esc(names[r['name']])}"
-                "</td>"
-                f"<td data-v=\"{r['count']}\">{r['count']:,}</td>"
-                + "".join(f"<td data-v=\"{num(r[k])}\">{esc(fmt_ns(r[k]))}</td>"
-                          for k in ("total_ns", "median_ns", "mean_ns", "min_ns", "max_ns"))
-                + f"<td data-v=\"{num(r['share'])}\">{esc(fmt_share(r['share']))}</td></tr>")
-        head = "".join(f"<th data-type=\"{t}\">{h}</th>" for h, t in (
+        body = Html("").join(_KERNEL_ROW.format(
+            r["name"], names[r["name"]], r["count"], r["count"],
+            *[x for k in ("total_ns", "median_ns", "mean_ns", "min_ns", "max_ns")
+              for x in (num(r[k]), fmt_ns(r[k]))],
+            num(r["share"]), fmt_share(r["share"])) for r in rows)
+        head = Html("").join(Html("<th data-type=\"{}\">{}</th>").format(t, h) for h, t in (
             ("Kernel", "text"), ("Count", "num"), ("Total", "num"), ("Median", "num"),
             ("Mean", "num"), ("Min", "num"), ("Max", "num"), ("Share", "num")))
-        cap = (f"<p class=\"cap\">The {MAX_KERNEL_ROWS:,} kernels with the most time of "
-               f"{total:,}; the JSON and CSV outputs list all.</p>"
+        cap = (Html("<p class=\"cap\">The {:,} kernels with the most time of {:,}; the JSON "
+                    "and CSV outputs list all.</p>").format(MAX_KERNEL_ROWS, total)
                if total > MAX_KERNEL_ROWS else "")
-        return ("<section id=\"kernels\"><h2>Kernels</h2><p class=\"explain\">Grouped by "
-                "name, as nsys's cuda_gpu_kern_sum. Click a heading to sort; hover a name for "
-                "the full signature.</p>"
-                "<input type=\"search\" class=\"filter\" data-table=\"kernels-table\" "
-                "placeholder=\"filter kernels…\" aria-label=\"filter kernels\"> "
-                "<span class=\"count\" data-count-for=\"kernels-table\"></span>"
-                f"<table class=\"sortable\" id=\"kernels-table\"><thead><tr>{head}</tr></thead>"
-                f"<tbody>{''.join(body)}</tbody></table>{cap}</section>")
+        return Html("<section id=\"kernels\"><h2>Kernels</h2><p class=\"explain\">Grouped by "
+                    "name, as nsys's cuda_gpu_kern_sum. Click a heading to sort; hover a name "
+                    "for the full signature.</p>"
+                    "<input type=\"search\" class=\"filter\" data-table=\"kernels-table\" "
+                    "placeholder=\"filter kernels…\" aria-label=\"filter kernels\"> "
+                    "<span class=\"count\" data-count-for=\"kernels-table\"></span>"
+                    "<table class=\"sortable\" id=\"kernels-table\"><thead><tr>{}</tr>"
+                    "</thead><tbody>{}</tbody></table>{}</section>").format(head, body, cap)
 
     # -- 7. calls and marks ----------------------------------------------------------------
 
-    def _summaries(self) -> str:
+    def _summaries(self) -> Html:
         """The call summaries and the program's marks (views.summary_sections), a sortable
         table each."""
         sections = summary_sections(self.c)
         if not sections:
-            return ""
-        out = ["<section id=\"calls\"><h2>Calls and marks</h2><p class=\"explain\">What "
-               "the report's calls add up to, as nsys stats' cuda_api_sum, "
-               "cuda_gpu_mem_time_sum and cuda_gpu_mem_size_sum, and osrt_sum; and the "
-               "program's own NVTX marks. The JSON and CSV outputs list every row.</p>"]
+            return Html("")
+        out = [Html("<section id=\"calls\"><h2>Calls and marks</h2><p class=\"explain\">"
+                    "What the report's calls add up to, as nsys stats' cuda_api_sum, "
+                    "cuda_gpu_mem_time_sum and cuda_gpu_mem_size_sum, and osrt_sum; and the "
+                    "program's own NVTX marks. The JSON and CSV outputs list every row.</p>")]
         for i, s in enumerate(sections):
-            out.append(f"<h3>{esc(s.title)}</h3>"
-                       + sortable_table(s.columns, s.rows, f"calls-table-{i}")
-                       + (f"<p class=\"cap\">{esc(s.note)}</p>" if s.note else ""))
-        out.append("</section>")
-        return "".join(out)
+            out.append(Html("<h3>{}</h3>{}{}").format(
+                s.title, sortable_table(s.columns, s.rows, f"calls-table-{i}"),
+                Html("<p class=\"cap\">{}</p>").format(s.note) if s.note else ""))
+        out.append(Html("</section>"))
+        return Html("").join(out)
 
-    def _footer(self) -> str:
-        caps = "".join(f"<li>{esc(x)}</li>" for x in self.caps)
-        return ("<footer><p>Made by nsyswrap " + esc(__version__) + ". Times are per call for "
-                "benchmarks; a range counts the GPU work launched from inside it (nested ranges "
-                "included) and, under the process rule, what other threads of its process "
-                "launched while it was open (Attribution, at the top, names the rule). A "
-                "finding names what distorts a timing, with its evidence and what to do; "
-                "<code>nsyswrap compare --help</code> lists the thresholds that decide each "
-                "finding and how to change them.</p>"
-                + (f"<ul>{caps}</ul>" if caps else "") + "</footer>")
+    def _footer(self) -> Html:
+        caps = Html("").join(Html("<li>{}</li>").format(x) for x in self.caps)
+        return Html("<footer><p>Made by nsyswrap {}. Times are per call for benchmarks; a "
+                    "range counts the GPU work launched from inside it (nested ranges "
+                    "included) and, under the process rule, what other threads of its "
+                    "process launched while it was open (Attribution, at the top, names the "
+                    "rule). A finding names what distorts a timing, with its evidence and "
+                    "what to do; <code>nsyswrap compare --help</code> lists the thresholds "
+                    "that decide each finding and how to change them.</p>{}</footer>").format(
+            __version__, Html("<ul>{}</ul>").format(caps) if caps else "")
 
 
 # -- helpers --------------------------------------------------------------------------------
@@ -702,6 +712,12 @@ def _bench_stats(r: dict[str, Any]) -> str:
     return " · ".join(parts)
 
 
+def _code_links(codes: list[tuple[str, int]]) -> Html:
+    """Links to the findings (code, index) a picture shows."""
+    return Html(" ").join(Html("<a href=\"#f{}\"><code>{}</code></a>").format(i, code)
+                          for code, i in codes)
+
+
 def _codes_by_label(c: Comparison) -> dict[str, list[tuple[str, int]]]:
     """Range label -> [(code, index of the finding)]: a timeline links back to them."""
     out: dict[str, list[tuple[str, int]]] = {}
@@ -761,9 +777,11 @@ def notebook_html(c: Comparison, height_px: int = 760) -> str:
     """The page inside an iframe, for Jupyter: its scripts run in any notebook front end
     that shows HTML, and its styles stay inside it."""
     page = HtmlRenderer().render(c, notebook=True)
-    return (f"<iframe srcdoc=\"{html.escape(page, quote=True)}\" style=\"width:100%;"
-            f"height:{height_px}px;border:1px solid #ddd\" title=\"nsyswrap report\" "
-            "sandbox=\"allow-scripts\"></iframe>")
+    # The whole page as the attribute's text: escaped whole (the escape of a report's
+    # fields would cap it and show its newlines as escapes).
+    return str(Html("<iframe srcdoc=\"{}\" style=\"width:100%;height:{}px;border:1px solid "
+                    "#ddd\" title=\"nsyswrap report\" sandbox=\"allow-scripts\"></iframe>")
+               .format(Html(html.escape(page, quote=True)), height_px))
 
 
 def _drawn_cap(drawn: int, total: int, what: str, max_rows: int) -> str:

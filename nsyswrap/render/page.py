@@ -1,14 +1,14 @@
 """What every HTML page of nsyswrap shares: the page shell (styles, the vendored Vega
-bundles, the script that draws the charts and sorts and filters the tables), escaping, the
-sortable table of shared columns, and a finding's evidence as a small table.
+bundles, the script that draws the charts and sorts and filters the tables), the sortable
+table of shared columns, and a finding's evidence as a small table.
 
 The single-report page (`html.py`) and the many-report pages (`multi/html.py`) are built
-from these, so they look and behave alike and escape the same way.
+from these, so they look and behave alike and escape the same way: every piece of a page is
+`Html` (`markup.py`), which escapes each value put into it.
 """
 
 from __future__ import annotations
 
-import html
 import json
 import re
 from importlib import resources
@@ -17,18 +17,11 @@ from typing import Any
 import numpy as np
 
 from .._version import __version__
-from ..common.names import printable
 from ..common.units import fmt_bytes, fmt_ns
+from .markup import Html
 from .views import Column, cells, legend
 
 VENDOR_FILES = ("vega.min.js", "vega-lite.min.js", "vega-embed.min.js")
-
-
-def esc(value: Any) -> str:
-    """Text from the report as HTML text or attribute value, its control characters shown
-    as escapes as in every other format."""
-    return html.escape(printable("" if value is None else str(value)), quote=True)
-
 
 # In JSON inside a script element: what could close the element, and the characters JSON
 # leaves raw that a script or a terminal showing the file would act on (DEL, C1 controls,
@@ -36,16 +29,19 @@ def esc(value: Any) -> str:
 _SCRIPT_UNSAFE = re.compile("[&<>\x7f-\x9f\u2028\u2029]")
 
 
-def json_for_script(data: Any) -> str:
+def json_for_script(data: Any) -> Html:
     """JSON inside <script type="application/json">: no '<' can close the element."""
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    return _SCRIPT_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    # Markup as it is: its own escapes make it safe inside the element, where HTML's
+    # would be read as JSON's text.
+    return Html(_SCRIPT_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text))
 
 
-def vendor_scripts() -> str:
+def vendor_scripts() -> Html:
     folder = resources.files("nsyswrap.render") / "vendor"
-    return "\n".join(f"<script>{(folder / name).read_text(encoding='utf-8')}</script>"
-                     for name in VENDOR_FILES)
+    # The vendored bundles are code, inlined as they are (escaping would break them).
+    return Html("\n").join(Html("<script>{}</script>").format(
+        Html((folder / name).read_text(encoding="utf-8"))) for name in VENDOR_FILES)
 
 
 def finite(x: Any) -> float | None:
@@ -61,31 +57,31 @@ def num(x: Any) -> str:
     return "" if f is None else repr(f)
 
 
-def empty_section(section_id: str, heading: str, message: str, tone: str = "muted") -> str:
+def empty_section(section_id: str, heading: str, message: str, tone: str = "muted") -> Html:
     """A section with nothing to show: its heading and one line saying why (tone "ok" when
     the emptiness is good news, "muted" when there was simply nothing)."""
-    return (f"<section id=\"{section_id}\"><h2>{esc(heading)}</h2>"
-            f"<p class=\"{tone}\">{esc(message)}</p></section>")
+    return Html("<section id=\"{}\"><h2>{}</h2><p class=\"{}\">{}</p></section>").format(
+        section_id, heading, tone, message)
 
 
-def evidence_table(evidence: dict[str, Any]) -> str:
-    rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(evidence_value(k, v))}</td></tr>"
-                   for k, v in evidence.items())
-    return f"<table class=\"kv\">{rows}</table>" if rows else ""
+def evidence_table(evidence: dict[str, Any]) -> Html:
+    rows = Html("").join(Html("<tr><th>{}</th><td>{}</td></tr>").format(
+        k, evidence_value(k, v)) for k, v in evidence.items())
+    return Html("<table class=\"kv\">{}</table>").format(rows) if rows else Html("")
 
 
-def evidence_side_by_side(by: dict[str, dict[str, Any]], heading=str) -> str:
+def evidence_side_by_side(by: dict[str, dict[str, Any]], heading=str) -> Html:
     """Numbers of several things side by side (a merged finding's ranges, ranks): one
     column each, `heading(key)` on top."""
     labels = list(by)
     keys = list(dict.fromkeys(k for ev in by.values() for k in ev))
-    head = "".join(f"<th>{esc(heading(label))}</th>" for label in labels)
-    body = "".join(
-        f"<tr><th>{esc(k)}</th>"
-        + "".join(f"<td>{esc(evidence_value(k, by[label].get(k)))}</td>"
-                  for label in labels) + "</tr>" for k in keys)
-    return (f"<table class=\"kv by-range\"><thead><tr><th></th>{head}</tr></thead>"
-            f"<tbody>{body}</tbody></table>")
+    head = Html("").join(Html("<th>{}</th>").format(heading(label)) for label in labels)
+    body = Html("").join(
+        Html("<tr><th>{}</th>{}</tr>").format(k, Html("").join(
+            Html("<td>{}</td>").format(evidence_value(k, by[label].get(k)))
+            for label in labels)) for k in keys)
+    return Html("<table class=\"kv by-range\"><thead><tr><th></th>{}</tr></thead>"
+                "<tbody>{}</tbody></table>").format(head, body)
 
 
 def evidence_value(key: str, value: Any) -> str:
@@ -101,33 +97,42 @@ def evidence_value(key: str, value: Any) -> str:
 
 
 def sortable_table(columns: list[Column], rows: list[dict[str, Any]], table_id: str,
-                   link=None, row_class=None, full_name=None) -> str:
+                   link=None, row_class=None, full_name=None) -> Html:
     """A sortable table of shared columns; short headers explained on hover and in a
     legend below, as the terminal table does. `link(row)`: an anchor on this page for the
     first cell; `row_class(row)`: a CSS class for the row (a verdict's colour);
     `full_name(row)`: the first cell's whole text, on hover and for the filter, where the
     cell shows it shortened (kernel signatures run to hundreds of characters)."""
-    head = "".join(f"<th data-type=\"{'num' if c.numeric else 'text'}\""
-                   + (f" title=\"{esc(c.title)}\"" if c.title else "")
-                   + f">{esc(c.header)}</th>" for c in columns)
-    body = []
-    for r in rows:
-        values = cells(columns, r)
-        anchor = link(r) if link else None
-        first = (f"<a href=\"#{esc(anchor)}\">{esc(values[0])}</a>" if anchor
-                 else esc(values[0]))
-        css = row_class(r) if row_class else None
-        cell = (f"<td class=\"name\" title=\"{esc(full_name(r))}\">" if full_name
-                else "<td>")
-        body.append((f"<tr class=\"{esc(css)}\">" if css else "<tr>") + cell + first + "</td>"
-                    + "".join(f"<td>{esc(v)}</td>" if col.numeric else
-                              f"<td class=\"t\">{esc(v)}</td>"
-                              for col, v in zip(columns[1:], values[1:], strict=True))
-                    + "</tr>")
+    head = Html("").join(
+        Html("<th data-type=\"{}\"{}>{}</th>").format(
+            "num" if c.numeric else "text",
+            Html(" title=\"{}\"").format(c.title) if c.title else "", c.header)
+        for c in columns)
+    # One template for every row (a format per row, not per cell: tables run to 2,000
+    # rows): the row's opening, its first cell's opening and text, then the other cells.
+    row = (Html("{}{}{}</td>")
+           + Html("").join(Html("<td>{}</td>") if c.numeric else Html("<td class=\"t\">{}</td>")
+                           for c in columns[1:])
+           + Html("</tr>"))
+    body = Html("").join(_sortable_row(row, columns, r, link, row_class, full_name)
+                         for r in rows)
     caption = legend(columns)
-    return (f"<table class=\"sortable\" id=\"{table_id}\"><thead><tr>{head}</tr></thead>"
-            f"<tbody>{''.join(body)}</tbody></table>"
-            + (f"<p class=\"legend\">{esc(caption)}</p>" if caption else ""))
+    return (Html("<table class=\"sortable\" id=\"{}\"><thead><tr>{}</tr></thead>"
+                 "<tbody>{}</tbody></table>").format(table_id, head, body)
+            + (Html("<p class=\"legend\">{}</p>").format(caption) if caption else ""))
+
+
+def _sortable_row(template: Html, columns: list[Column], r: dict[str, Any], link,
+                  row_class, full_name) -> Html:
+    values = cells(columns, r)
+    anchor = link(r) if link else None
+    css = row_class(r) if row_class else None
+    return template.format(
+        Html("<tr class=\"{}\">").format(css) if css else Html("<tr>"),
+        Html("<td class=\"name\" title=\"{}\">").format(full_name(r)) if full_name
+        else Html("<td>"),
+        Html("<a href=\"#{}\">{}</a>").format(anchor, values[0]) if anchor else values[0],
+        *values[1:])
 
 
 class HtmlPage:
@@ -137,27 +142,29 @@ class HtmlPage:
     def __init__(self) -> None:
         self.specs: dict[str, Any] = {}
 
-    def chart(self, key: str, spec: dict[str, Any], kind: str, label: str) -> str:
+    def chart(self, key: str, spec: dict[str, Any], kind: str, label: str) -> Html:
         self.specs[key] = spec
-        return (f"<div class=\"chart\" data-spec=\"{esc(key)}\" data-kind=\"{kind}\" "
-                f"role=\"img\" aria-label=\"{esc(label)}\"></div>")
+        return Html("<div class=\"chart\" data-spec=\"{}\" data-kind=\"{}\" "
+                    "role=\"img\" aria-label=\"{}\"></div>").format(key, kind, label)
 
-    def document(self, title: str, body: list[str], css: str = "") -> str:
-        """The whole page: `body` (markup, already escaped), the specs as JSON, the Vega
-        bundles and the page script, all inline. `css` adds a page's own styles."""
-        return "".join([
-            "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
-            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">",
-            f"<meta name=\"generator\" content=\"nsyswrap {esc(__version__)}\">",
-            f"<title>{esc(title)}</title><style>{CSS}{css}</style></head><body>",
-            "<main>", *body, "</main>",
-            "<script type=\"application/json\" id=\"nsyswrap-specs\">",
-            json_for_script(self.specs), "</script>",
-            vendor_scripts(), f"<script>{JS}</script></body></html>\n",
-        ])
+    def document(self, title: str, body: list[Html], css: Html | None = None) -> str:
+        """The whole page, as text: `body` (markup; a plain text in it shows as text), the
+        specs as JSON, the Vega bundles and the page script, all inline. `css` adds a
+        page's own styles."""
+        return str(Html("").join([
+            Html("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+                 "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+                 "<meta name=\"generator\" content=\"nsyswrap {}\">"
+                 "<title>{}</title><style>{}{}</style></head><body>").format(
+                __version__, title, CSS, css or ""),
+            Html("<main>"), *body, Html("</main>"),
+            Html("<script type=\"application/json\" id=\"nsyswrap-specs\">"),
+            json_for_script(self.specs), Html("</script>"),
+            vendor_scripts(), Html("<script>{}</script></body></html>\n").format(JS),
+        ]))
 
 
-CSS = """
+CSS = Html("""
 :root{--fg:#1d232a;--muted:#66707a;--line:#e3e6ea;--warn:#b35c00;--info:#2463a6;--ok:#2f7d4a;
 --bg-soft:#f6f7f9}
 *{box-sizing:border-box}
@@ -210,11 +217,11 @@ background:#fdecd8;color:var(--warn)}.verdict.agree{background:#e1f2e6;color:var
 footer{margin-top:40px;color:var(--muted);font-size:12px;border-top:1px solid var(--line)}
 #vg-tooltip-element{font-size:12px;max-width:520px}
 #vg-tooltip-element td.value{white-space:normal;overflow-wrap:anywhere}
-"""
+""")
 
 # Draws the charts (vegaEmbed), and makes the tables sortable and the kernel table
 # searchable. Counts what it drew in data attributes on <body> (read by the browser tests).
-JS = r"""
+JS = Html(r"""
 (function () {
   var specs = JSON.parse(document.getElementById('nsyswrap-specs').textContent);
   var charts = document.querySelectorAll('.chart[data-spec]');
@@ -289,4 +296,4 @@ JS = r"""
     apply();
   });
 })();
-"""
+""")

@@ -1,5 +1,6 @@
 """Pages for many reports, built like the single-report page (`render/page.py`: one
-offline file, the same styles and scripts, every name escaped or carried as chart data):
+offline file, the same styles and scripts, every name escaped on its way into the markup,
+`Html`, or carried as chart data):
 
 - ranks side by side (`nsyswrap.ranks/1`): the cross-rank findings with each rank's
   numbers, how ranks were identified (with links to each rank's own page where one lies
@@ -21,10 +22,10 @@ from ..._version import __version__
 from ...common.names import capped
 from ...common.units import fmt_ns, fmt_share
 from ..base import Renderer
+from ..markup import Html
 from ..page import (
     HtmlPage,
     empty_section,
-    esc,
     evidence_side_by_side,
     evidence_table,
     finite,
@@ -51,7 +52,7 @@ MAX_FAMILIES = 12
 MAX_INTERVALS = 40  # rows per kind drawn as interval bars (significant ones first)
 MAX_DIFF_ROWS = 2000
 
-_CSS = """
+_CSS = Html("""
 .banner{border:1px solid var(--line);border-left:8px solid var(--muted);border-radius:4px;
 padding:10px 16px;margin:14px 0;background:var(--bg-soft)}.banner h2{border:0;margin:0;
 padding:0;font-size:20px}.banner ul{margin:6px 0 0;padding-left:20px}
@@ -68,7 +69,7 @@ table.sides td.differs{background:#fff4e0;font-weight:600}
 .two{display:grid;grid-template-columns:repeat(auto-fit,minmax(480px,1fr));gap:4px 28px}
 tr.flagged td:first-child{font-weight:600;color:var(--warn)}
 #diff-table td:last-child{min-width:240px;white-space:normal}
-"""
+""")
 
 
 def _ms(ns: Any) -> float:
@@ -77,43 +78,43 @@ def _ms(ns: Any) -> float:
 
 
 def _href(path: str) -> str:
-    """A relative path as an href (spaces, '#', '?' quoted), escaped for the attribute."""
-    return esc(quote(path))
+    """A relative path as an href (spaces, '#', '?' quoted; escaped where it goes into the
+    attribute)."""
+    return quote(path)
 
 
 def _articles(findings: list[dict[str, Any]], prefix: str, evidence=None,
-              links=None) -> str:
+              links=None) -> Html:
     """Findings as on the single-report page: severity, code, range, message, suggestion,
     and the evidence open below."""
     out = []
     for i, f in enumerate(findings):
         ev = evidence(f) if evidence else ""
-        out.append(
-            f"<article class=\"finding {esc(f.get('severity'))}\" id=\"{prefix}{i}\">"
-            f"<div class=\"fhead\"><span class=\"sev\">{esc(f.get('severity'))}</span> "
-            f"<code>{esc(f.get('code'))}</code> <span class=\"range\">"
-            f"{esc(f.get('range') or 'whole run')}</span>"
-            f"<span class=\"links\">{links(f) if links else ''}</span></div>"
-            f"<p>{esc(f.get('message'))}</p>"
-            + (f"<p class=\"suggestion\">→ {esc(f['suggestion'])}</p>"
-               if f.get("suggestion") else "")
-            + (f"<details open><summary>evidence</summary>{ev}</details>" if ev else "")
-            + "</article>")
-    return "".join(out)
+        out.append(Html(
+            "<article class=\"finding {}\" id=\"{}{}\"><div class=\"fhead\">"
+            "<span class=\"sev\">{}</span> <code>{}</code> <span class=\"range\">{}</span>"
+            "<span class=\"links\">{}</span></div><p>{}</p>{}{}</article>").format(
+            f.get("severity"), prefix, i, f.get("severity"), f.get("code"),
+            f.get("range") or "whole run", links(f) if links else "", f.get("message"),
+            Html("<p class=\"suggestion\">→ {}</p>").format(f["suggestion"])
+            if f.get("suggestion") else "",
+            Html("<details open><summary>evidence</summary>{}</details>").format(ev)
+            if ev else ""))
+    return Html("").join(out)
 
 
-def _footer(caps: list[str], what: str, command: str) -> str:
+def _footer(caps: list[str], what: str, command: str) -> Html:
     """`command`: the nsyswrap command whose --help lists the thresholds behind the page."""
-    items = "".join(f"<li>{esc(x)}</li>" for x in caps)
-    return (f"<footer><p>Made by nsyswrap {esc(__version__)}. {esc(what)} "
-            f"<code>nsyswrap {esc(command)} --help</code> lists the thresholds that decide "
-            "each finding and verdict, and how to change them.</p>"
-            + (f"<ul>{items}</ul>" if items else "") + "</footer>")
+    items = Html("").join(Html("<li>{}</li>").format(x) for x in caps)
+    return Html("<footer><p>Made by nsyswrap {}. {} <code>nsyswrap {} --help</code> lists the "
+                "thresholds that decide each finding and verdict, and how to change them.</p>"
+                "{}</footer>").format(__version__, what, command,
+                                      Html("<ul>{}</ul>").format(items) if items else "")
 
 
 # -- ranks side by side -------------------------------------------------------------------
 
-def rank_evidence(evidence: dict[str, Any]) -> str:
+def rank_evidence(evidence: dict[str, Any]) -> Html:
     """A cross-rank finding's evidence: its scalars as a table, and every number it keeps
     per rank (`by_rank`, or any {rank: value}) in one column per rank."""
     per: dict[str, dict[str, Any]] = {}
@@ -176,26 +177,27 @@ class _RanksPage(HtmlPage):
                         "compare")]
         return self.document(f"nsyswrap · {len(self.ranks)} ranks side by side", body, _CSS)
 
-    def _findings(self) -> str:
+    def _findings(self) -> Html:
         if not self.findings:
             return empty_section("findings", "Cross-rank findings",
                                  "No cross-rank findings: no straggler, no long waits in "
                                  "collectives, no exposed communication at the current "
                                  "thresholds.", tone="ok")
-        return (f"<section id=\"findings\"><h2>Cross-rank findings ({len(self.findings)})"
-                "</h2><p class=\"explain\">Each with its numbers per rank.</p>"
-                + _articles(self.findings, "f", lambda f: rank_evidence(f.get("evidence")
-                                                                        or {}), self._links)
-                + "</section>")
+        return Html("<section id=\"findings\"><h2>Cross-rank findings ({})</h2>"
+                    "<p class=\"explain\">Each with its numbers per rank.</p>{}"
+                    "</section>").format(
+            len(self.findings),
+            _articles(self.findings, "f", lambda f: rank_evidence(f.get("evidence") or {}),
+                      self._links))
 
-    def _links(self, f: dict[str, Any]) -> str:
+    def _links(self, f: dict[str, Any]) -> Html:
         out = []
         if f["code"] == "STRAGGLER" and f.get("range"):
-            out.append("<a href=\"#families\">families ↓</a>")
-        out.append("<a href=\"#steps\">per-rank steps ↓</a>")
-        return " ".join(out)
+            out.append(Html("<a href=\"#families\">families ↓</a>"))
+        out.append(Html("<a href=\"#steps\">per-rank steps ↓</a>"))
+        return Html(" ").join(out)
 
-    def _header(self) -> str:
+    def _header(self) -> Html:
         a, n = self.a, len(self.ranks)
         reports = len(a.summaries)
         how = sorted({r["identified_by"].split(" (")[0] if r["identified_by"].startswith(
@@ -209,49 +211,50 @@ class _RanksPage(HtmlPage):
                  ("Step", a.step_family or "no common step (the outermost repeated range)"),
                  ("Ranks identified by", "; ".join(how)),
                  ("Collectives", clock_text)]
-        dl = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in facts)
-        notes = "".join(f"<li>{esc(x)}</li>" for x in a.notes)
-        nav = " · ".join(f"<a href=\"#{i}\">{esc(t)}</a>" for i, t in (
+        dl = Html("").join(Html("<dt>{}</dt><dd>{}</dd>").format(k, v) for k, v in facts)
+        notes = Html("").join(Html("<li>{}</li>").format(x) for x in a.notes)
+        nav = Html(" · ").join(Html("<a href=\"#{}\">{}</a>").format(i, t) for i, t in (
             ("findings", f"Cross-rank findings ({len(self.findings)})"),
             ("ranks", "Ranks"), ("steps", "Per step"), ("families", "Range families"),
             ("collectives", "Collectives")))
-        return (f"<header><h1>nsyswrap <span class=\"muted\">·</span> {n} ranks side by "
-                "side</h1><p class=\"lede\">Which rank holds the job back, where it loses "
-                "time, and what the others spend waiting for it.</p>"
-                f"<dl class=\"facts\">{dl}</dl>"
-                + (f"<ul class=\"notes\">{notes}</ul>" if notes else "")
-                + f"<nav>{nav}</nav></header>")
+        return Html("<header><h1>nsyswrap <span class=\"muted\">·</span> {} ranks side by "
+                    "side</h1><p class=\"lede\">Which rank holds the job back, where it "
+                    "loses time, and what the others spend waiting for it.</p>"
+                    "<dl class=\"facts\">{}</dl>{}<nav>{}</nav></header>").format(
+            n, dl, Html("<ul class=\"notes\">{}</ul>").format(notes) if notes else "", nav)
 
-    def _identity(self) -> str:
+    def _identity(self) -> Html:
         docs = {s.source: s.document for s in self.a.summaries}
         rows = []
         for r in self.ranks:
             page = self.pages.get(r["source"])
-            report = (f"<a href=\"{_href(page)}\">{esc(r['source'])}</a>" if page
-                      else esc(r["source"]))
+            report = (Html("<a href=\"{}\">{}</a>").format(_href(page), r["source"]) if page
+                      else r["source"])
             codes = [f["code"] for f in docs.get(r["source"], {}).get("findings", [])]
             counts = ", ".join(f"{c}×{codes.count(c)}" if codes.count(c) > 1 else c
                                for c in dict.fromkeys(codes)) or "–"
-            css = " class=\"flagged\"" if r["rank"] in self.flagged else ""
-            rows.append(f"<tr id=\"rank-{r['rank']}\"{css}><td>{r['rank']}</td>"
-                        f"<td class=\"t\">{report}</td><td class=\"t\">"
-                        f"{esc(r['identified_by'])}</td><td>{esc(r['pid'])}</td>"
-                        f"<td>{esc(','.join(map(str, r['devices'])))}</td>"
-                        f"<td class=\"t\">{esc(counts)}</td></tr>")
+            css = Html(" class=\"flagged\"") if r["rank"] in self.flagged else ""
+            rows.append(Html("<tr id=\"rank-{}\"{}><td>{}</td><td class=\"t\">{}</td>"
+                             "<td class=\"t\">{}</td><td>{}</td><td>{}</td>"
+                             "<td class=\"t\">{}</td></tr>").format(
+                r["rank"], css, r["rank"], report, r["identified_by"], r["pid"],
+                ",".join(map(str, r["devices"])), counts))
         linked = sum(1 for r in self.ranks if self.pages.get(r["source"]))
-        note = (f"The report names link to each rank's own page ({linked} found beside the "
-                "reports)." if linked else "No rank's own page lies beside its report "
-                "(<code>nsyswrap run</code> writes one; <code>nsyswrap compare REPORT "
-                "--format html -o FILE</code> makes one).")
-        return ("<section id=\"ranks\"><h2>Ranks</h2><p class=\"explain\">How each rank was "
-                f"identified, and the findings of its own report. {note}</p>"
-                "<table class=\"sortable\" id=\"ranks-table\"><thead><tr>"
-                "<th data-type=\"num\">Rank</th><th data-type=\"text\">Report</th>"
-                "<th data-type=\"text\">Identified by</th><th data-type=\"num\">PID</th>"
-                "<th data-type=\"text\">GPU</th><th data-type=\"text\">Its own findings</th>"
-                f"</tr></thead><tbody>{''.join(rows)}</tbody></table></section>")
+        note = (Html("The report names link to each rank's own page ({} found beside the "
+                     "reports).").format(linked) if linked else
+                Html("No rank's own page lies beside its report (<code>nsyswrap run</code> "
+                     "writes one; <code>nsyswrap compare REPORT --format html -o FILE</code> "
+                     "makes one)."))
+        return Html("<section id=\"ranks\"><h2>Ranks</h2><p class=\"explain\">How each rank "
+                    "was identified, and the findings of its own report. {}</p>"
+                    "<table class=\"sortable\" id=\"ranks-table\"><thead><tr>"
+                    "<th data-type=\"num\">Rank</th><th data-type=\"text\">Report</th>"
+                    "<th data-type=\"text\">Identified by</th><th data-type=\"num\">PID</th>"
+                    "<th data-type=\"text\">GPU</th><th data-type=\"text\">Its own findings"
+                    "</th></tr></thead><tbody>{}</tbody></table></section>").format(
+            note, Html("").join(rows))
 
-    def _steps(self) -> str:
+    def _steps(self) -> Html:
         ranks = self.ranks
         drawn = ranks
         if len(ranks) > MAX_STEP_BARS:
@@ -264,22 +267,23 @@ class _RanksPage(HtmlPage):
         chart = (self.chart("rank-steps", charts.rank_steps(bars, host), "ranks",
                             "each rank's step split into compute and communication")
                  if any(b["ms"] > 0 for b in bars) else
-                 "<p class=\"muted\">No GPU work in the steps: nothing to split.</p>")
-        cap = (f"<p class=\"cap\">{esc(self.caps[-1])}</p>" if len(drawn) < len(ranks)
+                 Html("<p class=\"muted\">No GPU work in the steps: nothing to split.</p>"))
+        cap = (Html("<p class=\"cap\">{}</p>").format(self.caps[-1]) if len(drawn) < len(ranks)
                else "")
-        return ("<section id=\"steps\"><h2>Per rank, per step</h2><p class=\"explain\">"
-                "Medians over the steps" + (f" (<code>{esc(self.a.step_family)}</code>)"
-                                            if self.a.step_family else "")
-                + ". Each bar is one rank's GPU span of a step: compute alone, communication "
-                "(NCCL kernels) overlapped with compute, exposed communication split into "
-                "the transfer and the wait for the last rank to arrive, and GPU idle time. "
-                "The black tick is the host's step time. Medians of parts add up to about "
-                "the span, not exactly.</p>" + chart + cap
-                + sortable_table(RANK_COLUMNS, ranks, "steps-table",
-                                 row_class=lambda r: "flagged" if r["rank"] in self.flagged
-                                 else None) + "</section>")
+        return Html("<section id=\"steps\"><h2>Per rank, per step</h2><p class=\"explain\">"
+                    "Medians over the steps{}. Each bar is one rank's GPU span of a step: "
+                    "compute alone, communication (NCCL kernels) overlapped with compute, "
+                    "exposed communication split into the transfer and the wait for the last "
+                    "rank to arrive, and GPU idle time. The black tick is the host's step time. "
+                    "Medians of parts add up to about the span, not exactly.</p>{}{}{}"
+                    "</section>").format(
+            Html(" (<code>{}</code>)").format(self.a.step_family) if self.a.step_family
+            else "", chart, cap,
+            sortable_table(RANK_COLUMNS, ranks, "steps-table",
+                           row_class=lambda r: "flagged" if r["rank"] in self.flagged
+                           else None))
 
-    def _families(self) -> str:
+    def _families(self) -> Html:
         families = ranks_section(self.a, "families")
         ranks = [r["rank"] for r in self.ranks]
         cols, rows = family_rows(families, ranks)
@@ -298,27 +302,29 @@ class _RanksPage(HtmlPage):
                              "range families.")
         pick = [f for f in families if f["family"] in names and f["rank"] in shown]
         pick.sort(key=lambda f: (names.index(f["family"]), f["rank"]))
-        out = ["<section id=\"families\"><h2>Range families per rank</h2><p class=\"explain\">"
-               "Median per instance. Host work is wall time less the time blocked in syncs (a "
-               "rank that waits for a straggler blocks, it does not work); GPU compute is the "
-               "GPU time of the family's work other than NCCL kernels. A straggler's family "
-               "stands out on the left; its cost shows on the others as waits.</p>"
-               "<div class=\"two\">"]
+        out = [Html("<section id=\"families\"><h2>Range families per rank</h2>"
+                    "<p class=\"explain\">Median per instance. Host work is wall time less the "
+                    "time blocked in syncs (a rank that waits for a straggler blocks, it does "
+                    "not work); GPU compute is the GPU time of the family's work other than "
+                    "NCCL kernels. A straggler's family stands out on the left; its cost shows "
+                    "on the others as waits.</p><div class=\"two\">")]
         for key, measure, title in (("work_median_ns", "host work", "host work, ms"),
                                     ("compute_median_ns", "GPU compute", "GPU compute, ms")):
             data = [{"family": capped(f["family"]), "rank_label": f"rank {f['rank']}",
                      "ms": _ms(f[key])} for f in pick if finite(f[key]) is not None]
-            out.append(f"<div><h3>{esc(measure[0].upper() + measure[1:])}</h3>"
-                       + (self.chart(f"families-{key}", charts.family_groups(data, title),
-                                     "families", f"{measure} per range family and rank")
-                          if data else "<p class=\"muted\">Not recorded.</p>") + "</div>")
-        out.append("</div>")
-        out += [f"<p class=\"cap\">{esc(c)}</p>" for c in self.caps if c.startswith("Family")]
+            out.append(Html("<div><h3>{}</h3>{}</div>").format(
+                measure[0].upper() + measure[1:],
+                self.chart(f"families-{key}", charts.family_groups(data, title), "families",
+                           f"{measure} per range family and rank")
+                if data else Html("<p class=\"muted\">Not recorded.</p>")))
+        out.append(Html("</div>"))
+        out += [Html("<p class=\"cap\">{}</p>").format(c) for c in self.caps
+                if c.startswith("Family")]
         out.append(sortable_table(cols, rows, "families-table"))
-        out.append("</section>")
-        return "".join(out)
+        out.append(Html("</section>"))
+        return Html("").join(out)
 
-    def _collectives(self) -> str:
+    def _collectives(self) -> Html:
         rows = ranks_section(self.a, "collectives")
         if not rows:
             return empty_section("collectives", "Collectives",
@@ -333,11 +339,11 @@ class _RanksPage(HtmlPage):
                     r["wait_ns"] / r["total_ns"] if r["total_ns"] else None)),
                 Column("Last", lambda r: str(r["last_arrivals"]),
                        title="times this rank arrived last")]
-        return ("<section id=\"collectives\"><h2>Collectives</h2><p class=\"explain\">NCCL "
-                "kernels matched across ranks by their order per name. The last rank to "
-                "arrive spends the least time inside a collective; what the others spend "
-                "beyond it is waiting.</p>" + sortable_table(cols, rows, "collectives-table")
-                + "</section>")
+        return Html("<section id=\"collectives\"><h2>Collectives</h2><p class=\"explain\">"
+                    "NCCL kernels matched across ranks by their order per name. The last rank "
+                    "to arrive spends the least time inside a collective; what the others "
+                    "spend beyond it is waiting.</p>{}</section>").format(
+            sortable_table(cols, rows, "collectives-table"))
 
 
 class RanksHtml(Renderer):
@@ -398,7 +404,7 @@ SIDE_COLUMNS = [
     Column("Total", lambda r: fmt_ns(abs(r["total_change_ns"] or 0)),
            title="median × instances: what it adds to or takes from the run"),
 ]
-DIFFERS = "<td class=\"differs\">"
+DIFFERS = Html("<td class=\"differs\">")
 _LEVEL_CLASS = {"comparable": "comparable", "comparable with caution": "caution",
                 "not comparable": "not-comparable"}
 
@@ -427,19 +433,21 @@ class _DiffPage(HtmlPage):
         return self.document(f"nsyswrap diff · {_name(d.base.source)} → "
                              f"{_name(d.new.source)}", body, _CSS)
 
-    def _header(self) -> str:
+    def _header(self) -> Html:
         d, comp = self.d, self.comp
         level = comp["level"]
-        why = "".join(f"<li>{esc(x)}</li>" for x in comp["reasons"] + comp["cautions"])
+        why = Html("").join(Html("<li>{}</li>").format(x)
+                            for x in comp["reasons"] + comp["cautions"])
         meaning = {"comparable": "same GPU, clocks, driver, nsys and workload shape: the "
                    "verdicts below stand.",
                    "comparable with caution": "the verdicts stand, but read them with this "
                    "in mind:",
                    "not comparable": "every verdict is inconclusive: a comparison here would "
                    "mislead."}.get(level, "")
-        banner = (f"<div class=\"banner {_LEVEL_CLASS.get(level, 'caution')}\" "
-                  f"id=\"comparability\" role=\"status\"><h2>{esc(level.capitalize())}</h2>"
-                  f"<p>{esc(meaning)}</p>" + (f"<ul>{why}</ul>" if why else "") + "</div>")
+        banner = Html("<div class=\"banner {}\" id=\"comparability\" role=\"status\">"
+                      "<h2>{}</h2><p>{}</p>{}</div>").format(
+            _LEVEL_CLASS.get(level, "caution"), level.capitalize(), meaning,
+            Html("<ul>{}</ul>").format(why) if why else "")
         share = comp.get("matched_kernel_share") or {}
         facts = [("Report", d.base.source, d.new.source),
                  ("GPUs", ", ".join(d.base.gpus) or "–", ", ".join(d.new.gpus) or "–"),
@@ -448,103 +456,109 @@ class _DiffPage(HtmlPage):
                  ("GPU clock (median)", _mhz(d.base.clock_mhz), _mhz(d.new.clock_mhz)),
                  ("Kernel launches with a match", fmt_share(share.get("base")),
                   fmt_share(share.get("new")))]
-        sides = "".join(
-            f"<tr><th>{esc(k)}</th>"
-            + "".join((DIFFERS if b != n and k != "Report" else "<td>") + f"{esc(v)}</td>"
-                      for v in (b, n)) + "</tr>" for k, b, n in facts)
+        sides = Html("").join(
+            Html("<tr><th>{}</th>{}</tr>").format(k, Html("").join(
+                Html("{}{}</td>").format(DIFFERS if b != n and k != "Report" else Html("<td>"),
+                                         v) for v in (b, n))) for k, b, n in facts)
         counts = verdict_counts(d)
         order = ["slower", "faster", "no significant change", "inconclusive", "added",
                  "removed"]
-        pills = "".join(f"<span class=\"pill {esc(v.split()[0])}\">{counts[v]} {esc(v)}"
-                        "</span>" for v in order if counts.get(v))
-        nav = " · ".join(f"<a href=\"#{i}\">{esc(t)}</a>" for i, t in (
+        pills = Html("").join(Html("<span class=\"pill {}\">{} {}</span>").format(
+            v.split()[0], counts[v], v) for v in order if counts.get(v))
+        nav = Html(" · ").join(Html("<a href=\"#{}\">{}</a>").format(i, t) for i, t in (
             ("changes", "Changes"), ("added-removed", "Added and removed"),
             ("findings", "Findings")))
-        return (f"<header><h1>nsyswrap diff <span class=\"muted\">·</span> "
-                f"{esc(_name(d.base.source))} → {esc(_name(d.new.source))}</h1>"
-                "<p class=\"lede\">Before and after: what got slower or faster beyond the "
-                "noise, and whether the two runs can be compared at all.</p>" + banner
-                + f"<table class=\"kv sides\"><thead><tr><th></th><th>base</th><th>new</th>"
-                f"</tr></thead><tbody>{sides}</tbody></table>"
-                f"<div class=\"pills\">{pills}</div>"
-                f"<p class=\"explain\">{esc(comp['method'])}, {comp['confidence']:.0%} "
-                f"interval; noise floor {comp['noise_floor']:.0%}.</p>"
-                f"<nav>{nav}</nav></header>")
+        return Html("<header><h1>nsyswrap diff <span class=\"muted\">·</span> {} → {}</h1>"
+                    "<p class=\"lede\">Before and after: what got slower or faster beyond the "
+                    "noise, and whether the two runs can be compared at all.</p>{}"
+                    "<table class=\"kv sides\"><thead><tr><th></th><th>base</th><th>new</th>"
+                    "</tr></thead><tbody>{}</tbody></table>"
+                    "<div class=\"pills\">{}</div>"
+                    "<p class=\"explain\">{}, {:.0%} interval; noise floor {:.0%}.</p>"
+                    "<nav>{}</nav></header>").format(
+            _name(d.base.source), _name(d.new.source), banner, sides, pills, comp["method"],
+            comp["confidence"], comp["noise_floor"], nav)
 
-    def _changes(self, rows: list[dict[str, Any]]) -> str:
-        out = ["<section id=\"changes\"><h2>Changes</h2><p class=\"explain\">Each matched "
-               "item's change of its median (diamond) and the confidence interval of that "
-               "change (bar), new against base. The grey band is the noise floor: a verdict "
-               "needs the whole bar on one side of 0 and the diamond outside the band. "
-               "Inconclusive rows (different work under one name, too few samples, runs "
-               "not comparable) are drawn where they have an interval, in amber.</p>"]
+    def _changes(self, rows: list[dict[str, Any]]) -> Html:
+        out = [Html("<section id=\"changes\"><h2>Changes</h2><p class=\"explain\">Each "
+                    "matched item's change of its median (diamond) and the confidence interval "
+                    "of that change (bar), new against base. The grey band is the noise "
+                    "floor: a verdict needs the whole bar on one side of 0 and the diamond "
+                    "outside the band. Inconclusive rows (different work under one name, too "
+                    "few samples, runs not comparable) are drawn where they have an interval, "
+                    "in amber.</p>")]
         kinds = (("range", "Range families"), ("timing", "Your timings (call sites)"),
                  ("benchmark", "Harness benchmarks"), ("kernel", "Kernels"))
         for kind, title in kinds:
             mine = [r for r in rows if r["kind"] == kind and r["change"] is not None]
-            if not mine:
-                continue
-            if len(mine) > MAX_INTERVALS:
-                significant = [r for r in mine if r["verdict"] in ("slower", "faster")]
-                rest = [r for r in mine if r["verdict"] not in ("slower", "faster")]
-                keep = {id(r) for r in (significant + rest)[:MAX_INTERVALS]}
-                cap = (f"{title}: intervals for {MAX_INTERVALS} of {len(mine)} rows "
-                       "(significant ones first, then by change in total time); the table "
-                       "lists all.")
-                self.caps.append(cap)
-                mine = [r for r in mine if id(r) in keep]
-            else:
-                cap = ""
-            out.append(f"<div class=\"changes\" id=\"changes-{kind}\"><h3>{esc(title)}</h3>"
-                       + self.chart(f"changes-{kind}", charts.change_intervals(
-                           _interval_rows(mine), self.comp["noise_floor"]), "interval",
-                           f"changes of {title.lower()} with their intervals")
-                       + (f"<p class=\"cap\">{esc(cap)}</p>" if cap else "") + "</div>")
+            if mine:
+                out.append(self._intervals(kind, title, mine))
         shown = rows[:MAX_DIFF_ROWS]
         if len(rows) > MAX_DIFF_ROWS:
             self.caps.append(f"The change table lists {MAX_DIFF_ROWS} of {len(rows)} rows.")
-        out.append("<h3>All matched rows</h3><input type=\"search\" class=\"filter\" "
-                   "data-table=\"diff-table\" placeholder=\"filter by name…\" "
-                   "aria-label=\"filter rows\"> <span class=\"count\" "
-                   "data-count-for=\"diff-table\"></span>")
+        out.append(Html("<h3>All matched rows</h3><input type=\"search\" class=\"filter\" "
+                        "data-table=\"diff-table\" placeholder=\"filter by name…\" "
+                        "aria-label=\"filter rows\"> <span class=\"count\" "
+                        "data-count-for=\"diff-table\"></span>"))
         out.append(sortable_table(DIFF_HTML_COLUMNS, shown, "diff-table",
                                   row_class=lambda r: r["verdict"].split()[0],
                                   full_name=_full_name))
-        out.append("</section>")
-        return "".join(out)
+        out.append(Html("</section>"))
+        return Html("").join(out)
 
-    def _sides(self, rows: list[dict[str, Any]]) -> str:
-        head = "<section id=\"added-removed\"><h2>Added and removed</h2>"
+    def _intervals(self, kind: str, title: str, mine: list[dict[str, Any]]) -> Html:
+        """One kind's changes as interval bars (MAX_INTERVALS of them, the significant
+        ones first)."""
+        cap = ""
+        if len(mine) > MAX_INTERVALS:
+            significant = [r for r in mine if r["verdict"] in ("slower", "faster")]
+            rest = [r for r in mine if r["verdict"] not in ("slower", "faster")]
+            keep = {id(r) for r in (significant + rest)[:MAX_INTERVALS]}
+            cap = (f"{title}: intervals for {MAX_INTERVALS} of {len(mine)} rows "
+                   "(significant ones first, then by change in total time); the table "
+                   "lists all.")
+            self.caps.append(cap)
+            mine = [r for r in mine if id(r) in keep]
+        return Html("<div class=\"changes\" id=\"changes-{}\"><h3>{}</h3>{}{}</div>").format(
+            kind, title,
+            self.chart(f"changes-{kind}", charts.change_intervals(
+                _interval_rows(mine), self.comp["noise_floor"]), "interval",
+                f"changes of {title.lower()} with their intervals"),
+            Html("<p class=\"cap\">{}</p>").format(cap) if cap else "")
+
+    def _sides(self, rows: list[dict[str, Any]]) -> Html:
+        head = Html("<section id=\"added-removed\"><h2>Added and removed</h2>")
         if not rows:
-            return head + ("<p class=\"ok\">Every kernel, range family and benchmark of one "
-                           "run has its match in the other.</p></section>")
-        out = [head, "<p class=\"explain\">Items only one run has: new kernels (a layer "
-               "moved to another kernel), dropped ranges or benchmarks.</p>"]
+            return head + Html("<p class=\"ok\">Every kernel, range family and benchmark of "
+                               "one run has its match in the other.</p></section>")
+        out = [head, Html("<p class=\"explain\">Items only one run has: new kernels (a layer "
+                          "moved to another kernel), dropped ranges or benchmarks.</p>")]
         for verdict, title in (("added", "Added (only in the new run)"),
                                ("removed", "Removed (only in the base run)")):
             mine = [r for r in rows if r["verdict"] == verdict]
             if mine:
-                out.append(f"<h3>{esc(title)}: {len(mine)}</h3>"
-                           + sortable_table(SIDE_COLUMNS, mine, f"{verdict}-table",
-                                          full_name=_full_name))
-        out.append("</section>")
-        return "".join(out)
+                out.append(Html("<h3>{}: {}</h3>{}").format(
+                    title, len(mine), sortable_table(SIDE_COLUMNS, mine, f"{verdict}-table",
+                                                     full_name=_full_name)))
+        out.append(Html("</section>"))
+        return Html("").join(out)
 
-    def _findings(self) -> str:
+    def _findings(self) -> Html:
         changed = diff_section(self.d, "findings")
         if not changed:
             return empty_section("findings", "Findings", "The same findings in both runs.",
                                  tone="ok")
-        out = [f"<section id=\"findings\"><h2>Findings that changed ({len(changed)})</h2>"]
+        out = [Html("<section id=\"findings\"><h2>Findings that changed ({})</h2>").format(
+            len(changed))]
         for change in ("appeared", "disappeared"):
             mine = [f for f in changed if f["change"] == change]
             if mine:
                 what = ("in the new run, not in the base" if change == "appeared"
                         else "in the base, gone from the new run")
-                out.append(f"<h3>{change.capitalize()} ({what}): {len(mine)}</h3>"
-                           + _articles(mine, f"{change}-"))
-        out.append("</section>")
-        return "".join(out)
+                out.append(Html("<h3>{} ({}): {}</h3>{}").format(
+                    change.capitalize(), what, len(mine), _articles(mine, f"{change}-")))
+        out.append(Html("</section>"))
+        return Html("").join(out)
 
 
 def _name(source: str) -> str:
