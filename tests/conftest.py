@@ -98,6 +98,20 @@ if os.environ.get("NSYSWRAP_REQUIRE_NSYS") and not nsys_available():
 needs_nsys = pytest.mark.skipif(not nsys_available(), reason="nsys not on PATH")
 
 
+@pytest.fixture(scope="session")
+def default_traces_run(tmp_path_factory):
+    """(output folder, finished process) of one `nsyswrap run --format json` of
+    tests/workloads/annotated.py with nsyswrap's default traces (CUDA, NVTX, the OS runtime),
+    for the tests that only read what it printed and wrote. Only for tests that use nsys
+    (it runs nsys, in their worker)."""
+    from test_run import WORKLOAD, nsyswrap
+
+    out = tmp_path_factory.mktemp("default-traces") / "run"
+    proc = nsyswrap("run", "-o", out, "--format", "json", WORKLOAD)
+    assert proc.returncode == 0, proc.stderr
+    return out, proc
+
+
 def torch_available() -> bool:
     """PyTorch installed (scripts/test.sh installs its CPU build where it can); found, not
     imported: importing it takes seconds in every worker."""
