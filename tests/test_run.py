@@ -26,11 +26,71 @@ C_WORKLOAD = Path(__file__).parents[1] / "scripts" / "workloads" / "cpu_nvtx.c"
 # every run on the CPU, 4 s to two torch ranks (test_run_python_script_end_to_end and
 # others keep the defaults).
 NVTX_ONLY = ("--trace", "nvtx")
+# nsys 2022.4 now and then fails a run with this line in its output (nsys.log), on a machine
+# where other runs pass: nsys's own failure, not one of what these tests check. Such a run
+# is undone and made once more (nsyswrap below); any other failure, and this one twice in a
+# row, stands.
+NSYS_SESSION_FAILED = "Local Endpoint is not available"
 
 
 def nsyswrap(*args, env=None, cwd=None, timeout=180):
-    return subprocess.run([sys.executable, "-m", "nsyswrap", *map(str, args)],
-                          capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout)
+    """`python -m nsyswrap ARGS`. A `run -o FOLDER` that nsys failed as NSYS_SESSION_FAILED
+    says is made once more, after what it added to FOLDER is removed."""
+    def once():
+        return subprocess.run([sys.executable, "-m", "nsyswrap", *map(str, args)],
+                              capture_output=True, text=True, env=env, cwd=cwd,
+                              timeout=timeout)
+
+    folder = _output_folder(args, cwd)
+    if folder is None:
+        return once()
+    before = _names_in(folder)
+    proc = once()
+    if proc.returncode != 0 and _session_failed(proc, folder, before):
+        _remove_added(folder, before)
+        print(f"nsys: {NSYS_SESSION_FAILED}; running once more: nsyswrap {args}",
+              file=sys.stderr)
+        proc = once()
+    return proc
+
+
+def _output_folder(args, cwd) -> Path | None:
+    """The -o folder of a `run` (among the options before the command), else None."""
+    args = [str(a) for a in args]
+    options = args[:args.index("--")] if "--" in args else args
+    if not options or options[0] != "run" or "-o" not in options:
+        return None
+    folder = Path(options[options.index("-o") + 1])
+    return folder if folder.is_absolute() else Path(cwd or os.getcwd()) / folder
+
+
+def _names_in(folder: Path) -> set[str] | None:
+    return {p.name for p in folder.iterdir()} if folder.is_dir() else None
+
+
+def _session_failed(proc, folder: Path, before: set[str] | None) -> bool:
+    """NSYS_SESSION_FAILED in what the run printed or in an nsys.log it added."""
+    if NSYS_SESSION_FAILED in proc.stdout + proc.stderr:
+        return True
+    if not folder.is_dir():
+        return False
+    added = [p for p in folder.iterdir() if before is None or p.name not in before]
+    logs = [p for p in added if p.name == "nsys.log"]
+    logs += [log for p in added if p.is_dir() for log in p.glob("nsys.log")]
+    return any(NSYS_SESSION_FAILED in log.read_text(errors="replace") for log in logs)
+
+
+def _remove_added(folder: Path, before: set[str] | None) -> None:
+    """Back to as the failed run found it: gone if it made the folder, else what it added."""
+    if before is None:
+        shutil.rmtree(folder, ignore_errors=True)
+        return
+    for p in folder.iterdir():
+        if p.name not in before:
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                p.unlink()
 
 
 def test_run_python_script_end_to_end(default_traces_run):
