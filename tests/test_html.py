@@ -354,9 +354,9 @@ def _table_rows(page, table_id: str, then: str):
 
 @pytest.mark.browser
 @needs_browser
-def test_demo_page_in_chromium_offline(demo_page, tmp_path):
+def test_demo_page_in_chromium_offline(demo_page, tmp_path, chromium):
     shot = tmp_path / "demo.png"
-    load = load_page(demo_page, shot)
+    load = load_page(demo_page, shot, chromium=chromium)
     assert load.errors == []
     assert load.requests == []  # the page asked the network for nothing
     runs = _harness_runs(DEMO)
@@ -371,10 +371,10 @@ def test_demo_page_in_chromium_offline(demo_page, tmp_path):
 
 @pytest.mark.browser
 @needs_browser
-def test_range_families_in_chromium(tmp_path):
+def test_range_families_in_chromium(tmp_path, chromium):
     path = tmp_path / "mix.html"
     path.write_text(render(compare(GPU_MIX), "html"), encoding="utf-8")
-    load = load_page(path)
+    load = load_page(path, chromium=chromium)
     assert load.errors == [] and load.requests == []
     families = _user_range_families(GPU_MIX)
     facts = load.facts
@@ -388,13 +388,13 @@ def test_range_families_in_chromium(tmp_path):
 
 @pytest.mark.browser
 @needs_browser
-def test_benchmark_table_sorts_by_quantity(demo_page):
+def test_benchmark_table_sorts_by_quantity(demo_page, chromium):
     def sort_by_events(page):
         page.click("#benchmarks-table th:nth-child(4)")  # Events, descending
         sort_by_events.names = _table_rows(page, "benchmarks-table",
                                            ".map(r => r.cells[0].textContent)")
 
-    load = load_page(demo_page, actions=sort_by_events)
+    load = load_page(demo_page, actions=sort_by_events, chromium=chromium)
     assert load.errors == []
     b = compare(DEMO).benchmarks.sort_values("event_median_ns", ascending=False,
                                              kind="stable")
@@ -403,7 +403,7 @@ def test_benchmark_table_sorts_by_quantity(demo_page):
 
 @pytest.mark.browser
 @needs_browser
-def test_hostile_names_show_as_text_in_chromium(hostile_page):
+def test_hostile_names_show_as_text_in_chromium(hostile_page, chromium):
     def hover_each_timeline(page):
         # Hover the middle of each timeline: the tooltip shows the hostile range name.
         tips = []
@@ -421,7 +421,7 @@ def test_hostile_names_show_as_text_in_chromium(hostile_page):
         page.evaluate("(tips) => { window.__tips = tips; }", tips)
         hover_each_timeline.tips = tips
 
-    load = load_page(hostile_page, actions=hover_each_timeline)
+    load = load_page(hostile_page, actions=hover_each_timeline, chromium=chromium)
     assert load.dialogs == []  # no alert() ran
     assert load.errors == [] and load.requests == []
     assert load.facts["images"] == 0
@@ -436,7 +436,7 @@ def test_hostile_names_show_as_text_in_chromium(hostile_page):
 
 @pytest.mark.browser
 @needs_browser
-def test_kernel_table_sorts_and_filters(tmp_path):
+def test_kernel_table_sorts_and_filters(tmp_path, chromium):
     path = tmp_path / "mix.html"
     path.write_text(render(compare(GPU_MIX), "html"), encoding="utf-8")
 
@@ -450,7 +450,7 @@ def test_kernel_table_sorts_and_filters(tmp_path):
         use_table.counts = _table_rows(
             page, "kernels-table", ".map(r => parseFloat(r.cells[1].getAttribute('data-v')))")
 
-    load = load_page(path, actions=use_table)
+    load = load_page(path, actions=use_table, chromium=chromium)
     assert load.errors == []
     (gemm,) = sql(GPU_MIX, "SELECT count(DISTINCT s.value) FROM CUPTI_ACTIVITY_KIND_KERNEL "
                            "k JOIN StringIds s ON s.id = k.demangledName "
@@ -461,9 +461,9 @@ def test_kernel_table_sorts_and_filters(tmp_path):
 
 @pytest.mark.browser
 @needs_browser
-def test_user_timings_in_chromium(seed, seed_page, tmp_path):
+def test_user_timings_in_chromium(seed, seed_page, tmp_path, chromium):
     shot = tmp_path / "timings.png"
-    load = load_page(seed_page, shot, element="#u0")
+    load = load_page(seed_page, shot, element="#u0", chromium=chromium)
     assert load.errors == [] and load.requests == [] and load.dialogs == []
     facts = load.facts
     groups = seed.user_timings
