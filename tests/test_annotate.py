@@ -13,7 +13,7 @@ import pytest
 from conftest import needs_nsys, sql
 
 import nsyswrap
-from nsyswrap.annotate import COLOR_NAMES
+from nsyswrap.instrument.annotate import COLOR_NAMES
 
 
 def test_a_decorator_without_parentheses_keeps_the_function():

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import needs_nsys, sql
 
-from nsyswrap.capture import ProfileOptions, profile_command, runnable_target, shuts_down
+from nsyswrap.capture.profile import ProfileOptions, profile_command, runnable_target, shuts_down
 
 WINDOW = Path(__file__).parent / "workloads" / "window.py"
 RANGE_ARGS = ["--nsys-arg=--capture-range=nvtx", "--nsys-arg=--nvtx-capture=window@e2e"]

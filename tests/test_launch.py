@@ -1,4 +1,4 @@
-"""How `nsyswrap run` runs nsys (nsyswrap/launch.py), for real with nsys 2022.4 on the CPU:
+"""How `nsyswrap run` runs nsys (nsyswrap/capture/launch.py), for real with nsys 2022.4 on the CPU:
 the workload's output on channels of its own (never filtered, never taken for nsys's), a
 reader that leaves, and signals: repeated ones while nsys writes, SIGHUP from a terminal
 that closes."""

@@ -26,7 +26,7 @@ from browser import load_page
 from conftest import CPU_HOSTILE, needs_browser, sql
 
 import nsyswrap
-from nsyswrap.progress import TerminalProgress
+from nsyswrap.common.progress import TerminalProgress
 from nsyswrap.render import render
 
 MENTION_NAME = "ping @team: see https://example.com/x and www.example.org"

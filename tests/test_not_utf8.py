@@ -20,7 +20,7 @@ from conftest import CPU_2022, DATA, GPU_MIX, needs_nsys
 
 import nsyswrap
 from nsyswrap.cli import main
-from nsyswrap.loader import load
+from nsyswrap.read.loader import load
 
 NOT_UTF8 = DATA / "cpu2022_not_utf8.sqlite"
 WORKLOAD = Path(__file__).parents[1] / "scripts" / "workloads" / "cpu_not_utf8.c"

@@ -19,7 +19,7 @@ import pytest
 from conftest import needs_nsys, sql
 
 import nsyswrap
-from nsyswrap.capture import find_importer
+from nsyswrap.capture.profile import find_importer
 from nsyswrap.render import FORMATS, render
 
 pytestmark = [pytest.mark.nsys, needs_nsys]

@@ -22,7 +22,7 @@ import pytest
 from conftest import CPU_2022, sql
 
 import nsyswrap
-from nsyswrap.document import MAX_RANGE_FAMILIES
+from nsyswrap.comparison.document import MAX_RANGE_FAMILIES
 from nsyswrap.render import renderer
 from nsyswrap.render.html import MAX_FAMILY_BARS, MAX_FAMILY_TIMELINES, MAX_RANGE_ROWS
 

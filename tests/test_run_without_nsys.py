@@ -49,7 +49,7 @@ def test_doctor_without_nsys_says_how_to_install_it():
 def test_workload_roots_finds_the_program_below_nsys(tmp_path):
     """A real process tree shaped like nsys's: nsys -> nsys-launcher -> program -> its own
     child. The program is found; nsys's processes and the program's children are not."""
-    from nsyswrap.launch import workload_roots
+    from nsyswrap.capture.launch import workload_roots
 
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -89,7 +89,7 @@ def _has_child(pid: int) -> bool:
 def test_a_name_too_long_for_a_file_system_is_cut():
     """A script name of 250 bytes (a file system allows 255) would make `NAME.nsys-rep` too
     long: the run's name is cut to 200 bytes at a whole character."""
-    from nsyswrap.capture import target_stem
+    from nsyswrap.capture.profile import target_stem
 
     stem = target_stem([sys.executable, "é" * 125 + ".py"])
     assert stem == "é" * 100 and len(f"report.{stem}.rank7.html".encode()) <= 255

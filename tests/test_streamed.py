@@ -20,17 +20,17 @@ from conftest import ALL_REPORTS, DATA, DEMO, GPU_MIX, has_table, sql
 
 import nsyswrap
 from nsyswrap.analysis import analyze, analyze_streamed
-from nsyswrap.database import open_report
+from nsyswrap.read.database import open_report
 from nsyswrap.diagnose import Thresholds, diagnose
-from nsyswrap.document import document
-from nsyswrap.loader import read_without_operations
-from nsyswrap.operations import (
+from nsyswrap.comparison.document import document
+from nsyswrap.read.loader import read_without_operations
+from nsyswrap.read.operations import (
     CHUNK_OPERATIONS,
     LAUNCH_LAG_NS,
     OperationStream,
     StreamFallback,
 )
-from nsyswrap.single import compare
+from nsyswrap.comparison.single import compare
 
 DDP_ONE = DATA / "h200x2_ddp_straggler_one.sqlite"
 # Every fixture streams, those holding `nsyswrap run`'s records of the program's own
@@ -186,7 +186,7 @@ def test_the_stream_hands_out_every_operation_once_in_start_order_with_its_launc
 @pytest.fixture
 def stream_small_reports(monkeypatch):
     """open_report streams reports of any size (it streams from STREAM_MIN_OPERATIONS)."""
-    from nsyswrap import database
+    from nsyswrap.read import database
 
     monkeypatch.setattr(database, "STREAM_MIN_OPERATIONS", 0)
 
@@ -194,7 +194,7 @@ def stream_small_reports(monkeypatch):
 def test_reports_stream_from_the_threshold_unless_range_heavy(monkeypatch):
     """open_report streams where a report's operations (SQL) reach STREAM_MIN_OPERATIONS and
     outnumber its NVTX events: a range-heavy report is loaded whatever its size."""
-    from nsyswrap import database
+    from nsyswrap.read import database
 
     for path, streams_at_any_size in ((GPU_MIX, True), (DATA / "h100_torch_emit_nvtx.sqlite",
                                                          False)):
@@ -217,7 +217,7 @@ def test_launches_outside_the_name_filter_are_looked_up_or_the_stream_gives_up(
     MAX_LAUNCH_LOOKUPS of them gives up, and compare analyses the report whole."""
     import re
 
-    from nsyswrap import cuda_api
+    from nsyswrap.read import cuda_api
 
     whole = analyze(nsyswrap.load(GPU_MIX))
     monkeypatch.setattr(cuda_api, "LAUNCH_API", re.compile(r"^no-such-api$"))
@@ -342,7 +342,7 @@ def test_device_busy_answered_chunk_by_chunk_is_the_cover_of_every_operation():
     touching, long intervals that reach over many chunks), against how much of each
     window the union of all of them covers (merged at once, clipped to the window), for
     windows answered in the chunk whose starts reach them."""
-    from nsyswrap.union import DeviceBusy, merge_intervals
+    from nsyswrap.analysis.union import DeviceBusy, merge_intervals
 
     rng = np.random.default_rng(11)
     start = np.sort(rng.integers(0, 100_000, 3000))
@@ -369,7 +369,7 @@ def test_compressed_sequences_give_back_every_value_in_order(monkeypatch):
     int64 (past 2**32) appended in any sizes, across compressed blocks and the pending
     tail, come back joined in order as int64; real durations (a fixture's) take fewer
     bytes than as uint32."""
-    from nsyswrap import compressed as sequence
+    from nsyswrap.read import compressed as sequence
 
     monkeypatch.setattr(sequence, "BLOCK_VALUES", 100)
     rng = np.random.default_rng(7)
@@ -399,7 +399,7 @@ def test_reports_with_the_runners_records_are_read_once(path, monkeypatch,
                                                         stream_small_reports):
     """The program's windows are measured in the stream's pass (engine/windows.py): no
     fallback, no second read of the report."""
-    from nsyswrap.database import OpenReport
+    from nsyswrap.read.database import OpenReport
 
     def read_again(self):
         raise AssertionError("the report was read whole after the stream")

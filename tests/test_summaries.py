@@ -21,9 +21,9 @@ from conftest import CPU_2022, DATA, GPU_MIX, USER_SEED, has_table, needs_nsys, 
 
 import nsyswrap
 from nsyswrap.analysis import analyze, analyze_streamed
-from nsyswrap.database import open_report
-from nsyswrap.loader import read_without_operations
-from nsyswrap.operations import OperationStream
+from nsyswrap.read.database import open_report
+from nsyswrap.read.loader import read_without_operations
+from nsyswrap.read.operations import OperationStream
 from nsyswrap.render import render
 
 TRAIN = DATA / "h100_torch_train.sqlite"
@@ -435,7 +435,7 @@ def test_slowest_calls_among_ties_in_many_slices(tmp_path, monkeypatch):
     the whole table has them, however the reads are sliced."""
     import subprocess
 
-    from nsyswrap import database
+    from nsyswrap.read import database
 
     grown = tmp_path / "grown.sqlite"
     n = sql(GPU_MIX, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL")[0][0]
@@ -458,7 +458,7 @@ def test_slowest_calls_among_ties_in_many_slices(tmp_path, monkeypatch):
 
 
 def test_markdown_shows_the_summaries_after_the_other_tables():
-    from nsyswrap.units import fmt_ns, fmt_share
+    from nsyswrap.common.units import fmt_ns, fmt_share
 
     md = render(nsyswrap.compare(GPU_MIX), "markdown")
     apis = summed(calls_by_name(GPU_MIX, RUNTIME, api=True))
@@ -481,7 +481,7 @@ def test_markdown_shows_the_summaries_after_the_other_tables():
 def test_terminal_shows_the_summaries_after_the_other_tables(width):
     """At 80, 100 and 120 columns: no line longer, the summaries after the ranges' table,
     each API's name whole on its row with its calls and total time (SQL)."""
-    from nsyswrap.units import fmt_ns
+    from nsyswrap.common.units import fmt_ns
 
     text = render(nsyswrap.compare(GPU_MIX), "table", width=width)
     lines = text.splitlines()
@@ -544,7 +544,7 @@ def test_marks_are_instants_on_their_threads_in_the_trace(path):
 def test_a_marks_time_counts_from_the_reports_first_event():
     """nsys 2022.4 dates a CPU capture's session after its events: a mark's time is
     counted from the first NVTX range where that came earlier (SQL), never negative."""
-    from nsyswrap.units import fmt_ns
+    from nsyswrap.common.units import fmt_ns
 
     mark = marks_from_sql(CPU_2022)[0]
     (start,), = sql(CPU_2022, "SELECT min(startTime) FROM ANALYSIS_DETAILS")

@@ -20,8 +20,8 @@ from conftest import DATA, DEMO, GPU_MIX, has_table, sql
 
 import nsyswrap
 from nsyswrap.render import render
-from nsyswrap.render.names import short_names
-from nsyswrap.units import fmt_ns
+from nsyswrap.common.names import short_names
+from nsyswrap.common.units import fmt_ns
 
 REPORTS = [DATA / "h100_torch_train.sqlite", DATA / "h100_harness_clock.sqlite",
            DATA / "cpu2022_families.sqlite", DATA / "h100_interrupted_lost.sqlite",

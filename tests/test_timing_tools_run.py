@@ -26,7 +26,7 @@ FAKE_TRITON = ROOT / "tests" / "fake_triton"
 # Under nsys 2022.4 the nvtx package drops every mark unless its gate is lifted
 # (docs/nsys-python-nvtx-2022.md); the runner marks through it where torch's NVTX is a stub
 # (a CPU build) and does not lift it: this program's sitecustomize does.
-LIFT_GATE = "import nsyswrap.nvtx_compat  # noqa: F401\n"
+LIFT_GATE = "import nsyswrap.instrument.nvtx_compat  # noqa: F401\n"
 
 
 def _line_of(text: str) -> int:

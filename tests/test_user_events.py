@@ -1,4 +1,4 @@
-"""The runner's records of a program's own CUDA-event timing (nsyswrap/_user_events.py) and
+"""The runner's records of a program's own CUDA-event timing (nsyswrap/instrument/event_hooks.py) and
 their matching to the report's event-record calls (analysis/user_events.py), on the CPU.
 
 The records come from the runner's real hooks, driven on a stand-in Event class; the
@@ -25,8 +25,8 @@ import pytest
 from conftest import needs_nsys
 
 from nsyswrap.analysis.user_events import clock_offset, decode, match_records, runner_documents
-from nsyswrap.report import EVENT_CALL_COLUMNS, MARK_COLUMNS, Report, ReportInfo, empty
-from nsyswrap.schema import CLOCK_SCHEMA, USER_EVENTS_PART_SCHEMA, USER_EVENTS_SCHEMA
+from nsyswrap.read.report import EVENT_CALL_COLUMNS, MARK_COLUMNS, Report, ReportInfo, empty
+from nsyswrap.instrument.schema import CLOCK_SCHEMA, USER_EVENTS_PART_SCHEMA, USER_EVENTS_SCHEMA
 
 RUNNER = Path(__file__).parents[1] / "nsyswrap" / "_user_events.py"
 PID, TID, OTHER_TID = 4242, 4243, 4300
@@ -242,7 +242,7 @@ def test_clock_offset_from_marks_that_disagree_is_their_median():
 
 
 def schema_env() -> str:
-    from nsyswrap.schema import USER_EVENTS_ENV
+    from nsyswrap.instrument.schema import USER_EVENTS_ENV
 
     return USER_EVENTS_ENV
 
@@ -253,7 +253,7 @@ def test_the_schema_names_match_the_runners_copy():
     assert module.USER_EVENTS_PART_SCHEMA == USER_EVENTS_PART_SCHEMA
     assert module.CLOCK_SCHEMA == CLOCK_SCHEMA
     assert module.ENABLE_ENV == schema_env()
-    from nsyswrap import schema
+    from nsyswrap.instrument import schema
 
     assert module.FLOOR_RANGE == schema.USER_FLOOR_RANGE
     assert module.TIMER_RANGE_PREFIX == schema.TIMER_RANGE_PREFIX

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from conftest import has_table, needs_nsys, sql
 
-from nsyswrap.schema import USER_EVENTS_SCHEMA
+from nsyswrap.instrument.schema import USER_EVENTS_SCHEMA
 
 ROOT = Path(__file__).parents[1]
 
