@@ -92,51 +92,93 @@ _SPAN_JS = """([top, bottom]) => {
 }"""
 
 
+class Chromium:
+    """One headless Chromium for many pages (`load_page(..., chromium=)`): each page opens
+    in a fresh context of its own (no storage, cache or permissions shared, network off), so
+    what one page did cannot reach the next; the browser's start (about a second and a half
+    of the four a page takes on two cores) is paid once. Close it when done: Playwright's
+    sync API keeps its event loop as the thread's running loop while it is started."""
+
+    def __init__(self):
+        from playwright.sync_api import sync_playwright
+
+        exe = chromium_path()
+        if exe is None:
+            raise RuntimeError("Chromium not found (apt install chromium)")
+        self._playwright = sync_playwright().start()
+        try:
+            self.browser = self._playwright.chromium.launch(
+                executable_path=exe, headless=True, args=CHROMIUM_ARGS)
+        except BaseException:
+            self._playwright.stop()
+            raise
+
+    def close(self) -> None:
+        try:
+            self.browser.close()
+        finally:
+            self._playwright.stop()
+
+
 def load_page(page_path: Path, screenshot: Path | None = None, width: int = 1360,
-              full_page: bool = True, actions=None, element: str | None = None) -> PageLoad:
+              full_page: bool = True, actions=None, element: str | None = None,
+              chromium: Chromium | None = None) -> PageLoad:
     """Open `page_path` from disk with the network off; wait for the charts; collect the
-    console, page errors, requests and dialogs (an alert() would be a script injection)."""
+    console, page errors, requests and dialogs (an alert() would be a script injection).
+    In a fresh context of `chromium`'s browser, or without it in a Chromium of its own."""
+    if chromium is not None:
+        context = chromium.browser.new_context(offline=True,
+                                               viewport={"width": width, "height": 900})
+        try:
+            return _load(context, page_path, screenshot, full_page, actions, element)
+        finally:
+            context.close()
     from playwright.sync_api import sync_playwright
 
     exe = chromium_path()
     if exe is None:
         raise RuntimeError("Chromium not found (apt install chromium)")
-    result = PageLoad()
-    url = Path(page_path).resolve().as_uri()
     with tempfile.TemporaryDirectory(prefix="nsyswrap-chromium-") as profile, \
             sync_playwright() as p:
         context = p.chromium.launch_persistent_context(
             profile, executable_path=exe, headless=True, args=CHROMIUM_ARGS, offline=True,
             viewport={"width": width, "height": 900})
         try:
-            page = context.pages[0] if context.pages else context.new_page()
-            page.on("console", lambda m: result.console.append((m.type, m.text)))
-            page.on("pageerror", lambda e: result.page_errors.append(str(e)))
-            page.on("request", lambda r: r.url != url and not r.url.startswith("data:")
-                    and result.requests.append(r.url))
-
-            def on_dialog(d):
-                result.dialogs.append(d.message)
-                d.dismiss()
-
-            page.on("dialog", on_dialog)
-            page.goto(url, wait_until="load")
-            page.wait_for_function("document.body.hasAttribute('data-charts-done')",
-                                   timeout=120_000)
-            page.wait_for_timeout(300)
-            if actions:
-                actions(page)
-            result.facts = page.evaluate(_FACTS_JS)
-            if screenshot is not None and element and ".." in element:
-                top, bottom = element.split("..")
-                box = page.evaluate(_SPAN_JS, [top, bottom])
-                page.screenshot(path=str(screenshot), full_page=True, clip=box)
-            elif screenshot is not None and element:
-                page.locator(element).first.screenshot(path=str(screenshot))
-            elif screenshot is not None:
-                page.screenshot(path=str(screenshot), full_page=full_page)
+            return _load(context, page_path, screenshot, full_page, actions, element)
         finally:
             context.close()
+
+
+def _load(context, page_path: Path, screenshot: Path | None, full_page: bool, actions,
+          element: str | None) -> PageLoad:
+    result = PageLoad()
+    url = Path(page_path).resolve().as_uri()
+    page = context.pages[0] if context.pages else context.new_page()
+    page.on("console", lambda m: result.console.append((m.type, m.text)))
+    page.on("pageerror", lambda e: result.page_errors.append(str(e)))
+    page.on("request", lambda r: r.url != url and not r.url.startswith("data:")
+            and result.requests.append(r.url))
+
+    def on_dialog(d):
+        result.dialogs.append(d.message)
+        d.dismiss()
+
+    page.on("dialog", on_dialog)
+    page.goto(url, wait_until="load")
+    page.wait_for_function("document.body.hasAttribute('data-charts-done')",
+                           timeout=120_000)
+    page.wait_for_timeout(300)
+    if actions:
+        actions(page)
+    result.facts = page.evaluate(_FACTS_JS)
+    if screenshot is not None and element and ".." in element:
+        top, bottom = element.split("..")
+        box = page.evaluate(_SPAN_JS, [top, bottom])
+        page.screenshot(path=str(screenshot), full_page=True, clip=box)
+    elif screenshot is not None and element:
+        page.locator(element).first.screenshot(path=str(screenshot))
+    elif screenshot is not None:
+        page.screenshot(path=str(screenshot), full_page=full_page)
     return result
 
 

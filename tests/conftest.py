@@ -98,6 +98,20 @@ if os.environ.get("NSYSWRAP_REQUIRE_NSYS") and not nsys_available():
 needs_nsys = pytest.mark.skipif(not nsys_available(), reason="nsys not on PATH")
 
 
+@pytest.fixture(scope="session")
+def default_traces_run(tmp_path_factory):
+    """(output folder, finished process) of one `nsyswrap run --format json` of
+    tests/workloads/annotated.py with nsyswrap's default traces (CUDA, NVTX, the OS runtime),
+    for the tests that only read what it printed and wrote. Only for tests that use nsys
+    (it runs nsys, in their worker)."""
+    from test_run import WORKLOAD, nsyswrap
+
+    out = tmp_path_factory.mktemp("default-traces") / "run"
+    proc = nsyswrap("run", "-o", out, "--format", "json", WORKLOAD)
+    assert proc.returncode == 0, proc.stderr
+    return out, proc
+
+
 def torch_available() -> bool:
     """PyTorch installed (scripts/test.sh installs its CPU build where it can); found, not
     imported: importing it takes seconds in every worker."""
@@ -142,6 +156,20 @@ needs_browser = pytest.mark.skipif(not browser_available(),
                                    reason="Chromium or Playwright not installed")
 
 
+@pytest.fixture(scope="module")
+def chromium():
+    """One headless Chromium for a module's browser tests, each page in a fresh context of
+    its own (browser.Chromium). Closed when the module's tests end: while it runs,
+    Playwright's sync API holds the worker thread's event loop, and asyncio.run (the Dask
+    scheduler check) would refuse to start there. The browser tests run one after another
+    in one worker (pytest_collection_modifyitems), so a module starts it once."""
+    from browser import Chromium
+
+    browser = Chromium()
+    yield browser
+    browser.close()
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (scripts/test.sh runs the suite on several workers), every test
@@ -151,7 +179,9 @@ def pytest_collection_modifyitems(config, items):
     `id@group` there), which otherwise runs before this one and sees no mark. Since pytest
     9.2 a test's id is no longer the attribute xdist 3.8 renames (`_nodeid`), so its renaming
     silently does nothing and every group is spread over the workers: where that is so, the
-    test is named `id@group` here (tests/test_suite_groups.py checks the grouping)."""
+    test is named `id@group` here (tests/test_suite_groups.py checks the grouping). The
+    browser tests are a group of their own, so that each module's share one Chromium
+    (the `chromium` fixture) instead of one per worker that runs some of them."""
     grouping = bool(getattr(config.option, "loadgroup", False))  # an xdist worker's option
     for item in items:
         uses_nsys = item.get_closest_marker("nsys") is not None or any(
@@ -159,6 +189,8 @@ def pytest_collection_modifyitems(config, items):
             for m in item.iter_markers("skipif"))
         if uses_nsys:
             item.add_marker(pytest.mark.xdist_group("nsys"))
+        elif item.get_closest_marker("browser") is not None:
+            item.add_marker(pytest.mark.xdist_group("browser"))
         group = item.get_closest_marker("xdist_group")
         if grouping and group is not None and hasattr(item, "_id") and "@" not in item.nodeid:
             from _pytest.nodeid import coerce_node_id  # pytest >= 9.2

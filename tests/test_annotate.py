@@ -73,8 +73,8 @@ def test_coroutines_that_interleave_keep_their_own_ranges(tmp_path):
     range after the function."""
     workload = Path(__file__).parent / "workloads" / "async_ranges.py"
     proc = subprocess.run([sys.executable, "-m", "nsyswrap", "run", "-o", tmp_path / "r",
-                           "--format", "json", workload], capture_output=True, text=True,
-                          timeout=180)
+                           "--trace", "nvtx", "--format", "json", workload],
+                          capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr
     assert "async_ranges: done" in proc.stderr
     rows = sql(tmp_path / "r" / "async_ranges.sqlite",

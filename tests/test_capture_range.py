@@ -67,7 +67,7 @@ def test_no_capture_range_no_range_end():
 
 def run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "nsyswrap", "run", "-o", str(tmp_path / "r"),
-                           "--format", "json", *args, str(WINDOW), "3"],
+                           "--trace", "nvtx", "--format", "json", *args, str(WINDOW), "3"],
                           capture_output=True, text=True, timeout=180)
 
 

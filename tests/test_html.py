@@ -3,6 +3,7 @@ Chromium with the network off). Expected counts come from SQL on the fixtures.""
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 import re
@@ -47,6 +48,13 @@ def _user_range_families(path) -> int:
                      "AND d.text = 'nsyswrap'))")[0][0]
 
 
+@functools.cache
+def compared(path):
+    """compare(path), once per report in this module (a worker's): the tests that take it
+    only render and read it, and rendering leaves a comparison as it was."""
+    return compare(path)
+
+
 def _outside_vendor(page: str) -> str:
     """The page without the inlined Vega bundles (their code is not ours to scan)."""
     return re.sub(r"<script>!function.*?</script>", "", page, flags=re.S)
@@ -55,14 +63,14 @@ def _outside_vendor(page: str) -> str:
 @pytest.fixture(scope="module")
 def demo_page(tmp_path_factory):
     path = tmp_path_factory.mktemp("html") / "demo.html"
-    path.write_text(render(compare(DEMO), "html"), encoding="utf-8")
+    path.write_text(render(compared(DEMO), "html"), encoding="utf-8")
     return path
 
 
 @pytest.fixture(scope="module")
 def hostile_page(tmp_path_factory):
     path = tmp_path_factory.mktemp("html") / "hostile.html"
-    path.write_text(render(compare(CPU_HOSTILE), "html"), encoding="utf-8")
+    path.write_text(render(compared(CPU_HOSTILE), "html"), encoding="utf-8")
     return path
 
 
@@ -87,7 +95,7 @@ def test_demo_page_is_one_offline_file_under_5_mb(demo_page):
 
 
 def test_kernel_table_lists_every_kernel_name():
-    page = render(compare(GPU_MIX), "html")
+    page = render(compared(GPU_MIX), "html")
     (names,) = sql(GPU_MIX, "SELECT count(DISTINCT demangledName) "
                             "FROM CUPTI_ACTIVITY_KIND_KERNEL")[0]
     table = re.search(r'<table class="sortable" id="kernels-table">(.*?)</table>', page, re.S)
@@ -95,7 +103,7 @@ def test_kernel_table_lists_every_kernel_name():
 
 
 def test_findings_link_to_what_shows_them():
-    c = compare(DEMO)
+    c = compared(DEMO)
     page = render(c, "html")
     assert page.count('<article class="finding') == len(c.findings)
     for anchor in set(re.findall(r'<article class="finding.*?href="#([\w-]+)"', page, re.S)):
@@ -153,7 +161,7 @@ def test_html_to_a_pipe_works_and_says_o_is_usual():
 
 
 def test_notebook_repr_is_the_page_in_an_iframe():
-    c = compare(CPU_HOSTILE)
+    c = compared(CPU_HOSTILE)
     fragment = c._repr_html_()
     assert fragment.startswith("<iframe srcdoc=\"") and fragment.endswith("</iframe>")
     srcdoc = re.search(r'srcdoc="(.*?)" style=', fragment, re.S).group(1)
@@ -188,7 +196,7 @@ def test_attribution_rule_is_stated():
 
 
 def test_a_merged_finding_links_each_range_and_shows_its_numbers():
-    c = compare(DEMO)
+    c = compared(DEMO)
     page = render(c, "html")
     merged = [(i, f) for i, f in enumerate(c.findings) if len(f.ranges) > 1]
     assert merged
@@ -207,7 +215,7 @@ def test_a_merged_finding_links_each_range_and_shows_its_numbers():
 def test_caps_are_stated_on_the_page(monkeypatch):
     monkeypatch.setattr(html_renderer, "MAX_BENCHMARK_PLOTS", 3)
     monkeypatch.setattr(html_renderer, "MAX_BAR_INSTANCES", 2)
-    demo = compare(DEMO)
+    demo = compared(DEMO)
     page = render(demo, "html")
     runs = _harness_runs(DEMO)
     assert page.count('data-kind="benchmark"') == 3
@@ -216,7 +224,7 @@ def test_caps_are_stated_on_the_page(monkeypatch):
     # The capped ones are those with findings.
     drawn = [int(r) for r in re.findall(r'<div class="bench" id="b(\d+)">', page)]
     assert all(demo.benchmarks.set_index("run").loc[r, "codes"] for r in drawn)
-    mix = compare(GPU_MIX)
+    mix = compared(GPU_MIX)
     page = render(mix, "html")
     shown = re.findall(r'<div class="family" id="r\d+"><h3>.*?</h3><p class="stats">(\d+) '
                        r"instances", page)
@@ -335,13 +343,13 @@ def test_a_report_without_the_runners_records_says_nsyswrap_run_reconciles_them(
                               "StringIds s ON s.id = r.nameId WHERE s.value LIKE "
                               "'cudaEventRecord%'")[0]
     assert records > 0
-    mix = compare(GPU_MIX)
+    mix = compared(GPU_MIX)
     page = render(mix, "html")
     section = re.search(r'<section id="user-timings">(.*?)</section>', page, re.S).group(1)
     assert f"This report holds {records} CUDA event record" in section
     assert html.escape(event_records_hint(mix)) in section
     # The harness's own events are its benchmarks: no such section beside them.
-    assert 'id="user-timings"' not in render(compare(DEMO), "html")
+    assert 'id="user-timings"' not in render(compared(DEMO), "html")
 
 
 # -- in a browser ----------------------------------------------------------------------------
@@ -354,9 +362,9 @@ def _table_rows(page, table_id: str, then: str):
 
 @pytest.mark.browser
 @needs_browser
-def test_demo_page_in_chromium_offline(demo_page, tmp_path):
+def test_demo_page_in_chromium_offline(demo_page, tmp_path, chromium):
     shot = tmp_path / "demo.png"
-    load = load_page(demo_page, shot)
+    load = load_page(demo_page, shot, chromium=chromium)
     assert load.errors == []
     assert load.requests == []  # the page asked the network for nothing
     runs = _harness_runs(DEMO)
@@ -365,16 +373,16 @@ def test_demo_page_in_chromium_offline(demo_page, tmp_path):
     assert facts["benchmark_drawn"] == runs
     assert facts["timeline_drawn"] == runs + min(_user_range_families(DEMO),
                                                  MAX_FAMILY_TIMELINES)
-    assert facts["findings"] == len(compare(DEMO).findings)
+    assert facts["findings"] == len(compared(DEMO).findings)
     assert shot.stat().st_size > 50_000
 
 
 @pytest.mark.browser
 @needs_browser
-def test_range_families_in_chromium(tmp_path):
+def test_range_families_in_chromium(tmp_path, chromium):
     path = tmp_path / "mix.html"
-    path.write_text(render(compare(GPU_MIX), "html"), encoding="utf-8")
-    load = load_page(path)
+    path.write_text(render(compared(GPU_MIX), "html"), encoding="utf-8")
+    load = load_page(path, chromium=chromium)
     assert load.errors == [] and load.requests == []
     families = _user_range_families(GPU_MIX)
     facts = load.facts
@@ -388,22 +396,22 @@ def test_range_families_in_chromium(tmp_path):
 
 @pytest.mark.browser
 @needs_browser
-def test_benchmark_table_sorts_by_quantity(demo_page):
+def test_benchmark_table_sorts_by_quantity(demo_page, chromium):
     def sort_by_events(page):
         page.click("#benchmarks-table th:nth-child(4)")  # Events, descending
         sort_by_events.names = _table_rows(page, "benchmarks-table",
                                            ".map(r => r.cells[0].textContent)")
 
-    load = load_page(demo_page, actions=sort_by_events)
+    load = load_page(demo_page, actions=sort_by_events, chromium=chromium)
     assert load.errors == []
-    b = compare(DEMO).benchmarks.sort_values("event_median_ns", ascending=False,
+    b = compared(DEMO).benchmarks.sort_values("event_median_ns", ascending=False,
                                              kind="stable")
     assert sort_by_events.names == list(b["benchmark"])
 
 
 @pytest.mark.browser
 @needs_browser
-def test_hostile_names_show_as_text_in_chromium(hostile_page):
+def test_hostile_names_show_as_text_in_chromium(hostile_page, chromium):
     def hover_each_timeline(page):
         # Hover the middle of each timeline: the tooltip shows the hostile range name.
         tips = []
@@ -421,7 +429,7 @@ def test_hostile_names_show_as_text_in_chromium(hostile_page):
         page.evaluate("(tips) => { window.__tips = tips; }", tips)
         hover_each_timeline.tips = tips
 
-    load = load_page(hostile_page, actions=hover_each_timeline)
+    load = load_page(hostile_page, actions=hover_each_timeline, chromium=chromium)
     assert load.dialogs == []  # no alert() ran
     assert load.errors == [] and load.requests == []
     assert load.facts["images"] == 0
@@ -436,9 +444,9 @@ def test_hostile_names_show_as_text_in_chromium(hostile_page):
 
 @pytest.mark.browser
 @needs_browser
-def test_kernel_table_sorts_and_filters(tmp_path):
+def test_kernel_table_sorts_and_filters(tmp_path, chromium):
     path = tmp_path / "mix.html"
-    path.write_text(render(compare(GPU_MIX), "html"), encoding="utf-8")
+    path.write_text(render(compared(GPU_MIX), "html"), encoding="utf-8")
 
     def use_table(page):
         page.fill("input.filter", "gemm")
@@ -450,7 +458,7 @@ def test_kernel_table_sorts_and_filters(tmp_path):
         use_table.counts = _table_rows(
             page, "kernels-table", ".map(r => parseFloat(r.cells[1].getAttribute('data-v')))")
 
-    load = load_page(path, actions=use_table)
+    load = load_page(path, actions=use_table, chromium=chromium)
     assert load.errors == []
     (gemm,) = sql(GPU_MIX, "SELECT count(DISTINCT s.value) FROM CUPTI_ACTIVITY_KIND_KERNEL "
                            "k JOIN StringIds s ON s.id = k.demangledName "
@@ -461,9 +469,9 @@ def test_kernel_table_sorts_and_filters(tmp_path):
 
 @pytest.mark.browser
 @needs_browser
-def test_user_timings_in_chromium(seed, seed_page, tmp_path):
+def test_user_timings_in_chromium(seed, seed_page, tmp_path, chromium):
     shot = tmp_path / "timings.png"
-    load = load_page(seed_page, shot, element="#u0")
+    load = load_page(seed_page, shot, element="#u0", chromium=chromium)
     assert load.errors == [] and load.requests == [] and load.dialogs == []
     facts = load.facts
     groups = seed.user_timings

@@ -178,10 +178,10 @@ def test_cli_html_for_ranks_and_diff(tmp_path):
 
 @pytest.mark.browser
 @needs_browser
-def test_ranks_page_in_chromium(tmp_path, straggler):
+def test_ranks_page_in_chromium(tmp_path, straggler, chromium):
     path = tmp_path / "ranks.html"
     path.write_text(render_ranks(straggler, "html"), encoding="utf-8")
-    load = load_page(path, tmp_path / "ranks.png")
+    load = load_page(path, tmp_path / "ranks.png", chromium=chromium)
     assert load.errors == [] and load.requests == [] and load.dialogs == []
     facts, doc = load.facts, ranks_document(straggler)
     assert facts["failed"] == 0
@@ -194,7 +194,7 @@ def test_ranks_page_in_chromium(tmp_path, straggler):
 
 @pytest.mark.browser
 @needs_browser
-def test_diff_page_in_chromium(tmp_path, slow):
+def test_diff_page_in_chromium(tmp_path, slow, chromium):
     path = tmp_path / "diff.html"
     path.write_text(render_diff(slow, "html"), encoding="utf-8")
 
@@ -205,7 +205,7 @@ def test_diff_page_in_chromium(tmp_path, slow):
             "() => Array.from(document.querySelectorAll('#diff-table tbody tr'))"
             ".filter(r => r.style.display !== 'none').length")
 
-    load = load_page(path, actions=filter_rows)
+    load = load_page(path, actions=filter_rows, chromium=chromium)
     assert load.errors == [] and load.requests == [] and load.dialogs == []
     doc = diff_document(slow)
     kinds = {r["kind"] for r in doc["rows"] if r["change"] is not None}
@@ -218,7 +218,7 @@ def test_diff_page_in_chromium(tmp_path, slow):
 
 @pytest.mark.browser
 @needs_browser
-def test_hostile_names_show_as_text_in_chromium(tmp_path, hostile):
+def test_hostile_names_show_as_text_in_chromium(tmp_path, hostile, chromium):
     for name, page in (
             ("ranks", render_ranks(compare_ranks(sorted(hostile.glob("*.sqlite")), jobs=1),
                                    "html")),
@@ -226,7 +226,7 @@ def test_hostile_names_show_as_text_in_chromium(tmp_path, hostile):
                                               hostile / "b.rank1.sqlite", jobs=1), "html"))):
         path = tmp_path / f"{name}.html"
         path.write_text(page, encoding="utf-8")
-        load = load_page(path)
+        load = load_page(path, chromium=chromium)
         assert load.dialogs == [] and load.errors == [] and load.requests == []
         assert load.facts["images"] == 0 and load.facts["failed"] == 0
         assert HOSTILE_NAMES[0] in load.facts["text"]

@@ -71,12 +71,14 @@ def test_a_reader_that_leaves_stops_nothing(tmp_path):
     assert (out / "report.html").stat().st_size > 0
 
 
-def _start(out: Path, **kw) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-m", "nsyswrap", "run", "-o", str(out),
+def _start(out: Path, *trace: str, ticking_s: float = 0.5) -> subprocess.Popen:
+    """forever.py under `nsyswrap run`, `ticking_s` into its ticks of 10 ms (the tests ask
+    for more than 10)."""
+    proc = subprocess.Popen([sys.executable, "-m", "nsyswrap", "run", "-o", str(out), *trace,
                              str(WORKLOADS / "forever.py")], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, **kw)
+                            stderr=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "running"
-    time.sleep(1.5)
+    time.sleep(ticking_s)
     return proc
 
 
@@ -88,9 +90,11 @@ def _ticks(out: Path) -> int:
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_signals_while_nsys_writes_keep_the_capture(tmp_path, sig):
     """A second and third signal soon after the first (the workload has ended, nsys is
-    writing the report): acknowledged once, never passed on; the capture is kept."""
+    writing the report): acknowledged once, never passed on; the capture is kept. The
+    default traces and 1.5 s of them: nsys writes long enough for both to come while it
+    does."""
     out = tmp_path / "run"
-    proc = _start(out)
+    proc = _start(out, ticking_s=1.5)
     proc.send_signal(sig)
     for gap_s in (0.3, 0.3):
         time.sleep(gap_s)
@@ -122,7 +126,7 @@ def _processes_naming(path: Path) -> dict[int, str]:
 
 def test_sighup_is_handled_like_sigterm(tmp_path):
     out = tmp_path / "run"
-    proc = _start(out)
+    proc = _start(out, *NVTX_ONLY)
     proc.send_signal(signal.SIGHUP)
     _stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 130, stderr
@@ -139,12 +143,12 @@ def test_a_closed_terminal_leaves_no_orphans_and_keeps_the_capture(tmp_path):
     pid, fd = pty.fork()
     if pid == 0:  # the child: nsyswrap, with the pty as its controlling terminal
         os.execv(sys.executable, [sys.executable, "-m", "nsyswrap", "run", "-o", str(out),
-                                  str(WORKLOADS / "forever.py")])
+                                  *NVTX_ONLY, str(WORKLOADS / "forever.py")])
     seen = b""
     deadline = time.monotonic() + 120
     while b"running" not in seen and time.monotonic() < deadline:
         seen += os.read(fd, 4096)
-    time.sleep(1.5)
+    time.sleep(0.5)  # ~50 ticks of 10 ms
     os.close(fd)  # the terminal goes away: SIGHUP to nsyswrap, its session's leader
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -185,7 +189,7 @@ def test_a_workload_that_ignores_the_interrupt_is_stopped(tmp_path, signals, gra
                              "nvtx", str(script)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env)
     assert proc.stdout.readline().strip() == "running"
-    time.sleep(1)
+    time.sleep(0.5)  # ~50 ticks of 10 ms
     for _ in range(signals):
         proc.send_signal(signal.SIGINT)
         time.sleep(0.3)

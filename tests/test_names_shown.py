@@ -124,10 +124,11 @@ def test_a_name_of_megabytes_is_cut_where_shown_and_whole_in_json(shown, big_len
 
 @pytest.mark.browser
 @needs_browser
-def test_the_page_shows_the_names_cut_and_escaped_in_chromium(shown, tmp_path, label_length):
+def test_the_page_shows_the_names_cut_and_escaped_in_chromium(shown, tmp_path, label_length,
+                                                              chromium):
     page = tmp_path / "names.html"
     page.write_text(shown["html"], encoding="utf-8")
-    load = load_page(page)
+    load = load_page(page, chromium=chromium)
     assert load.errors == [] and load.requests == [] and load.dialogs == []
     assert load.facts["failed"] == 0 and load.facts["timeline_drawn"] >= 1
     text = load.facts["text"]

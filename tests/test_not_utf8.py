@@ -193,8 +193,8 @@ def test_run_of_the_c_program_end_to_end(tmp_path):
     subprocess.run(["gcc", "-O1", "-o", exe, WORKLOAD, f"-I{NVTX_INCLUDE}", "-ldl", "-lpthread"],
                    check=True)
     out = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "nsyswrap", "run", "-o", out, "--", exe],
-                          capture_output=True, text=True, timeout=180)
+    proc = subprocess.run([sys.executable, "-m", "nsyswrap", "run", "-o", out, "--trace", "nvtx",
+                           "--", exe], capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr
     assert "caf\ufffd" in proc.stdout and NOTE in proc.stdout
     doc = json.loads((out / "analysis.json").read_text())

@@ -59,7 +59,7 @@ def secret_run(tmp_path_factory):
     env = {**os.environ, "NSYSWRAP_IMPORTER": str(spy), "MY_API_TOKEN": ENV_SECRET,
            "PROGRAM_FILE": str(folder / "program.txt")}
     out = folder / "run"
-    proc = _nsyswrap("run", "-o", out, "--format", "markdown", script,
+    proc = _nsyswrap("run", "-o", out, "--trace", "nvtx", "--format", "markdown", script,
                      f"--hf-token={HF_TOKEN}", "--password", PASSWORD, "--tokens", "128",
                      "--key-dim", "64", env=env)
     assert proc.returncode == 0, proc.stderr

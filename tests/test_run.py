@@ -23,19 +23,78 @@ WORKLOAD = Path(__file__).parent / "workloads" / "annotated.py"
 C_WORKLOAD = Path(__file__).parents[1] / "scripts" / "workloads" / "cpu_nvtx.c"
 # For runs whose test is about what `run` does with its folder, exit code or capture, not
 # about what the default traces record: nsys 2022.4's OS runtime trace adds about 1.5 s to
-# every run on the CPU (test_run_python_script_end_to_end and others keep the defaults).
+# every run on the CPU, 4 s to two torch ranks (test_run_python_script_end_to_end and
+# others keep the defaults).
 NVTX_ONLY = ("--trace", "nvtx")
+# nsys 2022.4 now and then fails a run with this line in its output (nsys.log), on a machine
+# where other runs pass: nsys's own failure, not one of what these tests check. Such a run
+# is undone and made once more (nsyswrap below); any other failure, and this one twice in a
+# row, stands.
+NSYS_SESSION_FAILED = "Local Endpoint is not available"
 
 
 def nsyswrap(*args, env=None, cwd=None, timeout=180):
-    return subprocess.run([sys.executable, "-m", "nsyswrap", *map(str, args)],
-                          capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout)
+    """`python -m nsyswrap ARGS`. A `run -o FOLDER` that nsys failed as NSYS_SESSION_FAILED
+    says is made once more, after what it added to FOLDER is removed."""
+    def once():
+        return subprocess.run([sys.executable, "-m", "nsyswrap", *map(str, args)],
+                              capture_output=True, text=True, env=env, cwd=cwd,
+                              timeout=timeout)
+
+    folder = _output_folder(args, cwd)
+    if folder is None:
+        return once()
+    before = _names_in(folder)
+    proc = once()
+    if proc.returncode != 0 and _session_failed(proc, folder, before):
+        _remove_added(folder, before)
+        print(f"nsys: {NSYS_SESSION_FAILED}; running once more: nsyswrap {args}",
+              file=sys.stderr)
+        proc = once()
+    return proc
 
 
-def test_run_python_script_end_to_end(tmp_path):
-    out = tmp_path / "run"
-    proc = nsyswrap("run", "-o", out, "--format", "json", WORKLOAD)
-    assert proc.returncode == 0, proc.stderr
+def _output_folder(args, cwd) -> Path | None:
+    """The -o folder of a `run` (among the options before the command), else None."""
+    args = [str(a) for a in args]
+    options = args[:args.index("--")] if "--" in args else args
+    if not options or options[0] != "run" or "-o" not in options:
+        return None
+    folder = Path(options[options.index("-o") + 1])
+    return folder if folder.is_absolute() else Path(cwd or os.getcwd()) / folder
+
+
+def _names_in(folder: Path) -> set[str] | None:
+    return {p.name for p in folder.iterdir()} if folder.is_dir() else None
+
+
+def _session_failed(proc, folder: Path, before: set[str] | None) -> bool:
+    """NSYS_SESSION_FAILED in what the run printed or in an nsys.log it added."""
+    if NSYS_SESSION_FAILED in proc.stdout + proc.stderr:
+        return True
+    if not folder.is_dir():
+        return False
+    added = [p for p in folder.iterdir() if before is None or p.name not in before]
+    logs = [p for p in added if p.name == "nsys.log"]
+    logs += [log for p in added if p.is_dir() for log in p.glob("nsys.log")]
+    return any(NSYS_SESSION_FAILED in log.read_text(errors="replace") for log in logs)
+
+
+def _remove_added(folder: Path, before: set[str] | None) -> None:
+    """Back to as the failed run found it: gone if it made the folder, else what it added."""
+    if before is None:
+        shutil.rmtree(folder, ignore_errors=True)
+        return
+    for p in folder.iterdir():
+        if p.name not in before:
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                p.unlink()
+
+
+def test_run_python_script_end_to_end(default_traces_run):
+    out, proc = default_traces_run  # `run -o OUT --format json annotated.py`
     # With --format json standard output is the JSON alone; the workload's output moves to
     # standard error.
     assert "annotated: start" in proc.stderr and "annotated: done" in proc.stderr
@@ -75,7 +134,7 @@ def test_module_and_command_forms(tmp_path):
     subprocess.run(["gcc", "-O1", "-o", exe, C_WORKLOAD, f"-I{include}", "-ldl", "-lpthread"],
                    check=True)
     out = tmp_path / "c"
-    proc = nsyswrap("run", "-o", out, "--", exe)
+    proc = nsyswrap("run", "-o", out, *NVTX_ONLY, "--", exe)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads((out / "analysis.json").read_text())
     assert {r["name"] for r in doc["ranges"]} >= {"iteration", "step", "startend", "worker_iter"}
@@ -89,27 +148,6 @@ def test_existing_report_needs_force(tmp_path):
     assert proc.returncode == 2 and "--force" in proc.stderr
     assert (out / "annotated.sqlite").stat().st_mtime_ns == before
     assert nsyswrap("run", "-o", out, *NVTX_ONLY, "--force", WORKLOAD).returncode == 0
-
-
-def test_unwritable_output_folder_is_a_usage_error(tmp_path):
-    """Refused before the workload runs: exit 2, one line naming the path."""
-    blocked = tmp_path / "blocked"
-    blocked.write_text("a file where a folder should go")
-    for out in (blocked / "run", Path("/proc/nsyswrap-cannot-be-here")):
-        proc = nsyswrap("run", "-o", out, WORKLOAD)
-        assert proc.returncode == 2, proc.stderr
-        assert str(out) in proc.stderr and proc.stderr.count("\n") == 1
-        assert "annotated: start" not in proc.stdout + proc.stderr  # nothing ran
-
-
-def test_no_nsys_is_a_precise_error(tmp_path):
-    env = {**os.environ, "PATH": os.path.dirname(sys.executable)}
-    env.pop("NSYS", None)
-    proc = nsyswrap("run", "-o", tmp_path / "run", WORKLOAD, env=env)
-    if "nsys not found" not in proc.stderr:
-        pytest.skip("an nsys outside PATH was found in a standard install place")
-    assert proc.returncode == 1 and "Traceback" not in proc.stderr
-    assert "install Nsight Systems" in proc.stderr and proc.stderr.count("\n") == 1
 
 
 def test_missing_importer_keeps_the_raw_capture(tmp_path):
@@ -162,7 +200,7 @@ def test_ctrl_c_keeps_and_analyses_the_capture(tmp_path):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = proc.stdout.readline()  # the workload is running under nsys
     assert "running" in line
-    time.sleep(1.5)
+    time.sleep(0.5)  # ~50 ticks of 10 ms; more than 10 are asked for
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 130, stderr
@@ -184,11 +222,6 @@ def test_doctor_tells_the_cases_apart(tmp_path):
     env = {**os.environ, "NSYSWRAP_IMPORTER": str(tmp_path / "none")}
     missing = nsyswrap("doctor", env=env)
     assert "✗ importer" in missing.stdout and "not found" in missing.stdout
-    env = {**os.environ, "PATH": os.path.dirname(sys.executable)}
-    env.pop("NSYS", None)
-    no_nsys = nsyswrap("doctor", env=env)
-    if "✗ nsys" in no_nsys.stdout:
-        assert no_nsys.returncode == 1 and "install Nsight Systems" in no_nsys.stdout
 
 
 def _process_tree_below(marker: str) -> list[tuple[int, str]]:
@@ -230,7 +263,7 @@ def run_once_more_if_nsys_hangs(out: Path, *args, timeout=90):
 
 def test_spawned_workers_are_traced_and_grouped_by_process(tmp_path):
     out, proc = run_once_more_if_nsys_hangs(
-        tmp_path / "workers", "--format", "json",
+        tmp_path / "workers", *NVTX_ONLY, "--format", "json",
         Path(__file__).parent / "workloads" / "workers.py")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
@@ -250,7 +283,7 @@ def test_spawned_workers_are_traced_and_grouped_by_process(tmp_path):
 @needs_torch
 def test_one_report_per_torchrun_rank(tmp_path):
     out = tmp_path / "ranks"
-    proc = nsyswrap("run", "--ranks", "2", "-o", out,
+    proc = nsyswrap("run", "--ranks", "2", "-o", out, *NVTX_ONLY,
                     Path(__file__).parent / "workloads" / "ranks.py", timeout=300)
     assert proc.returncode == 0, proc.stderr
     for rank in (0, 1):
@@ -280,13 +313,13 @@ def test_interrupted_ranks_each_keep_their_report(tmp_path):
     out = tmp_path / "ranks"
     env = dict(os.environ, NSYSWRAP_STUCK_AFTER_S="3")
     proc = subprocess.Popen([sys.executable, "-m", "nsyswrap", "run", "--ranks", "2", "-o",
-                             str(out), str(Path(__file__).parent / "workloads" /
-                                           "ranks_forever.py")],
+                             str(out), *NVTX_ONLY, str(Path(__file__).parent / "workloads" /
+                                                       "ranks_forever.py")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and "running" not in (proc.stdout.readline() or "x"):
         pass
-    time.sleep(3)
+    time.sleep(1.5)  # both ranks past their rendezvous: rank 1 steps every ~50 ms
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=240)
     assert proc.returncode == 130, stderr[-2000:]
@@ -302,59 +335,19 @@ def test_interrupted_ranks_each_keep_their_report(tmp_path):
     assert "2 ranks side by side" in stdout
 
 
-def test_workload_roots_finds_the_program_below_nsys(tmp_path):
-    """A real process tree shaped like nsys's: nsys -> nsys-launcher -> program -> its own
-    child. The program is found; nsys's processes and the program's children are not."""
-    from nsyswrap.capture.launch import workload_roots
-
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    program = bin_dir / "program"
-    program.write_text("#!/bin/sh\nsleep 30 &\nwait\n")
-    launcher = bin_dir / "nsys-launcher"
-    launcher.write_text(f"#!/bin/sh\n{program} &\nwait\n")
-    nsys = bin_dir / "nsys"
-    nsys.write_text(f"#!/bin/sh\n{launcher}\n")
-    for f in bin_dir.iterdir():
-        f.chmod(0o755)
-    proc = subprocess.Popen([str(nsys)], start_new_session=True)
-    try:
-        deadline = time.time() + 10
-        roots = []
-        while time.time() < deadline and not (roots and _has_child(roots[0])):
-            time.sleep(0.1)
-            roots = workload_roots(proc.pid)
-        assert len(roots) == 1
-        assert Path(f"/proc/{roots[0]}/comm").read_text().strip() == "program"
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-
-
-def _has_child(pid: int) -> bool:
-    for entry in os.listdir("/proc"):
-        try:
-            if entry.isdigit() and Path(f"/proc/{entry}/stat").read_text().rsplit(
-                    ")", 1)[1].split()[1] == str(pid):
-                return True
-        except OSError:
-            continue
-    return False
-
-
 @needs_torch
 def test_a_rank_that_dies_after_the_interrupt_is_named(tmp_path):
     """Rank 0 dies by SIGABRT when interrupted (as gloo aborts a rank whose peer left):
     torchrun fails, but the user interrupted: exit 130, the rank and its end named."""
     out = tmp_path / "ranks"
     proc = subprocess.Popen([sys.executable, "-m", "nsyswrap", "run", "--ranks", "2", "-o",
-                             str(out), str(Path(__file__).parent / "workloads" /
-                                           "ranks_abort.py")],
+                             str(out), *NVTX_ONLY, str(Path(__file__).parent / "workloads" /
+                                                       "ranks_abort.py")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and "running" not in (proc.stdout.readline() or "x"):
         pass
-    time.sleep(2)
+    time.sleep(1)  # rank 0's handler is set before it says it is running
     proc.send_signal(signal.SIGINT)
     _stdout, stderr = proc.communicate(timeout=240)
     assert proc.returncode == 130, stderr[-2000:]
@@ -366,7 +359,7 @@ def test_a_module_that_cannot_be_found(tmp_path):
     """As `python -m` says it (one line, no runner frames), then nsyswrap's one line; no
     folder left behind for a run that profiled nothing of the user's."""
     out = tmp_path / "run"
-    proc = nsyswrap("run", "-o", out, "-m", "no_such_module_xyz")
+    proc = nsyswrap("run", "-o", out, *NVTX_ONLY, "-m", "no_such_module_xyz")
     assert proc.returncode == 2, proc.stderr
     lines = [ln for ln in proc.stderr.splitlines() if not ln.startswith("nsyswrap: profiling")]
     assert lines == [f"{sys.executable}: No module named no_such_module_xyz",
@@ -396,7 +389,7 @@ def test_a_full_disk_keeps_the_capture_nsys_could_not_move(tmp_path):
     folder; nsyswrap cannot move it either, keeps it there and names it, with the command
     that finishes it, which then works."""
     with small_disk(tmp_path / "disk", "64k") as disk:
-        proc = nsyswrap("run", "-o", disk / "run", WORKLOAD)
+        proc = nsyswrap("run", "-o", disk / "run", *NVTX_ONLY, WORKLOAD)
         assert proc.returncode == 1, proc.stderr
         error = proc.stderr.splitlines()[-1]
         assert error.startswith("nsyswrap: error: nsys could not write the report") and \
@@ -478,16 +471,6 @@ def test_any_script_name_gives_a_report(tmp_path, script, stem, folder):
     assert "Failed to create" not in (out / "nsys.log").read_text()  # nsys wrote it there
     assert ".qdstrm" not in proc.stderr  # nsys's "Generated:" paths hidden, spaces and all
 
-
-
-def test_a_name_too_long_for_a_file_system_is_cut():
-    """A script name of 250 bytes (a file system allows 255) would make `NAME.nsys-rep` too
-    long: the run's name is cut to 200 bytes at a whole character."""
-    from nsyswrap.capture.profile import target_stem
-
-    stem = target_stem([sys.executable, "é" * 125 + ".py"])
-    assert stem == "é" * 100 and len(f"report.{stem}.rank7.html".encode()) <= 255
-    assert target_stem([sys.executable, "-m", "pkg."]) == "run"
 
 WAITS_FOR_GO = """\
 import os, sys, time

@@ -114,7 +114,8 @@ def stderr_on_a_terminal(*args, cwd: Path) -> tuple[str, str, int]:
 @needs_nsys
 def test_run_messages_never_share_a_spinner_line(tmp_path):
     raw, stdout, code = stderr_on_a_terminal(
-        "run", "-o", tmp_path / "run", WORKLOADS / "annotated.py", cwd=tmp_path)
+        "run", "-o", tmp_path / "run", "--trace", "nvtx", WORKLOADS / "annotated.py",
+        cwd=tmp_path)
     assert code == 0, raw
     assert "importing and exporting the capture" in raw  # a spinner was drawn
     shown = screen(raw)

@@ -414,17 +414,10 @@ def test_csv_sections_of_the_summaries(section, count):
 
 @pytest.mark.nsys
 @needs_nsys
-def test_a_run_shows_its_marks_and_os_runtime_calls(tmp_path):
+def test_a_run_shows_its_marks_and_os_runtime_calls(default_traces_run):
     """`nsyswrap run` traces the OS runtime by default: a small CPU program's calls and its
     `nsyswrap.mark("done")` reach the JSON document, as SQL on its own report has them."""
-    import subprocess
-
-    workload = Path(__file__).parent / "workloads" / "annotated.py"
-    out = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "nsyswrap", "run", "-o", str(out),
-                           "--format", "json", str(workload)],
-                          capture_output=True, text=True, timeout=180)
-    assert proc.returncode == 0, proc.stderr
+    out, proc = default_traces_run  # `run -o OUT --format json annotated.py`, no --trace
     doc = json.loads(proc.stdout)
     report = out / "annotated.sqlite"
     marks = marks_from_sql(report)

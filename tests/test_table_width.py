@@ -6,6 +6,7 @@ kernels stay distinct, in every format; the kernel table has nsys's Avg and StdD
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import math
 import os
@@ -36,6 +37,13 @@ def cli(*args, columns: int | None = None) -> subprocess.CompletedProcess:
         env["COLUMNS"] = str(columns)
     return subprocess.run([sys.executable, "-m", "nsyswrap", *map(str, args)],
                           capture_output=True, text=True, env=env, timeout=300)
+
+
+@functools.cache
+def compared(path):
+    """nsyswrap.compare(path), once per report in this module (a worker's): the tests here
+    only render and read it, and rendering leaves a comparison as it was."""
+    return nsyswrap.compare(path)
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +88,7 @@ def test_demo_fits_and_no_name_is_split(demo_text, width):
         assert any(identifier(name) in ln for ln in lines), (identifier(name), width)
     # No word of a finding's subject folded: the first of its ranges on one line, the rest
     # counted (JSON names them all).
-    for f in nsyswrap.compare(DEMO).findings:
+    for f in compared(DEMO).findings:
         if f.ranges:
             assert any(f.ranges[0] in ln for ln in lines), (f.ranges[0], width)
         if len(f.ranges) > 1:
@@ -110,9 +118,9 @@ def test_columns_is_honoured_only_where_set(demo_text):
 @pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize("path", REPORTS, ids=lambda p: p.name)
 def test_reports_fit(path, width):
-    text = render(nsyswrap.compare(path), "table", width=width)
+    text = render(compared(path), "table", width=width)
     assert not [ln for ln in text.splitlines() if len(ln) > width]
-    ranges = nsyswrap.compare(path).analysis.ranges
+    ranges = compared(path).analysis.ranges
     for name in ranges.loc[~ranges["harness"], "name"]:  # the range table's names, whole
         if len(name) < width - 2:
             assert any(name in ln for ln in text.splitlines()), (name, width)
@@ -153,7 +161,7 @@ def markdown_kernel_rows(text: str) -> list[list[str]]:
                          ids=lambda p: p.name)
 def test_distinct_kernels_distinct_in_every_format(path):
     expected = {name for name, _, _ in sql(path, KERNEL_NAMES)}
-    c = nsyswrap.compare(path)
+    c = compared(path)
     for width in WIDTHS:
         shown = table_kernel_names(render(c, "table", width=width, top=0))
         assert len(shown) == len(expected) == len(set(shown)), width
@@ -195,7 +203,7 @@ def test_the_demos_alike_kernels_show_what_tells_them_apart():
     names = [n for n, _, _ in sql(DEMO, KERNEL_NAMES)]
     fills = [n for n in names if "FillFunctor" in n and "(int)4" in n]
     assert len(fills) == 2
-    c = nsyswrap.compare(DEMO)
+    c = compared(DEMO)
     for text in (render(c, "table", width=80, top=0), render(c, "table", width=120, top=0),
                  re.sub(r"\\(.)", r"\1", render(c, "markdown", top=0)), render(c, "html")):
         for n in fills:
@@ -268,7 +276,7 @@ def test_stddev_is_nsys_sample_standard_deviation():
         assert float(row["StdDev (ns)"]) == pytest.approx(sample, abs=0.051)
         differ += abs(population - sample) > 0.1
     assert differ >= 3  # the two differ for these kernels: the test tells them apart
-    c = nsyswrap.compare(GPU_MIX)
+    c = compared(GPU_MIX)
     for k in c.analysis.kernels.itertuples():
         assert k.std_ns == pytest.approx(stats[k.name][3])
         assert k.mean_ns == pytest.approx(stats[k.name][1])
@@ -277,7 +285,7 @@ def test_stddev_is_nsys_sample_standard_deviation():
 @pytest.mark.parametrize("width", WIDTHS)
 def test_avg_and_stddev_in_text_and_markdown(width):
     stats = sql_statistics(GPU_MIX)
-    c = nsyswrap.compare(GPU_MIX)
+    c = compared(GPU_MIX)
     by_count = defaultdict(list)
     for n, mean, _, sample in stats.values():
         by_count[str(n)].append((fmt_ns(mean), fmt_ns(sample)))

@@ -315,8 +315,8 @@ def test_nsyswrap_run_records_an_unmodified_programs_timings_into_the_report(tmp
     env = dict(os.environ, PYTHONPATH=f"{root / 'tests' / 'fake_torch'}{os.pathsep}{root}")
     out = tmp_path / "run"
     proc = subprocess.run([sys.executable, "-m", "nsyswrap", "run", "-o", str(out),
-                           "--format", "json", str(script)], capture_output=True, text=True,
-                          env=env, timeout=300)
+                           "--trace", "nvtx", "--format", "json", str(script)],
+                          capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     u = json.loads(proc.stdout)["user_timings"]
     assert u["records"] == 11 and u["measured"] == 5
@@ -328,8 +328,8 @@ def test_nsyswrap_run_records_an_unmodified_programs_timings_into_the_report(tmp
     assert u["hook_cost_ns"] > 0
     # --no-user-events: nothing recorded.
     proc = subprocess.run([sys.executable, "-m", "nsyswrap", "run", "-o", str(tmp_path / "off"),
-                           "--no-user-events", "--format", "json", str(script)],
-                          capture_output=True, text=True, env=env, timeout=300)
+                           "--trace", "nvtx", "--no-user-events", "--format", "json",
+                           str(script)], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout)["user_timings"]["records"] == 0
 

@@ -82,8 +82,8 @@ def test_the_programs_python_processes_record_their_timings_too(tmp_path):
     env = dict(os.environ, PYTHONPATH=path)
     out = tmp_path / "run"
     proc = subprocess.run([sys.executable, "-m", "nsyswrap", "run", "-o", str(out),
-                           "--format", "json", str(script)], capture_output=True, text=True,
-                          env=env, timeout=300)
+                           "--trace", "nvtx", "--format", "json", str(script)],
+                          capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     timed = [line.split() for line in proc.stderr.splitlines() + proc.stdout.splitlines()
              if line.startswith("timed ")]
@@ -96,7 +96,7 @@ def test_the_programs_python_processes_record_their_timings_too(tmp_path):
     assert [t[2] for t in timed] == ["yes"] * 3
     # --no-user-events: no process records.
     proc = subprocess.run([sys.executable, "-m", "nsyswrap", "run", "-o", str(tmp_path / "off"),
-                           "--no-user-events", "--format", "json", str(script)],
-                          capture_output=True, text=True, env=env, timeout=300)
+                           "--trace", "nvtx", "--no-user-events", "--format", "json",
+                           str(script)], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert _documents(next((tmp_path / "off").glob("*.sqlite"))) == {}
