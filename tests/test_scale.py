@@ -57,6 +57,31 @@ def test_range_results_scale(grown):
         (f.code, f.range) for f in small.findings if f.code != "COLD_START"}
 
 
+TRAIN = Path(__file__).parent / "data" / "h100_torch_train.sqlite"
+
+
+def test_step_marks_read_as_harness_runs(tmp_path):
+    """--step-marks: every train_step of every copy is a harness run of one iteration (its
+    mark, its two event records), and the tables stay in start order."""
+    out = tmp_path / "marks.sqlite"
+    n = sql(TRAIN, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL")[0][0]
+    subprocess.run([sys.executable, str(GROW), str(TRAIN), str(out), "--kernels", str(3 * n),
+                    "--step-marks"], check=True, capture_output=True)
+    steps = sql(TRAIN, "SELECT count(*) FROM NVTX_EVENTS e JOIN StringIds s ON "
+                       "s.id = e.textId WHERE s.value = 'train_step'")[0][0]
+    events = sql(TRAIN, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_CUDA_EVENT")[0][0]
+    assert sql(out, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_CUDA_EVENT")[0][0] == 3 * (
+        events + 2 * steps)
+    for table in ("NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_RUNTIME"):
+        assert sql(out, f"SELECT count(*) FROM {table} a JOIN {table} b "
+                        "ON b.rowid = a.rowid + 1 WHERE b.start < a.start")[0][0] == 0
+    a = nsyswrap.compare(out).analysis
+    assert len(a.benchmarks) == 3 * steps and set(a.benchmarks["benchmark"]) == {"train_step"}
+    assert (a.benchmarks["iterations"] == 1).all()
+    assert a.benchmarks["busy_median_ns"].notna().all()
+    assert "train_step" not in set(a.ranges.loc[~a.ranges["harness"], "name"])
+
+
 RANGES = Path(__file__).parents[1] / "scripts" / "make_range_report.py"
 LEVELS = ["iteration", "layer", "block", "module", "op"]
 

@@ -120,50 +120,70 @@ def _mark_problem(run: dict) -> str | None:
 
 
 class _Windows:
-    """The harness's iteration ranges, grouped once by (domain, name, pid) in start order, so
-    that each run finds its windows by a binary search: a report with thousands of harness
-    runs must not filter every instance once per run."""
+    """The harness's iteration ranges, in start order, with the rows of each (domain, name,
+    pid) found once, so that each run finds its windows by a binary search: a report with
+    thousands of harness runs must not filter every instance once per run, nor hold a
+    frame per run (25 KB each: 550 MB at 22 k runs)."""
 
     def __init__(self, instances: pd.DataFrame, runs: list[dict]):
-        self.groups: dict[tuple, pd.DataFrame] = {}
+        self.groups: dict[tuple, np.ndarray] = {}
+        self.starts: dict[tuple, np.ndarray] = {}
         mask = pairs_in(instances, harness_range_names(runs))
         if not mask.any():  # taking no rows of ten million instances cost 0.3-0.4 s
             return
-        frame = instances[mask].sort_values("start_ns", kind="stable")
-        self.groups = dict(iter(frame.groupby(["domain", "name", "pid"], sort=False,
-                                              observed=True)))
+        self.frame = instances[mask].sort_values("start_ns", kind="stable")
+        self.groups = self.frame.groupby(["domain", "name", "pid"], sort=False,
+                                         observed=True).indices
+        starts = self.frame["start_ns"].to_numpy()
+        self.starts = {key: starts[rows] for key, rows in self.groups.items()}
+
+    def rows(self, run: dict, range_name: str, n: int) -> np.ndarray | None:
+        """The positions in `frame` of the last `n` instances of `range_name` that the
+        run's process opened before its mark; None when fewer are in the report (a capture
+        range cut them off: cannot pair safely)."""
+        key = (run.get("domain", HARNESS_DOMAIN), range_name, run["mark_pid"])
+        rows = self.groups.get(key)
+        if rows is None:
+            return None
+        end = int(np.searchsorted(self.starts[key], run["time_ns"], side="right"))
+        return rows[end - n:end] if n and end >= n else None
 
     def last(self, run: dict, range_name: str, n: int) -> pd.DataFrame | None:
-        """The last `n` instances of `range_name` that the run's process opened before its
-        mark; None when fewer are in the report (a capture range cut them off: cannot pair
-        safely)."""
-        g = self.groups.get((run.get("domain", HARNESS_DOMAIN), range_name, run["mark_pid"]))
-        if g is None:
-            return None
-        end = int(np.searchsorted(g["start_ns"].to_numpy(), run["time_ns"], side="right"))
-        return g.iloc[end - n:end] if n and end >= n else None
+        """Those instances (rows) as a frame."""
+        rows = self.rows(run, range_name, n)
+        return None if rows is None else self.frame.iloc[rows]
 
 
 def iterations(instances: pd.DataFrame, runs: list[dict]) -> pd.DataFrame:
     """One row per timed iteration of every harness run found in the report."""
-    frames = []
+    rows, names, run_ids, counts, caches, calls, events = [], [], [], [], [], [], []
     windows = _Windows(instances, runs)
     for run_index, run in enumerate(runs):
         n = len(run["event_ns"])
-        mine = windows.last(run, run["range"], n)
+        mine = windows.rows(run, run["range"], n)
         if mine is None:
             continue
-        df = mine.reset_index(drop=True).copy()
-        df["benchmark"] = run["name"]
-        df["run"] = run_index
-        df["iteration"] = np.arange(n)
-        df["cache"] = run.get("cache") or ["unknown"] * n
-        df["calls"] = int(run.get("calls_per_iteration", 1))
-        df["event_ns"] = np.asarray(run["event_ns"], dtype="float64")
-        frames.append(df)
-    if not frames:
+        rows.append(mine)
+        names.append(run["name"])
+        run_ids.append(run_index)
+        counts.append(n)
+        caches += run.get("cache") or ["unknown"] * n
+        calls.append(int(run.get("calls_per_iteration", 1)))
+        events += run["event_ns"]
+    if not rows:
         return pd.DataFrame(columns=ITERATION_COLUMNS)
-    it = pd.concat(frames, ignore_index=True)
+    it = windows.frame.take(np.concatenate(rows)).reset_index(drop=True)
+    # The runs' own columns set once for all their rows, not per run: per run, the text
+    # columns became Arrow arrays of one chunk a run, whose every later slice (a groupby
+    # per run in the findings) walks all the chunks: O(runs^2), minutes at 20 k runs.
+    counts = np.asarray(counts, dtype="int64")
+    starts = np.repeat(np.cumsum(counts) - counts, counts)
+    it["benchmark"] = np.repeat(np.asarray(names, dtype=object), counts).tolist()
+    it["run"] = np.repeat(np.asarray(run_ids, dtype="int64"), counts)
+    it["iteration"] = np.arange(len(it), dtype="int64") - starts
+    it["cache"] = caches
+    it["calls"] = np.repeat(np.asarray(calls, dtype="int64"), counts)
+    it["event_ns"] = np.asarray(events, dtype="float64")
     it["overhead_ns"] = it["event_ns"] - it["gpu_busy_ns"]
     it["edge_ns"] = it["event_ns"] - it["gpu_span_ns"]
     it["internal_idle_ns"] = it["gpu_idle_ns"]
