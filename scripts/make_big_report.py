@@ -46,11 +46,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from nsyswrap.read import cuda_api
 from nsyswrap.analysis.reconcile import benchmark_runs
 from nsyswrap.instrument.harness import BenchmarkConfig, BenchmarkResult, mark_payloads
-from nsyswrap.read.loader import EVENT_RECORD_APIS
 from nsyswrap.instrument.schema import HARNESS_DOMAIN
+from nsyswrap.read import cuda_api
+from nsyswrap.read.loader import EVENT_RECORD_APIS
 
 HARNESS_REPORT = Path(__file__).resolve().parent.parent / "tests/data/h200_user_harness.sqlite"
 
