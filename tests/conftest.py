@@ -178,9 +178,9 @@ def pytest_collection_modifyitems(config, items):
     tests that use the CPU while the sessions wait. Two at once are safe with one TMPDIR
     (docs/nsys-quirks.md): 40 pairs of `nsyswrap run` started together on the 2-core machine
     all passed; a run nsys fails with "Local Endpoint is not available" is made once more
-    (test_run.nsyswrap). tryfirst: xdist's worker reads
-    the xdist_group marks in its own pytest_collection_modifyitems (it names each test
-    `id@group` there), which otherwise runs before this one and sees no mark. Since pytest
+    (test_run.nsyswrap). tryfirst: xdist's worker reads the xdist_group marks in its own
+    pytest_collection_modifyitems (it names each test `id@group` there), which otherwise
+    runs before this one and sees no mark. Since pytest
     9.2 a test's id is no longer the attribute xdist 3.8 renames (`_nodeid`), so its renaming
     silently does nothing and every group is spread over the workers: where that is so, the
     test is named `id@group` here (tests/test_suite_groups.py checks the grouping). The
