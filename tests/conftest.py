@@ -172,11 +172,15 @@ def chromium():
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (scripts/test.sh runs the suite on several workers), every test
-    that starts Debian's nsys runs in one worker, one at a time: two nsys 2022.4 sessions at
-    once can break each other's agent (docs/nsys-quirks.md). tryfirst: xdist's worker reads
-    the xdist_group marks in its own pytest_collection_modifyitems (it names each test
-    `id@group` there), which otherwise runs before this one and sees no mark. Since pytest
+    """Under pytest-xdist (scripts/test.sh runs the suite on three workers), the tests that
+    start Debian's nsys are in two groups (nsys_group), each run in one worker, one test
+    after the other: two nsys 2022.4 sessions at most run at once, and the third worker runs
+    tests that use the CPU while the sessions wait. Two at once are safe with one TMPDIR
+    (docs/nsys-quirks.md): 40 pairs of `nsyswrap run` started together on the 2-core machine
+    all passed; a run nsys fails with "Local Endpoint is not available" is made once more
+    (test_run.nsyswrap). tryfirst: xdist's worker reads the xdist_group marks in its own
+    pytest_collection_modifyitems (it names each test `id@group` there), which otherwise
+    runs before this one and sees no mark. Since pytest
     9.2 a test's id is no longer the attribute xdist 3.8 renames (`_nodeid`), so its renaming
     silently does nothing and every group is spread over the workers: where that is so, the
     test is named `id@group` here (tests/test_suite_groups.py checks the grouping). The
@@ -188,7 +192,7 @@ def pytest_collection_modifyitems(config, items):
             m.kwargs.get("reason") == "nsys not on PATH" or "nsys not on PATH" in m.args
             for m in item.iter_markers("skipif"))
         if uses_nsys:
-            item.add_marker(pytest.mark.xdist_group("nsys"))
+            item.add_marker(pytest.mark.xdist_group(nsys_group(item)))
         elif item.get_closest_marker("browser") is not None:
             item.add_marker(pytest.mark.xdist_group("browser"))
         group = item.get_closest_marker("xdist_group")
@@ -197,6 +201,21 @@ def pytest_collection_modifyitems(config, items):
 
             name = group.args[0] if group.args else group.kwargs.get("name", "default")
             item._id = coerce_node_id(f"{item.nodeid}@{name}")
+
+
+# The module whose nsys tests are a group of their own (about 110 s of the 240 s that all the
+# nsys tests take one after the other), with those that share its session's run
+# (default_traces_run); every other nsys test is in the group "nsys".
+NSYS_RUN_MODULE = "test_run.py"
+
+
+def nsys_group(item) -> str:
+    """The xdist group of a test that starts nsys: "nsys-run" or "nsys" (two groups, so that
+    two workers run nsys sessions and no more than two sessions run at once)."""
+    if item.path.name == NSYS_RUN_MODULE or "default_traces_run" in getattr(
+            item, "fixturenames", ()):
+        return "nsys-run"
+    return "nsys"
 
 
 # The runner's packed columns: struct format of each, in its documents (/2) and the earlier

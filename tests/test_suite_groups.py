@@ -1,7 +1,8 @@
-"""The suite's own scheduling: under `pytest -n 2 --dist loadgroup` (scripts/test.sh) every
-test that starts nsys runs in one worker (tests/conftest.py), whatever pytest and xdist do
-with test ids (pytest 9.2 with xdist 3.8 silently spread the nsys group over both workers,
-and two nsys 2022.4 sessions at once break each other)."""
+"""The suite's own scheduling: under `pytest -n 3 --dist loadgroup` (scripts/test.sh) the
+tests that start nsys are in two groups, test_run.py's and the others' (tests/conftest.py),
+and each group runs in one worker, whatever pytest and xdist do with test ids (pytest 9.2
+with xdist 3.8 silently spread the nsys group over both workers): no more than two nsys
+2022.4 sessions at once."""
 
 from __future__ import annotations
 
@@ -23,17 +24,20 @@ spec.loader.exec_module(suite)
 pytest_collection_modifyitems = suite.pytest_collection_modifyitems
 '''
 
-# Each test writes which worker ran it: six that "use nsys" (the mark, or the skipif of
+# Each test writes its group (the end of its id: `id@group`, or none) and which worker ran
+# it: in a test_run.py and another module, six that "use nsys" (the mark, or the skipif of
 # conftest.needs_nsys) among six that do not, all short, so that load scheduling without
-# groups hands some of each to both workers.
+# groups hands some of each to every worker.
 TESTS_SOURCE = '''
 import os, time
 import pytest
 from suite_conftest import needs_nsys
 
 def note(kind):
+    test = os.environ["PYTEST_CURRENT_TEST"].split(" ")[0]
+    group = test.split("@")[1] if "@" in test else "none"
     with open(os.environ["WHERE"], "a") as f:
-        f.write(kind + " " + os.environ["PYTEST_XDIST_WORKER"] + "\\n")
+        f.write(f"{kind} {group} {os.environ['PYTEST_XDIST_WORKER']}\\n")
     time.sleep(0.05)
 
 @pytest.mark.nsys
@@ -52,18 +56,22 @@ def test_plain(n):
 '''
 
 
-def test_every_nsys_test_runs_in_one_worker(tmp_path):
+def test_the_nsys_tests_run_in_two_groups_each_in_one_worker(tmp_path):
     pytest.importorskip("xdist")
     (tmp_path / "conftest.py").write_text(CONFTEST)
-    (tmp_path / "test_groups.py").write_text(TESTS_SOURCE)
+    for module in ("test_run.py", "test_other.py"):
+        (tmp_path / module).write_text(TESTS_SOURCE)
     where = tmp_path / "where.txt"
     env = {**os.environ, "WHERE": str(where), "PYTHONPATH": str(TESTS)}
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "2", "--dist",
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "3", "--dist",
                            "loadgroup", "-p", "no:cacheprovider", "-p", "no:randomly",
                            "-o", "addopts=", str(tmp_path)],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     runs = [line.split() for line in where.read_text().splitlines()]
-    if any(line[0] == "nsys" for line in runs):  # without nsys on PATH the skipif ones skip
-        assert len({worker for kind, worker in runs if kind == "nsys"}) == 1, runs
-    assert sum(kind == "plain" for kind, _ in runs) == 6
+    nsys = [(group, worker) for kind, group, worker in runs if kind == "nsys"]
+    if nsys:  # without nsys on PATH the skipif ones skip
+        assert len(nsys) == 12 and {group for group, _ in nsys} == {"nsys", "nsys-run"}, runs
+        for name in ("nsys", "nsys-run"):
+            assert len({worker for group, worker in nsys if group == name}) == 1, runs
+    assert [group for kind, group, _ in runs if kind == "plain"] == ["none"] * 12
