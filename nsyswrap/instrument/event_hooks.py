@@ -103,6 +103,8 @@ _ELAPSED = struct.Struct(ELAPSED_FORMAT)
 RECORD_SIZE, ELAPSED_SIZE = _RECORD.size, _ELAPSED.size
 
 _clock = time.perf_counter_ns
+# The trace of the program's lines (line_trace.LineTrace), when it runs.
+LINES = None
 
 
 class Recorder:
@@ -373,6 +375,7 @@ class Recorder:
             "notes": self.notes,
             "hook_cost_ns": HOOK_COST_NS,
             "hook_cost_worst_ns": HOOK_COST_WORST_NS,
+            "lines": None if LINES is None else LINES.document(),
         }
 
 
@@ -1037,7 +1040,9 @@ def flush(measure_floor: bool = True) -> None:
         return
     rec.flushed = True
     rec.pack()
-    if not rec.records and not rec.scopes and not rec.elapsed:
+    if LINES is not None:
+        LINES.stop()
+    if not rec.records and not rec.scopes and not rec.elapsed and not _lines_kept():
         return
     mark = _mark_function()
     if mark is None:
@@ -1057,6 +1062,27 @@ def flush(measure_floor: bool = True) -> None:
                          f"the report: {type(e).__name__}: {e}\n")
 
 
+def _trace_lines() -> None:
+    """The program's lines traced beside its records (line_trace.py), unless `nsyswrap run
+    --no-lines` set NSYSWRAP_LINES=0; Python before 3.12 has no sys.monitoring: a note."""
+    global LINES
+    if os.environ.get("NSYSWRAP_LINES", "1") == "0":
+        return
+    if not hasattr(sys, "monitoring"):
+        RECORDER.notes.append(f"lines: not traced (Python {sys.version_info[0]}."
+                              f"{sys.version_info[1]} has no sys.monitoring; 3.12 does)")
+        return
+    # Code compiled from text ("<string>": dataclasses', namedtuples') is no line to show.
+    LINES = _sibling("line_trace").start(lambda f: f.startswith("<") or _is_library(f))
+    if LINES is None:
+        RECORDER.notes.append("lines: not traced (every sys.monitoring tool id nsyswrap may "
+                              "use was taken)")
+
+
+def _lines_kept() -> bool:
+    return LINES is not None and any(len(t[3]) for t in list(LINES.threads.values()))
+
+
 def install() -> bool:
     """Start recording (unless NSYSWRAP_USER_EVENTS=0). Call before the program runs."""
     global RECORDER, HOOK_COST_NS, HOOK_COST_WORST_NS
@@ -1064,6 +1090,7 @@ def install() -> bool:
         return False
     HOOK_COST_NS, HOOK_COST_WORST_NS = _hook_cost()
     RECORDER = Recorder()
+    _trace_lines()
     sys.meta_path.insert(0, _PatchingFinder())
     atexit.register(flush)  # a fallback: _new_event registers it again, to run earlier
     return True
