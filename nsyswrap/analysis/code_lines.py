@@ -24,15 +24,17 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ..read.cuda_api import MEMORY_KINDS
 from ..read.operations import GRAPH, KERNEL, MEMCPY, MEMSET, OpChunk
 from .user_events import UserEvents
 
 LINES_SCHEMA = "nsyswrap.lines/1"
+PAGEABLE = next(k for k, v in MEMORY_KINDS.items() if v == "pageable")
 # The wheres that are no line of the program (their rows lead the where table).
 OUTSIDE, OVERFLOW, AUTOGRAD, NATIVE, AFTER_TRACE = range(5)
 SPECIAL_LABELS = ("(outside the program's code)", "(past the trace's limit)",
                   "backward (autograd thread)", "(a thread without Python)",
-                  "(after the trace stopped)")
+                  "(after the trace ended)")
 FIRST_WHERE = len(SPECIAL_LABELS)
 # Entries per thread inflated at most (the runner keeps 8 M): a crafted document cannot
 # make the analysis inflate more.
@@ -152,7 +154,7 @@ def _decode(doc: dict, pid: int, offset: float, first: int
     if not isinstance(threads, list):
         raise ValueError("threads is not a list")
     out, ends = {}, {}
-    stopped = doc.get("stopped_ns")
+    ended = doc.get("ended_ns", doc.get("stopped_ns"))
     for t in threads:
         if not (isinstance(t, dict) and _whole(t.get("tid"), 0, (1 << 24) - 1)
                 and _whole(t.get("rows"), 0, MAX_THREAD_ROWS)):
@@ -168,8 +170,8 @@ def _decode(doc: dict, pid: int, offset: float, first: int
             raise ValueError("a thread's entries are not in time order")
         key = pid << 24 | t["tid"]
         out[key] = (times, glob)
-        if _whole(stopped, 0, 1 << 62):
-            ends[key] = int(round(stopped + offset))
+        if _whole(ended, 0, 1 << 62):
+            ends[key] = int(round(ended + offset))
     return rows, out, ends
 
 
@@ -314,8 +316,8 @@ class LineTotals:
 
 
 def _pageable(chunk: OpChunk) -> np.ndarray:
-    """Copies from or to pageable host memory (CUPTI's memory kind 1)."""
-    return (chunk["src_kind"] == 1) | (chunk["dst_kind"] == 1)
+    """Copies from or to pageable host memory (the export's memory kind 0)."""
+    return (chunk["src_kind"] == PAGEABLE) | (chunk["dst_kind"] == PAGEABLE)
 
 
 @dataclass
@@ -340,6 +342,11 @@ class CodeLines:
             out.append((row["file"], int(row["line"]), row["function"]))
             where = int(row["parent"])
         return out
+
+    def by_line(self, sums: dict[str, np.ndarray], order: str) -> pd.DataFrame:
+        """Per-where sums (each as long as the trace's wheres) as one row per line, most
+        `order` first, with each line's share of it."""
+        return _by_line(self.trace.wheres, sums, order)
 
     def host_lines(self, thread: int, starts, ends) -> pd.DataFrame:
         """The lines `thread` ran within the intervals, by host time (most first): where,

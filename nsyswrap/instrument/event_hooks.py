@@ -415,7 +415,37 @@ _LIBRARY_PARTS = (os.sep + os.path.join("torch", "utils", "benchmark") + os.sep,
 
 def _is_library(filename: str) -> bool:
     return (filename.startswith(_LIBRARY_PREFIXES) or filename.startswith("<frozen ")
-            or any(part in filename for part in _LIBRARY_PARTS))
+            or any(part in filename for part in _LIBRARY_PARTS) or _is_installed(filename))
+
+
+# Folder -> whether a package installed there by pip sits in it (`pip install --target DIR`
+# puts packages on PYTHONPATH outside site-packages: their *.dist-info lies beside them).
+_INSTALLED: dict[str, bool] = {}
+_INSTALLED_MAX = 1 << 12
+
+
+def _is_installed(filename: str) -> bool:
+    """Whether the file belongs to a distribution pip installed (a *.dist-info folder in one
+    of the four folders above it), as opposed to the program's own files (an editable
+    install's *.dist-info lies in site-packages, not beside the project's files)."""
+    folder = os.path.dirname(filename)
+    for _ in range(4):
+        known = _INSTALLED.get(folder)
+        if known is None:
+            try:
+                known = any(name.endswith(".dist-info")
+                            for name in os.listdir(folder))
+            except OSError:
+                known = False
+            if len(_INSTALLED) < _INSTALLED_MAX:
+                _INSTALLED[folder] = known
+        if known:
+            return True
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    return False
 
 
 # What the slow path needs of a code object, once per code: id(code) -> (code, whether it is

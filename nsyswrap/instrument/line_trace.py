@@ -68,6 +68,7 @@ class LineTrace:
         self.wheres: dict[tuple, int] = {}
         self.threads: dict[int, list] = {}  # get_ident() -> state (callbacks())
         self.stopped_ns: int | None = None  # the trace filled up then
+        self.ended_ns: int | None = None  # the trace ended then (filled up, or at exit)
         self.lock = threading.Lock()
 
     # -- the callbacks (hot: closures over locals, ~0.2 µs a line on top of Python's own) --
@@ -219,8 +220,9 @@ class LineTrace:
                       monitoring.events.PY_YIELD, monitoring.events.PY_UNWIND):
             monitoring.register_callback(tool, event, None)
         monitoring.free_tool_id(tool)
+        self.ended_ns = _clock()
         if full:
-            self.stopped_ns = _clock()
+            self.stopped_ns = self.ended_ns
 
     def texts(self) -> dict[str, str]:
         """The source text of each traced line of the program's own files: those under its
@@ -263,6 +265,7 @@ class LineTrace:
             "wheres": [[code, line, parent] for code, line, parent, _ in self.where_list],
             "threads": threads,
             "stopped_ns": self.stopped_ns,
+            "ended_ns": self.ended_ns,
             "max_entries": MAX_ENTRIES,
         }
 

@@ -27,6 +27,7 @@ from .views import (
     header_lines,
     kernel_columns,
     kernel_names,
+    line_hint,
     no_findings_line,
     range_rows,
     rows,
@@ -121,6 +122,10 @@ class TableRenderer(Renderer):
             _print_lines(console, (Text(line, style="dim")
                                    for line in wrapped(left_out, width)))
         print_summaries(console, c, width, top)
+        hint = line_hint(c)
+        if hint:
+            console.print()
+            _print_lines(console, (Text(line, style="dim") for line in wrapped(hint, width)))
         return buf.getvalue()
 
 
