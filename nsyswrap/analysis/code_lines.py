@@ -24,11 +24,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ..instrument.schema import LINES_SCHEMA
 from ..read.cuda_api import MEMORY_KINDS
 from ..read.operations import GRAPH, KERNEL, MEMCPY, MEMSET, OpChunk
 from .user_events import UserEvents
 
-LINES_SCHEMA = "nsyswrap.lines/1"
 PAGEABLE = next(k for k, v in MEMORY_KINDS.items() if v == "pageable")
 # The wheres that are no line of the program (their rows lead the where table).
 OUTSIDE, OVERFLOW, AUTOGRAD, NATIVE, AFTER_TRACE = range(5)
@@ -134,12 +134,20 @@ def _decode(doc: dict, pid: int, offset: float, first: int
     naming what is not as the runner writes it."""
     if not isinstance(doc, dict) or doc.get("nsyswrap") != LINES_SCHEMA:
         raise ValueError("not a trace of lines")
-    codes, wheres, threads = doc.get("codes"), doc.get("wheres"), doc.get("threads")
+    rows = _wheres(doc, first)
+    threads, ends = _threads(doc, pid, offset, first, len(rows) + 2)
+    return rows, threads, ends
+
+
+def _wheres(doc: dict, first: int) -> list[tuple]:
+    """The trace's wheres past its two special ones, as the where table's rows."""
+    codes, wheres = doc.get("codes"), doc.get("wheres")
     if not (isinstance(codes, list) and len(codes) <= MAX_TABLE_ROWS and all(
             isinstance(c, list) and len(c) == 3 and isinstance(c[0], str)
             and isinstance(c[1], str) and _whole(c[2], 0, 1 << 31) for c in codes)):
         raise ValueError("codes is not a list of [file, function, first line]")
-    texts = doc.get("texts") or {}
+    texts = doc.get("texts")
+    texts = texts if isinstance(texts, dict) else {}
     if not (isinstance(wheres, list) and 2 <= len(wheres) <= MAX_TABLE_ROWS):
         raise ValueError("wheres is not a list of [code, line, caller]")
     rows: list[tuple] = []
@@ -149,8 +157,16 @@ def _decode(doc: dict, pid: int, offset: float, first: int
             raise ValueError(f"where {i} is not [code, line, an earlier where]")
         file, function, _ = codes[w[0]]
         parent = w[2] - 2 + first if w[2] >= 2 else -1
-        text = texts.get(f"{file}:{w[1]}", "") if isinstance(texts, dict) else ""
+        text = texts.get(f"{file}:{w[1]}", "")
         rows.append((file, w[1], function, parent, text if isinstance(text, str) else ""))
+    return rows
+
+
+def _threads(doc: dict, pid: int, offset: float, first: int, wheres: int
+             ) -> tuple[dict, dict]:
+    """Per thread key (pid << 24 | tid): its entries' report times and global wheres; and
+    when its trace ended."""
+    threads = doc.get("threads")
     if not isinstance(threads, list):
         raise ValueError("threads is not a list")
     out, ends = {}, {}
@@ -162,7 +178,7 @@ def _decode(doc: dict, pid: int, offset: float, first: int
         n = t["rows"]
         clocks = np.cumsum(_inflate(t.get("clock_deltas"), "<i8", n))
         local = _inflate(t.get("wheres"), "<u4", n).astype("int64")
-        if len(local) and local.max() >= len(wheres):
+        if len(local) and local.max() >= wheres:
             raise ValueError("a thread's entries name wheres the trace does not hold")
         glob = np.where(local >= 2, local - 2 + first, np.where(local == 1, OVERFLOW, OUTSIDE))
         times = np.round(clocks + offset).astype("int64")
@@ -172,7 +188,7 @@ def _decode(doc: dict, pid: int, offset: float, first: int
         out[key] = (times, glob)
         if _whole(ended, 0, 1 << 62):
             ends[key] = int(round(ended + offset))
-    return rows, out, ends
+    return out, ends
 
 
 def line_trace(events: UserEvents, thread_names: dict[int, str] | None = None

@@ -252,7 +252,8 @@ def _line_kernels(c: Comparison) -> pd.DataFrame:
     out = pd.DataFrame({"name": k["name"].to_numpy(), "file": at["file"].to_numpy(),
                         "line": at["line"].to_numpy(), "function": at["function"].to_numpy(),
                         "kernels": k["kernels"].to_numpy(), "kernel_ns": k["kernel_ns"].to_numpy()})
-    out = out.groupby(["name", "file", "line", "function"], sort=False, as_index=False).sum()
+    out = out.groupby(["name", "file", "line", "function"], sort=False, as_index=False,
+                      observed=True).sum()
     return out.sort_values(["kernel_ns", "name"], ascending=[False, True], kind="stable")
 
 

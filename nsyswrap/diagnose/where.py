@@ -23,7 +23,7 @@ HOST_CODES = frozenset({"LAUNCH_OVERHEAD", "HOST_WORK_IN_WINDOW", "TRANSFER_IN_W
                         "TRANSFER_IN_RANGE", "COLD_START"})
 # Findings about kernels by name: the lines that launched them.
 KERNEL_CODES = frozenset({"FP32_GEMM"})
-TEXT_CHARS = 60
+TEXT_CHARS = 36
 
 
 def with_lines(findings: list[Finding], a: Analysis) -> list[Finding]:
@@ -50,14 +50,15 @@ def _named(f: Finding, found: pd.DataFrame) -> Finding:
              measure: int(getattr(r, measure)), "share": float(r.share)}
             for r in top.itertuples()]
     first = rows[0]
-    what = ("of host time in them" if measure == "host_ns"
-            else "of those kernels' GPU time")
+    what = "its host time" if measure == "host_ns" else "that GPU time"
     text = first["text"] if len(first["text"]) <= TEXT_CHARS else \
         first["text"][:TEXT_CHARS - 1] + "…"
-    place = f"{first['file'].rsplit('/', 1)[-1]}:{first['line']}"
-    message = (f"{f.message.rstrip('.')}; line {place}"
-               f"{f' `{text}`' if text else ''}: {fmt_ns(first[measure])} {what} "
-               f"({fmt_share(first['share'])})")
+    file = first["file"].rsplit("/", 1)[-1]
+    # A timed place's label names its file already: the line number alone reads.
+    named = any(f"{file}:" in label for label in f.ranges)
+    place = f"line {first['line']}" if named else f"{file}:{first['line']}"
+    message = (f"{f.message.rstrip('.')}; {fmt_share(first['share'])} of {what} "
+               f"({fmt_ns(first[measure])}) at {place}{f' `{text}`' if text else ''}")
     return dataclasses.replace(f, message=message, evidence={**f.evidence, "lines": rows})
 
 

@@ -51,6 +51,8 @@ TIMER_RANGE_PREFIX = "nsyswrap.timer "
 DO_BENCH_RANGE_PREFIX = "nsyswrap.do_bench "
 # Off with `nsyswrap run --no-user-events`.
 ENABLE_ENV = "NSYSWRAP_USER_EVENTS"
+# The trace of the program's lines: off with `nsyswrap run --no-lines`.
+LINES_ENV = "NSYSWRAP_LINES"
 # Clock marks in a burst: each brackets the report's clock within a few µs; the analysis
 # intersects them.
 CLOCK_MARKS = 8
@@ -1096,7 +1098,7 @@ def _trace_lines() -> None:
     """The program's lines traced beside its records (line_trace.py), unless `nsyswrap run
     --no-lines` set NSYSWRAP_LINES=0; Python before 3.12 has no sys.monitoring: a note."""
     global LINES
-    if os.environ.get("NSYSWRAP_LINES", "1") == "0":
+    if os.environ.get(LINES_ENV, "1") == "0":
         return
     if not hasattr(sys, "monitoring"):
         RECORDER.notes.append(f"lines: not traced (Python {sys.version_info[0]}."

@@ -30,6 +30,7 @@ import threading
 import time
 import zlib
 
+# Keep in step with nsyswrap/instrument/schema.py (this file may not import it).
 LINES_SCHEMA = "nsyswrap.lines/1"
 # Off with `nsyswrap run --no-lines`.
 ENABLE_ENV = "NSYSWRAP_LINES"
