@@ -5,8 +5,13 @@
    trace's cost against lines that do almost nothing).
 2. Whole programs: each workload run through the runner (no nsys), with the trace on and off
    in turns (NSYSWRAP_LINES=1/0), wall time of the whole process and the ratio of medians.
+   Python's and torch's start-up (seconds) make these noisy: see 3.
+3. In one process (--in-process FILE:FUNCTION[:ARG]): the workload's function called with
+   the trace on and off in turns, after one call to warm up, each timed (the ratio of the
+   medians, and the trace's entries per call).
 
-    python scripts/bench_lines.py [--rounds N] [WORKLOAD.py [ARGS...]]...
+    python scripts/bench_lines.py [--rounds N] [--in-process FILE:FUNC[:ARG]]...
+        [WORKLOAD.py [ARGS...]]...
     (workloads separated by --, e.g. scripts/workloads/torch_seed_timings.py --
      scripts/workloads/torch_lines_train.py 200)
 
@@ -16,7 +21,9 @@ Prints JSON. Python 3.12 or newer (sys.monitoring).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
+import io
 import json
 import os
 import statistics
@@ -80,9 +87,57 @@ def whole(program: list[str], rounds: int) -> dict:
             "ratio_of_medians": on / off}
 
 
+def _load(path: str, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def in_process(target: str, rounds: int) -> dict:
+    """FILE:FUNC[:ARG] called with the trace on and off in turns (the runner's rule of what
+    is the program's code: event_hooks._is_library)."""
+    path, function, *arg = target.split(":")
+    hooks = _load(str(ROOT / "nsyswrap" / "instrument" / "event_hooks.py"), "_eh")
+    lt = _load(str(ROOT / "nsyswrap" / "instrument" / "line_trace.py"), "_lt")
+    sys.argv = [path, *arg]
+    module = _load(path, "_workload")
+    fn = getattr(module, function)
+    args = [int(a) for a in arg]
+    torch = sys.modules.get("torch")
+
+    def timed(trace_on: bool) -> tuple[float, int]:
+        trace = lt.LineTrace(lambda f: f.startswith("<") or hooks._is_library(f))
+        if trace_on:
+            trace.start()
+        if torch is not None:
+            torch.cuda.synchronize()
+        t = time.perf_counter()
+        with contextlib.redirect_stdout(io.StringIO()):
+            fn(*args)
+        if torch is not None:
+            torch.cuda.synchronize()
+        took = time.perf_counter() - t
+        trace.stop()
+        return took, sum(len(s[3]) for s in trace.threads.values())
+
+    timed(False)  # warm-up: libraries, allocations, autotuning
+    on, off, entries = [], [], 0
+    for _ in range(rounds):
+        took, entries = timed(True)
+        on.append(took)
+        off.append(timed(False)[0])
+    ratio = statistics.median(on) / statistics.median(off)
+    return {"target": target, "lines_s": on, "no_lines_s": off, "ratio_of_medians": ratio,
+            "entries_per_call": entries,
+            "added_ns_per_entry": (statistics.median(on) - statistics.median(off)) * 1e9
+            / max(entries, 1)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--in-process", action="append", default=[], metavar="FILE:FUNC")
     parser.add_argument("programs", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     programs, current = [], []
@@ -97,6 +152,7 @@ def main() -> None:
         programs.append(current)
     out = {"python": sys.version.split()[0], "cores": os.cpu_count(),
            "per_entry": per_entry(args.rounds),
+           "in_process": [in_process(t, args.rounds) for t in args.in_process],
            "programs": [whole(p, args.rounds) for p in programs]}
     print(json.dumps(out, indent=1))
 

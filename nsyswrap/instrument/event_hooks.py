@@ -394,7 +394,8 @@ def _line_of(code, lasti: int) -> int:
 
 # -- what is the program's own code ---------------------------------------------------------
 
-_OWN_FOLDER = os.path.dirname(os.path.abspath(__file__)) + os.sep
+# The whole package, wherever it lies (a checkout on PYTHONPATH is no program's code either).
+_OWN_FOLDER = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 def _library_prefixes() -> tuple[str, ...]:

@@ -42,14 +42,14 @@ class MLP(nn.Module):
         with at(): return self.fc2(h)  # noqa: E701
 
 
-def main():
+def main(steps: int = STEPS):
     torch.manual_seed(0)
     torch.backends.cuda.matmul.allow_tf32 = False
     model = MLP().cuda()
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     data = torch.randn(512, 1024)  # pageable
     w = torch.randn(2048, 2048, device="cuda")
-    for step in range(STEPS):
+    for step in range(steps):
         with at(): x = data.to("cuda")  # noqa: E701
         with at(): loss = model(x).pow(2).mean()  # noqa: E701
         with at(): loss.backward()  # noqa: E701
