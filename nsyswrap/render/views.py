@@ -440,8 +440,14 @@ def line_cell(r: dict[str, Any]) -> str:
     the wheres that are no line (backward on autograd's thread, ...) by their label."""
     if not r["line"]:
         return printable(str(r["function"]))
-    what = r["text"] or r["function"]
+    # The code without its inline comment ("  # ..."), cut to fit beside the numbers.
+    what = (r["text"].split("  #", 1)[0] if r["text"] else "") or r["function"]
+    if len(what) > LINE_TEXT_CHARS:
+        what = what[:LINE_TEXT_CHARS - 1] + "…"
     return printable(f"{str(r['file']).rsplit('/', 1)[-1]}:{r['line']}  {what}")
+
+
+LINE_TEXT_CHARS = 40
 
 
 LINE_COLUMNS = [
@@ -452,7 +458,8 @@ LINE_COLUMNS = [
     Column("Copies", _copies),
     Column("Syncs", lambda r: f"{r['syncs']} ({fmt_ns(r['sync_ns'])})" if r["syncs"]
            else "–", title="blocking CUDA calls it made (time blocked)"),
-    Column("Host", ns_cell("host_ns"), title="host time the line ran (with what it called)"),
+    Column("Host", lambda r: fmt_ns(r["host_ns"]) if r["host_ns"] else "–",
+           title="host time the line ran (with what it called)"),
     Column("Idle", ns_cell("idle_ns"), title="GPU idle while the host ran this line"),
 ]
 
