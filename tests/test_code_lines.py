@@ -19,7 +19,7 @@ import zlib
 from collections import Counter
 
 import pytest
-from conftest import DATA, sql
+from conftest import DATA, needs_browser, sql
 
 import nsyswrap
 
@@ -176,3 +176,25 @@ def test_a_report_without_a_trace_says_why():
     from nsyswrap.render import render
 
     assert "no trace of the program's lines" in render(c, "table")
+
+
+@needs_browser
+def test_the_page_shows_the_lines_and_their_source_escaped(tmp_path):
+    """The By line table and the source view, as Chromium shows them; a line's source
+    text that is markup stays text (a program's source is the report's data)."""
+    from browser import load_page
+
+    c = nsyswrap.compare(TRAIN)
+    probe = "<img src=x onerror=alert(1)>"
+    table = c.analysis.lines.table
+    c.analysis.lines.table = table.assign(text=table["text"].where(table["line"] != 58, probe))
+    page = tmp_path / "lines.html"
+    c.save_html(page)
+    shot = tmp_path / "lines.png"
+    load = load_page(page, shot, element="#lines")
+    assert not load.errors and not load.dialogs and not load.requests
+    text = load.facts["text"]
+    assert "By line" in text and "backward (autograd thread)" in text
+    assert probe in text  # shown as text, never run
+    assert "with at(): h = self.fc1(x)" in text  # the source view
+    assert shot.stat().st_size > 10_000

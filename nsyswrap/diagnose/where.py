@@ -51,8 +51,8 @@ def _named(f: Finding, found: pd.DataFrame) -> Finding:
             for r in top.itertuples()]
     first = rows[0]
     what = "its host time" if measure == "host_ns" else "that GPU time"
-    text = first["text"] if len(first["text"]) <= TEXT_CHARS else \
-        first["text"][:TEXT_CHARS - 1] + "…"
+    text = first["text"].strip()
+    text = text if len(text) <= TEXT_CHARS else text[:TEXT_CHARS - 1] + "…"
     file = first["file"].rsplit("/", 1)[-1]
     # A timed place's label names its file already: the line number alone reads.
     named = any(f"{file}:" in label for label in f.ranges)

@@ -240,7 +240,7 @@ class LineTrace:
                 mine[file] = os.path.realpath(os.path.abspath(file)).startswith(here)
             key = f"{file}:{line}"
             if mine[file] and key not in out and len(out) < MAX_TEXTS:
-                out[key] = linecache.getline(file, line).strip()[:TEXT_CHARS]
+                out[key] = linecache.getline(file, line).rstrip()[:TEXT_CHARS]
         return out
 
     def document(self) -> dict:

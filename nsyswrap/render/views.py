@@ -441,7 +441,7 @@ def line_cell(r: dict[str, Any]) -> str:
     if not r["line"]:
         return printable(str(r["function"]))
     # The code without its inline comment ("  # ..."), cut to fit beside the numbers.
-    what = (r["text"].split("  #", 1)[0] if r["text"] else "") or r["function"]
+    what = (r["text"].split("  #", 1)[0].strip() if r["text"] else "") or r["function"]
     if len(what) > LINE_TEXT_CHARS:
         what = what[:LINE_TEXT_CHARS - 1] + "…"
     return printable(f"{str(r['file']).rsplit('/', 1)[-1]}:{r['line']}  {what}")
@@ -484,14 +484,10 @@ def line_hint(c: Comparison) -> str | None:
 
 
 def summary_sections(c: Comparison, top: int = 10) -> list[SummarySection]:
-    """The program's lines (line_section), the CUDA API calls (the `top` heaviest, 0: all), the
-    slowest CUDA API calls, the
+    """The CUDA API calls (the `top` heaviest, 0: all), the slowest CUDA API calls, the
     copies and memsets, the OS runtime calls (the `top` heaviest) and the program's marks
     (the first MARKS_SHOWN), each where the report has any."""
     out = []
-    lines = line_section(c, top)
-    if lines is not None:
-        out.append(lines)
     at = _since(origin_ns(c))
     apis = rows(c, "cuda_api")
     if apis:
