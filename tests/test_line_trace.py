@@ -179,15 +179,23 @@ def test_no_source_and_no_lines(tmp_path):
     assert lines is None
 
 
-def test_before_312_the_runner_says_why():
-    """Without sys.monitoring the runner keeps no trace and notes why (what the analysis
-    shows where the By line table would be)."""
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="this Python has sys.monitoring")
+def test_before_312_the_runner_says_why(tmp_path):
+    """Without sys.monitoring the runner keeps no trace and says why in its document; the
+    analysis shows that where the By line table would be."""
     from nsyswrap.analysis.code_lines import lines_missing
-    from nsyswrap.analysis.user_events import RunnerRecords, UserEvents
+    from nsyswrap.analysis.user_events import UserEvents, decode
 
-    runner = RunnerRecords(pid=1, records=None, elapsed=None, sites=[], threads=[], scopes=[],
-                           clock_marks=[], floor_ms=[], hook_cost_ns=None,
-                           notes=["lines: not traced (Python 3.11 has no sys.monitoring; "
-                                  "3.12 does)"])
-    why = lines_missing(UserEvents(processes=[runner]))
-    assert "Python 3.11" in why and "3.12" in why
+    script = tmp_path / "program.py"
+    script.write_text("import torch\ntorch.cuda.Event(enable_timing=True).record()\n")
+    log = tmp_path / "marks.log"
+    proc = subprocess.run(
+        [sys.executable, str(RUNNER), str(script)], cwd=tmp_path, capture_output=True,
+        text=True, timeout=120, env=dict(os.environ, FAKE_NVTX_LOG=str(log),
+                                         PYTHONPATH=str(ROOT / "tests" / "fake_torch")))
+    assert proc.returncode == 0, proc.stderr
+    doc = next(json.loads(t) for t in log.read_text().splitlines()
+               if t.startswith('{"nsyswrap":"nsyswrap.user-events/2"'))
+    assert doc["lines"] is None and "sys.monitoring" in doc["lines_note"]
+    why = lines_missing(UserEvents(processes=[decode(doc)]))
+    assert f"Python 3.{sys.version_info[1]}" in why and "3.12" in why

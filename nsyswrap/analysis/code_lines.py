@@ -237,11 +237,10 @@ def lines_missing(events: UserEvents) -> str | None:
     if any(runner.lines is not None for runner in events.processes):
         return None
     for runner in events.processes:
-        for note in runner.notes:
-            if note.startswith("lines: not traced"):
-                return "no trace of the program's lines: " + note.removeprefix("lines: ")
-    return ("no trace of the program's lines: the run was made with --no-lines, or by an "
-            "nsyswrap without it")
+        if runner.lines_note:
+            return f"no trace of the program's lines: {runner.lines_note}"
+    return ("no trace of the program's lines: the run was made by an nsyswrap without it "
+            "(run it again with this one, Python 3.12 or newer)")
 
 
 def autograd_threads(thread_names: dict[int, str]) -> set[int]:

@@ -84,6 +84,7 @@ class RunnerRecords:
     # The trace of the program's lines as the document holds it (code_lines.py decodes it);
     # None: not traced (Python before 3.12, `nsyswrap run --no-lines`, an earlier runner).
     lines: dict | None = None
+    lines_note: str | None = None  # why not: the runner's words
 
 
 @dataclass
@@ -383,6 +384,7 @@ def decode(doc: dict) -> RunnerRecords:
                         for file, line, function, arguments in context)
                   for context in contexts],
         lines=doc.get("lines") if isinstance(doc.get("lines"), dict) else None,
+        lines_note=doc.get("lines_note") if is_text(doc.get("lines_note")) else None,
         **counts)
 
 

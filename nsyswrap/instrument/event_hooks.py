@@ -105,8 +105,9 @@ _ELAPSED = struct.Struct(ELAPSED_FORMAT)
 RECORD_SIZE, ELAPSED_SIZE = _RECORD.size, _ELAPSED.size
 
 _clock = time.perf_counter_ns
-# The trace of the program's lines (line_trace.LineTrace), when it runs.
+# The trace of the program's lines (line_trace.LineTrace), when it runs; else why not.
 LINES = None
+LINES_NOTE: str | None = None
 
 
 class Recorder:
@@ -378,6 +379,7 @@ class Recorder:
             "hook_cost_ns": HOOK_COST_NS,
             "hook_cost_worst_ns": HOOK_COST_WORST_NS,
             "lines": None if LINES is None else LINES.document(),
+            "lines_note": LINES_NOTE,
         }
 
 
@@ -1098,18 +1100,18 @@ def flush(measure_floor: bool = True) -> None:
 def _trace_lines() -> None:
     """The program's lines traced beside its records (line_trace.py), unless `nsyswrap run
     --no-lines` set NSYSWRAP_LINES=0; Python before 3.12 has no sys.monitoring: a note."""
-    global LINES
+    global LINES, LINES_NOTE
     if os.environ.get(LINES_ENV, "1") == "0":
+        LINES_NOTE = "the run was made with --no-lines"
         return
     if not hasattr(sys, "monitoring"):
-        RECORDER.notes.append(f"lines: not traced (Python {sys.version_info[0]}."
-                              f"{sys.version_info[1]} has no sys.monitoring; 3.12 does)")
+        LINES_NOTE = (f"Python {sys.version_info[0]}.{sys.version_info[1]} has no "
+                      "sys.monitoring; 3.12 does")
         return
     # Code compiled from text ("<string>": dataclasses', namedtuples') is no line to show.
     LINES = _sibling("line_trace").start(lambda f: f.startswith("<") or _is_library(f))
     if LINES is None:
-        RECORDER.notes.append("lines: not traced (every sys.monitoring tool id nsyswrap may "
-                              "use was taken)")
+        LINES_NOTE = "every sys.monitoring tool id nsyswrap may use was taken"
 
 
 def _lines_kept() -> bool:
