@@ -261,7 +261,6 @@ class LineTotals:
             "kernels", "kernel_ns", "copies", "copy_ns", "copy_bytes", "pageable_copies",
             "memsets", "idle_ns")}
         self.horizon: dict[int, int] = {}  # device -> the latest end of its work so far
-        self.idle: list[tuple[np.ndarray, ...]] = []  # (thread, gap start, gap end)
         self.kernel_names: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self.names: list[str] = []  # each kernel name code's short name (the engine's)
 
@@ -311,23 +310,14 @@ class LineTotals:
             self.horizon[int(d)] = int(before[-1])
             prior = before[:-1]
             gap = (prior >= 0) & (start[rows] > prior) & launched[rows]
-            if gap.any():
-                self.idle.append((chunk["thread"][rows[gap]].astype("int64"), prior[gap],
-                                  start[rows[gap]]))
-
-    def idle_by_where(self) -> np.ndarray:
-        """Per where, the host time its thread ran it during the devices' gaps."""
-        out = np.zeros(len(self.trace.wheres), "int64") if self.trace is not None else None
-        if out is None or not self.idle:
-            return out
-        thread = np.concatenate([t for t, _, _ in self.idle]) & THREAD_KEY_BITS
-        starts = np.concatenate([s for _, s, _ in self.idle])
-        ends = np.concatenate([e for _, _, e in self.idle])
-        self.idle = []
-        for key in np.unique(thread):
-            rows = thread == key
-            out += self.trace.host_time(int(key), starts[rows], ends[rows])
-        return out
+            if not gap.any():
+                continue
+            # Summed as they come: a report of many gaps holds no list of them.
+            thread = chunk["thread"][rows[gap]].astype("int64") & THREAD_KEY_BITS
+            starts, ends = prior[gap], start[rows[gap]]
+            for key in np.unique(thread):
+                mine = thread == key
+                self.sums["idle_ns"] += self.trace.host_time(int(key), starts[mine], ends[mine])
 
 
 def _pageable(chunk: OpChunk) -> np.ndarray:
@@ -422,7 +412,6 @@ def code_lines(totals: LineTotals, blocking: pd.DataFrame, kernel_names: list[st
         if len(times) > 1:
             np.add.at(host, wheres[:-1], np.diff(times))
     sums["host_ns"] = host
-    sums["idle_ns"] = totals.idle_by_where()
     where = trace.where_of(blocking["thread"].to_numpy("int64"),
                            blocking["start_ns"].to_numpy("int64"), totals.autograd)
     sums["syncs"] = np.bincount(where, minlength=n).astype("int64")
