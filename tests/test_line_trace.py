@@ -199,3 +199,56 @@ def test_before_312_the_runner_says_why(tmp_path):
     assert doc["lines"] is None and "sys.monitoring" in doc["lines_note"]
     why = lines_missing(UserEvents(processes=[decode(doc)]))
     assert f"Python 3.{sys.version_info[1]}" in why and "3.12" in why
+
+
+VENV312 = ROOT / ".venv-test312" / "bin" / "python"
+needs_venv312 = pytest.mark.skipif(
+    not VENV312.exists() or subprocess.run([str(VENV312), "-c", "import nvtx"],
+                                           capture_output=True).returncode != 0,
+    reason="no .venv-test312 with the nvtx package (scripts/test.sh makes it)")
+
+END_TO_END = '''\
+import time
+import torch  # the stand-in: NVTX through the nvtx package, which nsys traces
+
+
+def slow():
+    time.sleep(0.05)  # L:sleep
+
+
+def main():
+    for _ in range(3):
+        slow()  # L:call
+    torch.cuda.Event(enable_timing=True).record()
+
+
+main()
+'''
+
+
+@pytest.mark.nsys
+@needs_venv312
+def test_nsyswrap_run_traces_the_lines_end_to_end(tmp_path):
+    """Under Debian's nsys 2022.4 on the CPU: the runner (Python 3.12) writes its trace into
+    the report, the analysis places it on the report's clock and shows each line's host
+    time, with the line that called it."""
+    from conftest import nsys_available
+
+    if not nsys_available():
+        pytest.skip("nsys not on PATH")
+    script = tmp_path / "program.py"
+    script.write_text(END_TO_END)
+    env = dict(os.environ, PYTHONPATH=f"{ROOT / 'tests' / 'fake_torch'}{os.pathsep}{ROOT}")
+    proc = subprocess.run([sys.executable, "-m", "nsyswrap", "run", "-o", str(tmp_path / "run"),
+                           "--trace", "nvtx", "--format", "json", "--", str(VENV312),
+                           str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = json.loads(proc.stdout)["lines"]
+    assert lines["why_empty"] is None, lines
+    rows = {(r["function"], r["line"]): r for r in lines["rows"]}
+    line = END_TO_END.splitlines().index("    time.sleep(0.05)  # L:sleep") + 1
+    sleep = rows[("slow", line)]
+    assert 150e6 <= sleep["host_ns"] < 400e6  # three sleeps of 50 ms
+    assert sleep["text"].strip().startswith("time.sleep(0.05)")
+    call = END_TO_END.splitlines().index("        slow()  # L:call") + 1
+    assert sleep["stack"][0].endswith(f":{call} main")

@@ -227,11 +227,14 @@ class LineTrace:
 
     def texts(self) -> dict[str, str]:
         """The source text of each traced line of the program's own files: those under its
-        working folder (not the machine's other files), unless NSYSWRAP_SOURCE=0 (`nsyswrap
-        run --no-source`)."""
+        working folder or its script's (not the machine's other files), unless
+        NSYSWRAP_SOURCE=0 (`nsyswrap run --no-source`)."""
         if os.environ.get(SOURCE_ENV, "1") == "0":
             return {}
-        here = os.path.realpath(os.getcwd()) + os.sep
+        folders = {os.getcwd()}
+        if sys.argv and sys.argv[0].endswith(".py"):
+            folders.add(os.path.dirname(os.path.abspath(sys.argv[0])))
+        here = tuple(os.path.realpath(f) + os.sep for f in folders)
         mine: dict[str, bool] = {}
         out: dict[str, str] = {}
         for number, line, _, _ in self.where_list[2:]:
