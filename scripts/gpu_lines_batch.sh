@@ -12,7 +12,7 @@ export PYTHONUNBUFFERED=1 PYTHONPATH="$here:${PYTHONPATH:-}"
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 case "$gpu" in *H200*) tag=h200 ;; *H100*) tag=h100 ;; *) tag=gpu ;; esac
 echo "== $gpu ($(nproc) cores), $(python3 --version)"; date
-FIXTURE_TAG=$tag FIXTURES="${FIXTURES:-user_lines_train user_lines_seed}" \
+FIXTURE_TAG=$tag FIXTURES="${FIXTURES:-user_lines_train user_lines_seed user_lines_emit}" \
   bash scripts/make_fixtures_gpu.sh "$out" >"$out/text/fixtures.log" 2>&1
 tail -3 "$out/text/fixtures.log"
 for f in "$out"/*.sqlite; do
@@ -21,6 +21,7 @@ for f in "$out"/*.sqlite; do
   python3 -m nsyswrap compare "$f" --format json >"$out/text/$name.json" 2>"$out/text/$name.err"
   head -c 3000 "$out/text/$name.txt" | tail -c 1500
 done
+if [ "${BENCH:-1}" != 0 ]; then
 echo "== the trace's cost"; date
 w=scripts/workloads
 python3 scripts/bench_lines.py --rounds 15 --in-process $w/torch_seed_timings.py:copied \
@@ -32,6 +33,7 @@ if [ -n "${WHOLE:-}" ]; then
     $w/torch_lines_train.py 400 -- $w/torch_train.py >"$out/text/bench_whole.json" 2>&1
 fi
 cat "$out/text/bench_lines.json"
+fi
 tar -czf "$out/text.tar.gz" -C "$out" text && rm -rf "$out/text"
 gzip -f "$out"/*.sqlite
 ls -la "$out"; date

@@ -74,6 +74,7 @@ want user_two_procs && user_run two_procs -- "$here/workloads/torch_user_two_pro
 # and the seed article's program, their lines traced by the runner (Python 3.12+).
 want user_lines_train && user_run lines_train -- "$here/workloads/torch_lines_train.py"
 want user_lines_seed && user_run lines_seed -- "$here/workloads/torch_seed_timings.py"
+want user_lines_emit && user_run lines_emit -- "$here/workloads/torch_lines_train.py" 12 --emit-nvtx
 # Interrupted (Ctrl-C) once it has timed 200 steps: what was recorded up to then is kept.
 if want user_interrupt; then
   dir=$(mktemp -d)

@@ -12,8 +12,15 @@ the innermost "line N" range around each launching call in the report (SQL). Wha
   - `.item()`: a blocking copy that waits for the GPU;
   - host work the GPU waits for: a sleep between steps (the idle it causes).
 
-Profiled by scripts/make_fixtures_gpu.sh through `nsyswrap run` (h200_lines_train.sqlite).
+With --emit-nvtx the loop runs under torch.autograd.profiler.emit_nvtx(): every op an NVTX
+range with its sequence number, which ties each backward kernel to the forward op (and so
+the line) that made it.
+
+Profiled by scripts/make_fixtures_gpu.sh through `nsyswrap run` (h200_user_lines_train.sqlite;
+h200_user_lines_emit.sqlite with --emit-nvtx).
 """
+
+import contextlib
 
 import sys
 import time
@@ -22,7 +29,8 @@ import nvtx
 import torch
 from torch import nn
 
-STEPS = int(sys.argv[1]) if len(sys.argv) > 1 else 12
+STEPS = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1].isdigit() else 12
+EMIT_NVTX = "--emit-nvtx" in sys.argv
 
 
 def at():
@@ -49,6 +57,12 @@ def main(steps: int = STEPS):
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     data = torch.randn(512, 1024)  # pageable
     w = torch.randn(2048, 2048, device="cuda")
+    ops = torch.autograd.profiler.emit_nvtx() if EMIT_NVTX else contextlib.nullcontext()
+    with ops:
+        loop(model, opt, data, w, steps)
+
+
+def loop(model, opt, data, w, steps):
     for step in range(steps):
         with at(): x = data.to("cuda")  # noqa: E701
         with at(): loss = model(x).pow(2).mean()  # noqa: E701
