@@ -18,12 +18,24 @@ import json
 import zlib
 from collections import Counter
 
+from pathlib import Path
+
 import pytest
 from conftest import DATA, needs_browser, sql
 
 import nsyswrap
 
 TRAIN = DATA / "h200_user_lines_train.sqlite"
+EMIT = DATA / "h200_user_lines_emit.sqlite"
+WORKLOAD = Path(__file__).parents[1] / "scripts" / "workloads" / "torch_lines_train.py"
+
+
+def L(code: str) -> int:
+    """The line of torch_lines_train.py (the fixtures' program) that holds `code`."""
+    lines = WORKLOAD.read_text().splitlines()
+    found = [i for i, text in enumerate(lines, start=1) if code in text]
+    assert len(found) == 1, code
+    return found[0]
 SEED = DATA / "h200_user_lines_seed.sqlite"
 OPS = {"kernel": "CUPTI_ACTIVITY_KIND_KERNEL", "copy": "CUPTI_ACTIVITY_KIND_MEMCPY",
        "memset": "CUPTI_ACTIVITY_KIND_MEMSET"}
@@ -34,10 +46,10 @@ def train():
     return nsyswrap.compare(TRAIN)
 
 
-def _truth(kind: str) -> Counter:
+def _truth(kind: str, path=TRAIN) -> Counter:
     """Per line number: the operations of `kind` whose launching call lies inside a "line N"
     range of its thread (the innermost), from SQL alone; "backward" for autograd's."""
-    rows = sql(TRAIN, f"""
+    rows = sql(path, f"""
         WITH ops AS (
           SELECT r.globalTid AS tid, r.start AS t FROM {OPS[kind]} o
           JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = o.correlationId),
@@ -89,11 +101,12 @@ def test_each_marked_line_launches_what_the_source_says(train):
     model's layers inside MLP.forward, backward on autograd's thread only."""
     table = train.analysis.lines.table
     table = table[table["file"].str.endswith("torch_lines_train.py")].set_index("line")
-    assert "w @ w" in table.loc[58, "text"] and table.loc[58, "kernels"] == 12
-    assert table.loc[40, "function"] == "MLP.forward"
-    assert table.loc[53, "pageable_copies"] == 12  # data.to("cuda") from pageable memory
-    assert table.loc[59, "syncs"] == 12  # .item() waits for the GPU
-    assert table.loc[60, "idle_ns"] > 12 * 1_000_000  # time.sleep(0.002) while the GPU waits
+    assert table.loc[L("y = w @ w"), "kernels"] == 12
+    assert table.loc[L("h = self.fc1(x)"), "function"] == "MLP.forward"
+    assert table.loc[L('x = data.to("cuda")'), "pageable_copies"] == 12  # from pageable memory
+    assert table.loc[L("loss.item()"), "syncs"] == 12  # .item() waits for the GPU
+    # time.sleep(0.002) while the GPU waits
+    assert table.loc[L("time.sleep(0.002)"), "idle_ns"] > 12 * 1_000_000
     backward = train.analysis.lines.table
     backward = backward[backward["function"] == "backward (autograd thread)"]
     assert backward["kernels"].iloc[0] == _truth("kernel")["backward"]
@@ -101,10 +114,11 @@ def test_each_marked_line_launches_what_the_source_says(train):
 
 def test_findings_name_their_lines(train):
     by_code = {(f.code, f.range): f for f in train.findings}
-    sync = by_code[("SYNC_IN_RANGE", "lines:line 59")]
-    assert sync.evidence["lines"][0]["line"] == 59 and "loss.item()" in sync.message
+    item = L("loss.item()")
+    sync = by_code[("SYNC_IN_RANGE", f"lines:line {item}")]
+    assert sync.evidence["lines"][0]["line"] == item and "loss.item()" in sync.message
     gemm = next(f for f in train.findings if f.code == "FP32_GEMM")
-    assert gemm.evidence["lines"][0]["line"] == 58 and "w @ w" in gemm.message
+    assert gemm.evidence["lines"][0]["line"] == L("y = w @ w") and "w @ w" in gemm.message
     for f in train.findings:
         assert len(f.message) < 8 * 80
 
@@ -115,10 +129,13 @@ def test_the_json_and_csv_hold_the_lines(train, tmp_path):
     doc = json.loads(render(train, "json"))
     lines = doc["lines"]
     assert lines["why_empty"] is None
-    assert {r["line"] for r in lines["rows"]} >= {40, 41, 42, 53, 54, 55, 56, 57, 58, 59}
-    forward = next(r for r in lines["rows"] if r["line"] == 40)
-    assert forward["stack"][0].endswith(":54 main")  # called from `loss = model(x)...`
-    assert any(k["line"] == 58 for k in lines["kernels"])
+    assert {r["line"] for r in lines["rows"]} >= {L(c) for c in (
+        "self.fc1(x)", "torch.relu(h)", "self.fc2(h)", "data.to(", "model(x)", "backward()",
+        "opt.step()", "opt.zero_grad(", "w @ w", "loss.item()")}
+    forward = next(r for r in lines["rows"] if r["line"] == L("self.fc1(x)"))
+    # called from `loss = model(x)...`, in loop()
+    assert forward["stack"][0].endswith(f":{L('model(x)')} loop")
+    assert any(k["line"] == L("w @ w") for k in lines["kernels"])
     text = render(train, "csv", section="lines")
     assert text.splitlines()[0].startswith("file,line,function,text,stack")
     assert "By line" in render(train, "table")
@@ -187,7 +204,7 @@ def test_the_page_shows_the_lines_and_their_source_escaped(tmp_path):
     c = nsyswrap.compare(TRAIN)
     probe = "<img src=x onerror=alert(1)>"
     table = c.analysis.lines.table
-    c.analysis.lines.table = table.assign(text=table["text"].where(table["line"] != 58, probe))
+    c.analysis.lines.table = table.assign(text=table["text"].where(table["line"] != L("w @ w"), probe))
     page = tmp_path / "lines.html"
     c.save_html(page)
     shot = tmp_path / "lines.png"
@@ -198,3 +215,59 @@ def test_the_page_shows_the_lines_and_their_source_escaped(tmp_path):
     assert probe in text  # shown as text, never run
     assert "with at(): h = self.fc1(x)" in text  # the source view
     assert shot.stat().st_size > 10_000
+
+
+def _backward_truth() -> Counter:
+    """Per line: the kernels autograd's thread launched inside a backward node's range
+    ("AddmmBackward0, seq = 4, ...") whose forward op (the same sequence number, the latest
+    before it, on the program's thread) opened inside a "line N" range: from SQL alone."""
+    rows = sql(EMIT, """
+        WITH names AS (
+          SELECT n.globalTid AS tid, n.start, n.end, coalesce(n.text, s.value) AS text
+          FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId),
+        autograd AS (
+          SELECT tn.globalTid AS tid FROM ThreadNames tn JOIN StringIds s ON s.id = tn.nameId
+          WHERE s.value LIKE 'pt_autograd%'),
+        seqd AS (
+          SELECT tid, start, end, text, CAST(substr(text, instr(text, ', seq = ') + 8) AS INT)
+                 AS seq
+          FROM names WHERE text LIKE '%, seq = %'),
+        nodes AS (SELECT * FROM seqd WHERE tid IN (SELECT tid FROM autograd)
+                  AND text GLOB '[A-Za-z]*Backward*, seq = *'),
+        forward AS (SELECT * FROM seqd WHERE tid NOT IN (SELECT tid FROM autograd)),
+        kernels AS (
+          SELECT r.globalTid AS tid, r.start AS t FROM CUPTI_ACTIVITY_KIND_KERNEL k
+          JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId
+          WHERE r.globalTid IN (SELECT tid FROM autograd)),
+        node_of AS (
+          SELECT k.t, (SELECT n.seq FROM nodes n WHERE n.tid = k.tid AND n.start <= k.t
+                       AND k.t <= n.end ORDER BY n.start DESC LIMIT 1) AS seq,
+                      (SELECT n.start FROM nodes n WHERE n.tid = k.tid AND n.start <= k.t
+                       AND k.t <= n.end ORDER BY n.start DESC LIMIT 1) AS node_start
+          FROM kernels k),
+        forward_of AS (
+          SELECT (SELECT f.tid || ' ' || f.start FROM forward f WHERE f.seq = node_of.seq
+                  AND f.start <= node_of.node_start ORDER BY f.start DESC LIMIT 1) AS op
+          FROM node_of WHERE seq IS NOT NULL)
+        SELECT (SELECT l.text FROM names l WHERE l.text LIKE 'line %'
+                AND l.tid = CAST(substr(op, 1, instr(op, ' ') - 1) AS INT)
+                AND l.start <= CAST(substr(op, instr(op, ' ') + 1) AS INT)
+                AND CAST(substr(op, instr(op, ' ') + 1) AS INT) < l.end
+                ORDER BY l.start DESC LIMIT 1)
+        FROM forward_of""")
+    return Counter(int(line.split()[1]) for (line,) in rows if line)
+
+
+def test_backward_kernels_go_to_the_forward_line_that_made_them():
+    """Under emit_nvtx: each backward kernel on the forward op's line (SQL above), plus
+    that line's own forward kernels; what no node holds stays on autograd's thread."""
+    c = nsyswrap.compare(EMIT)
+    backward = _backward_truth()
+    assert backward[L("self.fc1(x)")] > 0 and backward[L("model(x)")] > 0
+    forward = _truth("kernel", EMIT)
+    found = _by_line(c, "kernels")
+    for line in set(backward) | {k for k in forward if k != "backward"}:
+        assert found[line] == forward[line] + backward[line], line
+    assert found["backward"] == forward["backward"] - sum(backward.values())
+    table = c.analysis.lines.table.set_index("line")
+    assert table.loc[L("self.fc1(x)"), "backward_kernels"] == backward[L("self.fc1(x)")]

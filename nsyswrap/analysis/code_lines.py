@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 import zlib
 from dataclasses import dataclass, field
 
@@ -43,8 +44,8 @@ MAX_TABLE_ROWS = 1 << 21  # codes and wheres per process
 THREAD_KEY_BITS = (1 << 48) - 1  # pid << 24 | tid, nsys's globalTid without its marker
 # What a blocking CUDA call's name starts with (read/report.api_calls holds them).
 LINE_COLUMNS = ["where", "file", "line", "function", "text", "host_ns", "gpu_ns", "kernels",
-                "kernel_ns", "copies", "copy_ns", "copy_bytes", "pageable_copies", "memsets",
-                "syncs", "sync_ns", "idle_ns"]
+                "kernel_ns", "backward_kernels", "backward_ns", "copies", "copy_ns",
+                "copy_bytes", "pageable_copies", "memsets", "syncs", "sync_ns", "idle_ns"]
 
 
 @dataclass
@@ -249,17 +250,85 @@ def autograd_threads(thread_names: dict[int, str]) -> set[int]:
             if str(name).startswith("pt_autograd")}
 
 
+# emit_nvtx's ranges: "aten::addmm, seq = 4, op_id = 16" (forward, the program's thread) and
+# "AddmmBackward0, seq = 4, op_id = 43" (the node autograd runs for it, on its thread).
+SEQUENCE = re.compile(r", seq = (\d+)")
+BACKWARD_NODE = re.compile(r"^[A-Za-z_][\w.]*Backward\d*, seq = (\d+)")
+
+
+@dataclass
+class BackwardNodes:
+    """Per autograd thread, its backward nodes' ranges in start order (start, end) and the
+    where of the forward op that made each (by PyTorch's sequence number)."""
+
+    nodes: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)
+
+    def where_of(self, thread: np.ndarray, time: np.ndarray) -> np.ndarray:
+        """Each operation's forward where; AUTOGRAD where no node holds its launch."""
+        out = np.full(len(thread), AUTOGRAD, "int64")
+        for key in np.unique(thread):
+            entry = self.nodes.get(int(key))
+            if entry is None:
+                continue
+            starts, ends, wheres = entry
+            rows = np.flatnonzero(thread == key)
+            at = np.searchsorted(starts, time[rows], side="right") - 1
+            inside = (at >= 0) & (time[rows] <= ends[np.maximum(at, 0)])
+            out[rows[inside]] = wheres[at[inside]]
+        return out
+
+
+def backward_nodes(ranges: pd.DataFrame, trace: LineTrace | None,
+                   autograd: set[int]) -> BackwardNodes:
+    """emit_nvtx's backward node ranges on autograd's threads, each tied to the line of the
+    forward op of the same process and sequence number (the latest before it)."""
+    out = BackwardNodes()
+    if trace is None or not autograd or not len(ranges):
+        return out
+    thread = ranges["thread"].to_numpy("int64") & THREAD_KEY_BITS
+    traced = np.fromiter(trace.threads, "int64", len(trace.threads))
+    on_autograd = np.isin(thread, np.fromiter(autograd, "int64", len(autograd)))
+    rows = np.flatnonzero(on_autograd | np.isin(thread, traced))
+    if not len(rows):
+        return out
+    names = ranges["name"].to_numpy()[rows].astype(str)
+    seq = pd.Series(names).str.extract(SEQUENCE, expand=False)
+    node = pd.Series(names).str.match(BACKWARD_NODE).to_numpy()
+    has = seq.notna().to_numpy()
+    frame = pd.DataFrame({"thread": thread[rows], "pid": thread[rows] >> 24,
+                          "start": ranges["start_ns"].to_numpy("int64")[rows],
+                          "end": ranges["end_ns"].to_numpy("int64")[rows],
+                          "seq": pd.to_numeric(seq, errors="coerce").fillna(-1)
+                          .to_numpy("int64")})
+    forward = frame[has & ~on_autograd[rows] & ~node].sort_values("start", kind="stable")
+    backward = frame[has & on_autograd[rows] & node].sort_values("start", kind="stable")
+    if not len(forward) or not len(backward):
+        return out
+    forward = forward.assign(where=trace.where_of(forward["thread"].to_numpy(),
+                                                  forward["start"].to_numpy()))
+    matched = pd.merge_asof(backward, forward[["start", "pid", "seq", "where"]],
+                            on="start", by=["pid", "seq"], direction="backward")
+    matched["where"] = matched["where"].fillna(AUTOGRAD).astype("int64")
+    for key, mine in matched.groupby("thread", sort=False):
+        out.nodes[int(key)] = (mine["start"].to_numpy("int64"), mine["end"].to_numpy("int64"),
+                               mine["where"].to_numpy("int64"))
+    return out
+
+
 class LineTotals:
     """Per where, the GPU work its thread launched from it, summed over the engine's chunks
-    (`prepare` on a worker thread, `apply` in order), and the GPU idle it caused."""
+    (`prepare` on a worker thread, `apply` in order), and the GPU idle it caused. Backward
+    work goes to its forward line where emit_nvtx's ranges tie it there (`backward`)."""
 
-    def __init__(self, trace: LineTrace | None, autograd: set[int]) -> None:
+    def __init__(self, trace: LineTrace | None, autograd: set[int],
+                 backward: BackwardNodes | None = None) -> None:
         self.trace = trace
         self.autograd = autograd
+        self.backward = backward or BackwardNodes()
         n = len(trace.wheres) if trace is not None else 0
         self.sums = {c: np.zeros(n, "int64") for c in (
             "kernels", "kernel_ns", "copies", "copy_ns", "copy_bytes", "pageable_copies",
-            "memsets", "idle_ns")}
+            "memsets", "idle_ns", "backward_kernels", "backward_ns")}
         self.horizon: dict[int, int] = {}  # device -> the latest end of its work so far
         self.kernel_names: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self.names: list[str] = []  # each kernel name code's short name (the engine's)
@@ -272,7 +341,13 @@ class LineTotals:
         rows = np.flatnonzero(launched)
         where[rows] = self.trace.where_of(chunk["thread"][rows], chunk["launch_start_ns"][rows],
                                           self.autograd)
-        return {"where": where, "launched": launched}
+        backward = where == AUTOGRAD
+        if backward.any() and self.backward.nodes:
+            mine = np.flatnonzero(backward)
+            where[mine] = self.backward.where_of(
+                chunk["thread"][mine].astype("int64") & THREAD_KEY_BITS,
+                chunk["launch_start_ns"][mine])
+        return {"where": where, "launched": launched, "backward": backward}
 
     def apply(self, prepared: dict | None, chunk: OpChunk) -> None:
         if prepared is None:
@@ -295,6 +370,8 @@ class LineTotals:
         add("copy_bytes", copy, chunk["bytes"])
         add("pageable_copies", copy & _pageable(chunk))
         add("memsets", memset)
+        add("backward_kernels", kernel & prepared["backward"])
+        add("backward_ns", kernel & prepared["backward"], duration)
         if kernel.any():
             self.kernel_names.append((chunk["name"][kernel].astype("int64"), where[kernel],
                                       duration[kernel]))

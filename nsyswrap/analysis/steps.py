@@ -29,7 +29,14 @@ from ..read.chunks import compact_ids
 from ..read.loader import WithoutOperations
 from ..read.operations import OperationStream
 from ..read.report import Report
-from .code_lines import LineTotals, autograd_threads, code_lines, line_trace, lines_missing
+from .code_lines import (
+    LineTotals,
+    autograd_threads,
+    backward_nodes,
+    code_lines,
+    line_trace,
+    lines_missing,
+)
 from .columns import GPU_INSTANCE_COLUMNS
 from .completeness import lost_tail
 from .domains import library_mask, runner_ranges
@@ -85,7 +92,9 @@ def analysis_of(report: Report, source: OperationSource, *, by_process: bool,
     bottom."""
     grouped = families(report, by_process)
     windows = user_windows(report)
-    lines = LineTotals(line_trace(windows.events), autograd_threads(report.info.threads))
+    trace = line_trace(windows.events)
+    autograd = autograd_threads(report.info.threads)
+    lines = LineTotals(trace, autograd, backward_nodes(report.ranges, trace, autograd))
     measured = measure(report, source, library=grouped.library, groups=grouped.groups,
                        windows=windows, attribution=attribution, consume=consume,
                        lines=lines)

@@ -73,8 +73,9 @@ TIMING_INSTANCE_FIELDS = ["key", "label", "kind", "pid", "instance", "calls", "s
 # The program's lines (analysis.code_lines): one row per line of its code that ran, issued
 # GPU work or waited; `stack` the lines that called its heaviest use, innermost first.
 LINE_FIELDS = ["file", "line", "function", "text", "stack", "host_ns", "gpu_ns", "kernels",
-               "kernel_ns", "copies", "copy_ns", "copy_bytes", "pageable_copies", "memsets",
-               "syncs", "sync_ns", "idle_ns", "share"]
+               "kernel_ns", "backward_kernels", "backward_ns", "copies", "copy_ns",
+               "copy_bytes", "pageable_copies", "memsets", "syncs", "sync_ns", "idle_ns",
+               "share"]
 LINE_KERNEL_FIELDS = ["name", "file", "line", "function", "kernels", "kernel_ns"]
 
 
