@@ -271,3 +271,13 @@ def test_backward_kernels_go_to_the_forward_line_that_made_them():
     assert found["backward"] == forward["backward"] - sum(backward.values())
     table = c.analysis.lines.table.set_index("line")
     assert table.loc[L("self.fc1(x)"), "backward_kernels"] == backward[L("self.fc1(x)")]
+
+
+@pytest.mark.parametrize("path", [TRAIN, SEED, EMIT], ids=lambda p: p.stem)
+def test_every_finding_names_a_line_of_the_program(path):
+    c = nsyswrap.compare(path)
+    assert c.findings
+    for f in c.findings:
+        assert f.evidence.get("lines"), f.code
+        top = f.evidence["lines"][0]
+        assert top["line"] > 0 and f"{top['line']}" in f.message

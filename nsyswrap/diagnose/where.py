@@ -18,9 +18,12 @@ from .finding import Finding, range_label
 # The lines a finding's evidence lists at most; the message names the first.
 LINES_SHOWN = 3
 # Findings about host time inside windows or ranges: the lines the host ran there.
+# CACHE_EFFECT and UNCOVERED_STREAM: the line that ran in those windows is the one that
+# launched their work.
 HOST_CODES = frozenset({"LAUNCH_OVERHEAD", "HOST_WORK_IN_WINDOW", "TRANSFER_IN_WINDOW",
-                        "SYNC_IN_WINDOW", "HOST_BOUND", "GPU_IDLE_IN_RANGE", "SYNC_IN_RANGE",
-                        "TRANSFER_IN_RANGE", "COLD_START"})
+                        "SYNC_IN_WINDOW", "UNCOVERED_STREAM", "HOST_BOUND",
+                        "GPU_IDLE_IN_RANGE", "SYNC_IN_RANGE", "TRANSFER_IN_RANGE",
+                        "COLD_START", "CACHE_EFFECT"})
 # Findings about kernels by name: the lines that launched them.
 KERNEL_CODES = frozenset({"FP32_GEMM"})
 TEXT_CHARS = 36
