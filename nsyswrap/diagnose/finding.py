@@ -60,8 +60,41 @@ def threshold(default, help_: str, kind: tuple):
     return field(default=default, metadata={"help": help_, "kind": kind})
 
 
+class ThresholdSet:
+    """What every set of thresholds (a frozen dataclass of `threshold` fields) shares: its
+    values changed from NAME=VALUE text, as a dict, and its fields' help."""
+
+    def with_overrides(self, overrides: dict[str, str]) -> ThresholdSet:
+        fields = {f.name: f for f in dataclasses.fields(self)}
+        values = {}
+        for name, raw in overrides.items():
+            if name not in fields:
+                raise BadInputError(
+                    f"unknown threshold {name!r}: choose from {', '.join(sorted(fields))}"
+                )
+            least, greatest, words = fields[name].metadata["kind"]
+            try:
+                value = float(raw)
+            except ValueError:
+                raise BadInputError(f"threshold {name} needs a number, not {raw!r}") from None
+            # nan and inf: refused here, whatever the kind's bounds (no JSON holds them).
+            if not math.isfinite(value):
+                raise BadInputError(f"threshold {name} needs a finite number, not {raw!r}")
+            if not least <= value <= greatest or (isinstance(least, int) and value % 1):
+                raise BadInputError(f"threshold {name} needs {words}, not {raw!r}")
+            values[name] = int(value) if isinstance(least, int) else value
+        return dataclasses.replace(self, **values)
+
+    def to_dict(self) -> dict[str, float]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def describe(cls) -> list[tuple[str, Any, str]]:
+        return [(f.name, f.default, f.metadata["help"]) for f in dataclasses.fields(cls)]
+
+
 @dataclass(frozen=True)
-class Thresholds:
+class Thresholds(ThresholdSet):
     """When a check speaks up. Change any with `--threshold NAME=VALUE`."""
 
     idle_share: float = threshold(0.5, "GPU_IDLE_IN_RANGE: median share of the GPU span left idle",
@@ -109,34 +142,6 @@ class Thresholds:
                                        SHARE)
     clock_spread: float = threshold(0.1, "CLOCK_VARIATION: (p90 - p10) / median of the clock",
                                     RATIO)
-
-    def with_overrides(self, overrides: dict[str, str]) -> Thresholds:
-        fields = {f.name: f for f in dataclasses.fields(self)}
-        values = {}
-        for name, raw in overrides.items():
-            if name not in fields:
-                raise BadInputError(
-                    f"unknown threshold {name!r}: choose from {', '.join(sorted(fields))}"
-                )
-            least, greatest, words = fields[name].metadata["kind"]
-            try:
-                value = float(raw)
-            except ValueError:
-                raise BadInputError(f"threshold {name} needs a number, not {raw!r}") from None
-            # nan and inf: refused here, whatever the kind's bounds (no JSON holds them).
-            if not math.isfinite(value):
-                raise BadInputError(f"threshold {name} needs a finite number, not {raw!r}")
-            if not least <= value <= greatest or (isinstance(least, int) and value % 1):
-                raise BadInputError(f"threshold {name} needs {words}, not {raw!r}")
-            values[name] = int(value) if isinstance(least, int) else value
-        return dataclasses.replace(self, **values)
-
-    def to_dict(self) -> dict[str, float]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def describe(cls) -> list[tuple[str, Any, str]]:
-        return [(f.name, f.default, f.metadata["help"]) for f in dataclasses.fields(cls)]
 
 
 def range_label(domain: str, name: str) -> str:

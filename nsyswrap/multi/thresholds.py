@@ -13,13 +13,13 @@ from ..diagnose.finding import (
     SAMPLES,
     SHARE,
     STEPS,
-    Thresholds,
+    ThresholdSet,
     threshold,
 )
 
 
 @dataclass(frozen=True)
-class RankThresholds:
+class RankThresholds(ThresholdSet):
     straggler_share: float = threshold(0.1, "STRAGGLER: the slow rank's extra time in a phase, as "
                                             "a share of the step's median time", SHARE)
     straggler_min_ns: float = threshold(100_000, "STRAGGLER: and at least this much per step (ns)",
@@ -39,14 +39,9 @@ class RankThresholds:
                                          "handles, DDP's bucket rebuild), when 4 or more remain",
                                       STEPS)
 
-    # The same parsing and listing as the single-report thresholds.
-    with_overrides = Thresholds.with_overrides
-    to_dict = Thresholds.to_dict
-    describe = classmethod(Thresholds.describe.__func__)
-
 
 @dataclass(frozen=True)
-class DiffThresholds:
+class DiffThresholds(ThresholdSet):
     noise_floor: float = threshold(0.02, "A change smaller than this share is no significant "
                                          "change, whatever the samples say", RATIO)
     confidence: float = threshold(0.95, "Confidence level of the bootstrap interval of the change",
@@ -63,7 +58,3 @@ class DiffThresholds:
     matched_share: float = threshold(0.5, "Runs where less than this share of either run's kernel "
                                           "launches have a name the other run has are different "
                                           "workloads", SHARE)
-
-    with_overrides = Thresholds.with_overrides
-    to_dict = Thresholds.to_dict
-    describe = classmethod(Thresholds.describe.__func__)

@@ -4,7 +4,8 @@ pandas: tests/test_cli.py); each renderer class is imported when its format is a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import importlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -21,55 +22,23 @@ class Format:
     # A file to open elsewhere (a browser, Perfetto), not text to read here: the CLI asks
     # for -o on a terminal.
     makes_file: bool
-    # The renderer class, imported on use: the table renderer pulls in rich and the HTML
-    # one its page builder, neither of which `--format json` needs (start-up is most of a
-    # small report's time).
-    load: Callable[[], type[Renderer]]
+    # The renderer class, "module:Class" of this folder, imported on use (`load`): the
+    # table renderer pulls in rich and the HTML one its page builder, neither of which
+    # `--format json` needs (start-up is most of a small report's time).
+    renderer_class: str
 
-
-def _table() -> type[Renderer]:
-    from .table import TableRenderer
-
-    return TableRenderer
-
-
-def _json() -> type[Renderer]:
-    from .json import JsonRenderer
-
-    return JsonRenderer
-
-
-def _csv() -> type[Renderer]:
-    from .csv import CsvRenderer
-
-    return CsvRenderer
-
-
-def _markdown() -> type[Renderer]:
-    from .markdown import MarkdownRenderer
-
-    return MarkdownRenderer
-
-
-def _html() -> type[Renderer]:
-    from .html import HtmlRenderer
-
-    return HtmlRenderer
-
-
-def _trace() -> type[Renderer]:
-    from .trace import TraceRenderer
-
-    return TraceRenderer
+    def load(self) -> type[Renderer]:
+        module, _, name = self.renderer_class.partition(":")
+        return getattr(importlib.import_module(f".{module}", __name__), name)
 
 
 FORMATS = {f.name: f for f in (
-    Format("table", "txt", makes_file=False, load=_table),
-    Format("json", "json", makes_file=False, load=_json),
-    Format("csv", "csv", makes_file=False, load=_csv),
-    Format("markdown", "md", makes_file=False, load=_markdown),
-    Format("html", "html", makes_file=True, load=_html),
-    Format("trace", "json", makes_file=True, load=_trace),
+    Format("table", "txt", makes_file=False, renderer_class="table:TableRenderer"),
+    Format("json", "json", makes_file=False, renderer_class="json:JsonRenderer"),
+    Format("csv", "csv", makes_file=False, renderer_class="csv:CsvRenderer"),
+    Format("markdown", "md", makes_file=False, renderer_class="markdown:MarkdownRenderer"),
+    Format("html", "html", makes_file=True, renderer_class="html:HtmlRenderer"),
+    Format("trace", "json", makes_file=True, renderer_class="trace:TraceRenderer"),
 )}
 
 # The single-report document's sections (document.py), in order; csv writes one.

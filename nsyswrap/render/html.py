@@ -249,11 +249,9 @@ class _Page(HtmlPage):
         rows = section_rows(self.c, "findings")
         if not rows:
             return empty_section("findings", "Findings", no_findings_line(self.c), tone="ok")
-        out = [Html("<section id=\"findings\"><h2>Findings ({})</h2>").format(len(rows))]
-        for i, (f, row) in enumerate(zip(self.c.findings, rows, strict=True)):
-            out.append(self._finding(i, f, row))
-        out.append(Html("</section>"))
-        return Html("").join(out)
+        return Html("<section id=\"findings\"><h2>Findings ({})</h2>{}</section>").format(
+            len(rows), Html("").join(self._finding(i, f, row) for i, (f, row)
+                                     in enumerate(zip(self.c.findings, rows, strict=True))))
 
     def _finding(self, i: int, f, row: dict[str, Any]) -> Html:
         severity, code, _, message = cells(FINDING_COLUMNS, row)

@@ -123,12 +123,8 @@ _SPECCED: dict[str, frozenset[int | str]] = {}
 
 
 def _specced(template: str) -> frozenset[int | str]:
-    """The fields of `template` with a format spec; ValueError for a field Html.format does
-    not take."""
-    try:
-        return _SPECCED[template]
-    except KeyError:
-        pass
+    """The fields of `template` with a format spec, read and kept in _SPECCED (Html.format
+    looks there first); ValueError for a field Html.format does not take."""
     keys: set[int | str] = set()
     auto = 0
     for _, name, spec, conversion in string.Formatter().parse(template):

@@ -379,18 +379,11 @@ def cells(columns: list[Column], row: dict[str, Any]) -> list[str]:
     return [col.cell(row) for col in columns]
 
 
-
 # The call summaries and the program's marks, after the other tables: as nsys stats'
 # cuda_api_sum, osrt_sum and cuda_gpu_mem_time_sum / cuda_gpu_mem_size_sum lay them out.
 CALL_NUMBERS = duration_numbers("Calls", "calls")
 MEMORY_OP_NUMBERS = [
-    Column("Count", lambda r: str(r["count"])),
-    Column("Total", ns_cell("total_ns")),
-    Column("Avg", ns_cell("mean_ns")),
-    Column("Median", ns_cell("median_ns")),
-    Column("Min", ns_cell("min_ns")),
-    Column("Max", ns_cell("max_ns")),
-    Column("Share", lambda r: fmt_share(r["share"])),
+    *(c for c in KERNEL_NUMBERS if c.header != "StdDev"),
     Column("Bytes", lambda r: fmt_bytes(r["total_bytes"]), title="bytes in all"),
     Column("Size", lambda r: fmt_bytes(r["median_bytes"]), title="median size"),
     Column("Rate", lambda r: f"{fmt_bytes(r['throughput_bytes_per_s'])}/s"
