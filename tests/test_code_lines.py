@@ -17,7 +17,6 @@ import base64
 import json
 import zlib
 from collections import Counter
-
 from pathlib import Path
 
 import pytest
@@ -204,7 +203,8 @@ def test_the_page_shows_the_lines_and_their_source_escaped(tmp_path):
     c = nsyswrap.compare(TRAIN)
     probe = "<img src=x onerror=alert(1)>"
     table = c.analysis.lines.table
-    c.analysis.lines.table = table.assign(text=table["text"].where(table["line"] != L("w @ w"), probe))
+    probed = table["text"].where(table["line"] != L("w @ w"), probe)
+    c.analysis.lines.table = table.assign(text=probed)
     page = tmp_path / "lines.html"
     c.save_html(page)
     shot = tmp_path / "lines.png"

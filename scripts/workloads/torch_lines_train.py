@@ -21,7 +21,6 @@ h200_user_lines_emit.sqlite with --emit-nvtx).
 """
 
 import contextlib
-
 import sys
 import time
 
@@ -29,6 +28,7 @@ import nvtx
 import torch
 from torch import nn
 
+# Steps: the first argument (the fixtures: 12); --emit-nvtx: every op an NVTX range.
 STEPS = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1].isdigit() else 12
 EMIT_NVTX = "--emit-nvtx" in sys.argv
 
