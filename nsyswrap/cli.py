@@ -563,6 +563,11 @@ def _target(module: str | None, args: tuple[str, ...]) -> list[str]:
 @click.option("--no-user-events", "no_user_events", is_flag=True,
               help="Do not record the program's own CUDA-event timings "
               "(torch.cuda.Event, triton's do_bench, torch's Timer).")
+@click.option("--no-lines", "no_lines", is_flag=True,
+              help="Do not trace the program's lines (where each kernel was launched from, "
+              "where the host's time went; Python 3.12+).")
+@click.option("--no-source", "no_source", is_flag=True,
+              help="Keep the program's source text out of the report and its pages.")
 @click.option("--ranks", type=click.IntRange(min=1), metavar="N",
               help="Start SCRIPT on N processes with torchrun, each rank under its own nsys: "
               "one report and one analysis per rank.")
@@ -580,7 +585,8 @@ def _target(module: str | None, args: tuple[str, ...]) -> list[str]:
 @click.option("-v", "--verbose", is_flag=True, help="Show nsys's own output.")
 @click.option("--color/--no-color", default=None)
 def run_command(args, module, output, force, nsys, trace, sample, gpu_metrics,
-                gpu_metrics_frequency, harness_only, no_user_events, ranks, nsys_args, fmt,
+                gpu_metrics_frequency, harness_only, no_user_events, no_lines, no_source,
+                ranks, nsys_args, fmt,
                 thresholds, fail_on, attribution, all_domains, verbose, color):
     """Profile a script (or -m module, or -- any command) under nsys, export the report and
     show the verdict. The workload's output streams through; its exit code is nsyswrap's."""
@@ -595,7 +601,8 @@ def run_command(args, module, output, force, nsys, trace, sample, gpu_metrics,
     opts = ProfileOptions(trace=trace, sample=sample, gpu_metrics=gpu_metrics,
                           gpu_metrics_frequency=gpu_metrics_frequency,
                           harness_only=harness_only, extra_args=list(nsys_args), force=force,
-                          verbose=verbose, user_events=not no_user_events)
+                          verbose=verbose, user_events=not no_user_events,
+                          lines=not no_lines, source=not no_source)
     # Machine-readable output owns standard output; the workload's goes to stderr then.
     quiet_stdout = fmt in ("json", "csv")
     analysis = {"attribution": attribution, "all_domains": all_domains}

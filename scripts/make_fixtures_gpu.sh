@@ -70,6 +70,11 @@ want user_sweep_more && user_run sweep_more -- "$here/workloads/torch_user_sweep
   512 1024 2048 4096 8192
 want user_harness && user_run harness -- "$here/workloads/torch_user_harness.py"
 want user_two_procs && user_run two_procs -- "$here/workloads/torch_user_two_procs.py"
+# Where in the program's code: a training loop whose lines name themselves in NVTX ranges,
+# and the seed article's program, their lines traced by the runner (Python 3.12+).
+want user_lines_train && user_run lines_train -- "$here/workloads/torch_lines_train.py"
+want user_lines_seed && user_run lines_seed -- "$here/workloads/torch_seed_timings.py"
+want user_lines_emit && user_run lines_emit -- "$here/workloads/torch_lines_train.py" 12 --emit-nvtx
 # Interrupted (Ctrl-C) once it has timed 200 steps: what was recorded up to then is kept.
 if want user_interrupt; then
   dir=$(mktemp -d)

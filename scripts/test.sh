@@ -72,6 +72,22 @@ if ! python -m pip install -q 'torch==2.13.0' 2>"$torch_log"; then
        "skipped"
 fi
 rm -f "$torch_log"
+# The trace of the program's lines needs Python 3.12+ (sys.monitoring): where one is on this
+# machine, a small environment of it with the nvtx package (.venv-test312) runs the runner's
+# side end to end under nsys (tests/test_line_trace.py); without it those tests skip.
+py312=""
+for candidate in python3.12 python3.13 "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.1[2-9]*/bin/python3; do
+  if command -v "$candidate" >/dev/null 2>&1 && "$candidate" -c 'import sys; sys.monitoring' 2>/dev/null; then
+    py312=$candidate; break
+  fi
+done
+if [ -n "$py312" ]; then
+  if [ ! -x .venv-test312/bin/python ]; then
+    "$py312" -m venv .venv-test312
+  fi
+  .venv-test312/bin/python -m pip install -q nvtx \
+    || echo "scripts/test.sh: the nvtx package for $py312 could not be installed"
+fi
 # Compiled bytecode kept (in .venv-test/pycache, not beside the sources), even where the
 # environment says not to write it (PYTHONDONTWRITEBYTECODE): every `python -m nsyswrap` the
 # tests start would compile nsyswrap again, and every worker rewrite the tests' asserts

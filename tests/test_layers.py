@@ -97,7 +97,8 @@ ROOT = {"nsyswrap", "nsyswrap.__main__", "nsyswrap.cli", "nsyswrap.notebook",
 # the NVTX shim and the marks' splitting the hooks load): standard library only.
 IN_THE_PROGRAM = {"nsyswrap.instrument.runner", "nsyswrap.instrument.event_hooks",
                   "nsyswrap.instrument._children.sitecustomize",
-                  "nsyswrap.instrument.nvtx_compat", "nsyswrap.instrument.mark_parts"}
+                  "nsyswrap.instrument.nvtx_compat", "nsyswrap.instrument.mark_parts",
+                  "nsyswrap.instrument.line_trace"}
 
 
 def floor(module: str) -> int:

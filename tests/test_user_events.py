@@ -254,6 +254,11 @@ def test_the_schema_names_match_the_runners_copy():
     assert module.USER_EVENTS_PART_SCHEMA == USER_EVENTS_PART_SCHEMA
     assert module.CLOCK_SCHEMA == CLOCK_SCHEMA
     assert module.ENABLE_ENV == schema_env()
+    from nsyswrap.instrument import schema as names
+
+    assert module.LINES_ENV == names.LINES_ENV
+    lines = module._sibling("line_trace")
+    assert (lines.LINES_SCHEMA, lines.SOURCE_ENV) == (names.LINES_SCHEMA, names.SOURCE_ENV)
     from nsyswrap.instrument import schema
 
     assert module.FLOOR_RANGE == schema.USER_FLOOR_RANGE

@@ -12,6 +12,7 @@ import pandas as pd
 
 from ..read.report import CallSummaries, ReportInfo
 from .attribution import Attribution
+from .code_lines import CodeLines, no_lines
 from .families import (
     MAX_RANGE_FAMILIES,
     family_positions,
@@ -97,6 +98,8 @@ class Analysis:
     # The program's NVTX marks, nsyswrap's own left out (marks.MARK_COLUMNS).
     marks: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(
         {c: pd.Series(dtype="int64") for c in MARK_COLUMNS}))
+    # The program's lines: their GPU work, host time, syncs and the idle they caused.
+    lines: CodeLines = field(default_factory=no_lines)
 
     def timed_windows(self) -> list[TimedWindows]:
         """The harness's runs and the program's own timings, for the window checks."""

@@ -6,9 +6,11 @@ engine, then the steps after it, each a small function that makes one part of th
                      (the engine pools launch latencies by summary group as ranges close)
     user_windows     the program's timed windows in the runner's records
                      (user_timings.py: the engine measures them in its pass)
+    lines            the runner's trace of the program's lines (code_lines.py: the engine
+                     sums each line's GPU work in its pass)
     the engine       engine/analyze.measure: every per-range number, the kernel table,
                      the attribution, the work per process, the windows' numbers
-    STEPS            unknown_tail, harness, summary, timings, judged
+    STEPS            unknown_tail, harness, summary, timings, lines, judged
 
 `analyze` runs them over a loaded report, `analyze_streamed` over the export as it is read
 (engine/sources.py); `compare` (comparison/single.py) calls one or the other.
@@ -27,6 +29,14 @@ from ..read.chunks import compact_ids
 from ..read.loader import WithoutOperations
 from ..read.operations import OperationStream
 from ..read.report import Report
+from .code_lines import (
+    LineTotals,
+    autograd_threads,
+    backward_nodes,
+    code_lines,
+    line_trace,
+    lines_missing,
+)
 from .columns import GPU_INSTANCE_COLUMNS
 from .completeness import lost_tail
 from .domains import library_mask, runner_ranges
@@ -82,9 +92,13 @@ def analysis_of(report: Report, source: OperationSource, *, by_process: bool,
     bottom."""
     grouped = families(report, by_process)
     windows = user_windows(report)
+    trace = line_trace(windows.events)
+    autograd = autograd_threads(report.info.threads)
+    lines = LineTotals(trace, autograd, backward_nodes(report.ranges, trace, autograd))
     measured = measure(report, source, library=grouped.library, groups=grouped.groups,
-                       windows=windows, attribution=attribution, consume=consume)
-    run = Run(report, grouped, windows, measured, by_process)
+                       windows=windows, attribution=attribution, consume=consume,
+                       lines=lines)
+    run = Run(report, grouped, windows, measured, by_process, lines)
     analysis = engine_numbers(run, all_domains)
     for step in STEPS:
         analysis = step(analysis, run)
@@ -112,6 +126,7 @@ class Run:
     windows: UserWindows
     measured: Measured
     by_process: bool
+    lines: LineTotals  # the program's lines, their GPU work summed by the engine
 
 
 # with_families' columns, which follow the instance columns.
@@ -225,6 +240,15 @@ def timings(a: Analysis, run: Run) -> Analysis:
     return a
 
 
+def lines(a: Analysis, run: Run) -> Analysis:
+    """The program's lines (code_lines.py): each line's GPU work, host time, syncs and the
+    GPU idle it caused; where there is no trace, why."""
+    a.lines = code_lines(run.lines, a.attribution.blocking_calls, run.lines.names,
+                         lines_missing(run.windows.events))
+    a.info.notes.extend(a.lines.notes)
+    return a
+
+
 def judged(a: Analysis, run: Run) -> Analysis:
     """The note of the families the findings leave unjudged, where there are too many."""
     note = a.judged_note()
@@ -236,4 +260,4 @@ def judged(a: Analysis, run: Run) -> Analysis:
 # After the engine, in order: each takes the Analysis so far and what the run holds, and
 # returns the Analysis with its part made.
 STEPS: list[Callable[[Analysis, Run], Analysis]] = [
-    unknown_tail, harness, summary, timings, judged]
+    unknown_tail, harness, summary, timings, lines, judged]

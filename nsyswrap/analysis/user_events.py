@@ -81,6 +81,10 @@ class RunnerRecords:
     own_elapsed: int = 0
     offset_ns: float | None = None  # report time = host clock + offset (clock_offset)
     offset_spread_ns: float | None = None  # how far the clock marks disagree
+    # The trace of the program's lines as the document holds it (code_lines.py decodes it);
+    # None: not traced (Python before 3.12, `nsyswrap run --no-lines`, an earlier runner).
+    lines: dict | None = None
+    lines_note: str | None = None  # why not: the runner's words
 
 
 @dataclass
@@ -379,6 +383,8 @@ def decode(doc: dict) -> RunnerRecords:
         contexts=[tuple((file, line, function, tuple((name, text) for name, text in arguments))
                         for file, line, function, arguments in context)
                   for context in contexts],
+        lines=doc.get("lines") if isinstance(doc.get("lines"), dict) else None,
+        lines_note=doc.get("lines_note") if is_text(doc.get("lines_note")) else None,
         **counts)
 
 

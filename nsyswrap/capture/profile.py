@@ -28,7 +28,13 @@ from pathlib import Path
 from ..common.errors import BadInputError, NsysWrapError
 from ..common.files import UMASK_ENV, make_private, open_new, replacing, user_umask
 from ..common.nsys import export_to, nsys_version, real_nsys_path, require_nsys
-from ..instrument.schema import CAPTURE_ENV, CAPTURE_RANGE, USER_EVENTS_ENV
+from ..instrument.schema import (
+    CAPTURE_ENV,
+    CAPTURE_RANGE,
+    LINES_ENV,
+    SOURCE_ENV,
+    USER_EVENTS_ENV,
+)
 from ..read.redact import redact_args
 from .launch import LOG_NAME, WRAPPER, Interrupts, Workspace, run_nsys
 from .run_folder import INCOMPLETE_PREFIX
@@ -74,6 +80,10 @@ class ProfileOptions:
     verbose: bool = False
     # The runner records the program's own CUDA-event timings (event_hooks.py).
     user_events: bool = True
+    # ... and traces the program's lines (line_trace.py, Python 3.12+), with the source text
+    # of those in its working folder.
+    lines: bool = True
+    source: bool = True
 
 
 @dataclass
@@ -363,6 +373,10 @@ def _launch(cap: Capture, target, opts: ProfileOptions, progress, quiet, stdout_
         env[CAPTURE_ENV] = "1"
     if not opts.user_events:
         env[USER_EVENTS_ENV] = "0"
+    if not opts.lines:
+        env[LINES_ENV] = "0"
+    if not opts.source:
+        env[SOURCE_ENV] = "0"
     if progress:
         progress(f"profiling with nsys {cap.nsys_version or '?'}: {_shown(target)}")
     with contextlib.ExitStack() as stack:

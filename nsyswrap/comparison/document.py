@@ -70,6 +70,13 @@ TIMING_INSTANCE_FIELDS = ["key", "label", "kind", "pid", "instance", "calls", "s
                           "max_gap_ns", "gpu_ops", "kernels", "streams", "syncs", "sync_ns",
                           "copies", "copy_bytes", "copy_ns", "pageable_copies",
                           "copies_before_bytes", "copies_before_gap_ns", "work"]
+# The program's lines (analysis.code_lines): one row per line of its code that ran, issued
+# GPU work or waited; `stack` the lines that called its heaviest use, innermost first.
+LINE_FIELDS = ["file", "line", "function", "text", "stack", "host_ns", "gpu_ns", "kernels",
+               "kernel_ns", "backward_kernels", "backward_ns", "copies", "copy_ns",
+               "copy_bytes", "pageable_copies", "memsets", "syncs", "sync_ns", "idle_ns",
+               "share"]
+LINE_KERNEL_FIELDS = ["name", "file", "line", "function", "kernels", "kernel_ns"]
 
 
 def plain(value: Any) -> Any:
@@ -221,7 +228,46 @@ def section_frame(c: Comparison, section: str, every_family: bool = False
         return calls.os_runtime, CALL_SUMMARY_FIELDS
     if section == "marks":
         return a.marks, MARK_FIELDS
+    if section == "lines":
+        return _line_rows(c), LINE_FIELDS
+    if section == "line_kernels":
+        return _line_kernels(c), LINE_KERNEL_FIELDS
     raise ValueError(f"unknown section {section!r}")
+
+
+def _line_rows(c: Comparison) -> pd.DataFrame:
+    lines = c.analysis.lines
+    table = lines.table
+    stacks = [[f"{file}:{line} {function}" for file, line, function in
+               lines.stack(int(where))[1:]] for where in table["where"]]
+    return table.assign(stack=stacks)
+
+
+def _line_kernels(c: Comparison) -> pd.DataFrame:
+    lines = c.analysis.lines
+    k = lines.kernel_lines
+    if lines.trace is None or not len(k):
+        return pd.DataFrame({f: pd.Series(dtype="object") for f in LINE_KERNEL_FIELDS})
+    wheres = lines.trace.wheres
+    at = wheres.iloc[k["where"].to_numpy()]
+    out = pd.DataFrame({"name": k["name"].to_numpy(), "file": at["file"].to_numpy(),
+                        "line": at["line"].to_numpy(), "function": at["function"].to_numpy(),
+                        "kernels": k["kernels"].to_numpy(), "kernel_ns": k["kernel_ns"].to_numpy()})
+    out = out.groupby(["name", "file", "line", "function"], sort=False, as_index=False,
+                      observed=True).sum()
+    return out.sort_values(["kernel_ns", "name"], ascending=[False, True], kind="stable")
+
+
+def lines_block(c: Comparison) -> dict[str, Any]:
+    """Where in the program's code (analysis.code_lines): its lines, the kernels each
+    launched, and, where there is no trace, why."""
+    lines = c.analysis.lines
+    return plain({
+        "rows": section_rows(c, "lines"),
+        "kernels": section_rows(c, "line_kernels"),
+        "why_empty": lines.why_empty,
+        "notes": list(lines.notes),
+    })
 
 
 def _timing_groups(c: Comparison) -> pd.DataFrame:
@@ -362,6 +408,7 @@ def document(c: Comparison, every_family: bool = False) -> dict[str, Any]:
         "processes": section_rows(c, "processes"),
         "findings": section_rows(c, "findings"),
         "user_timings": user_timings_block(c),
+        "lines": lines_block(c),
         "cuda_api": {"apis": section_rows(c, "cuda_api"),
                      "slowest_calls": section_rows(c, "cuda_api_slowest")},
         "memory_ops": section_rows(c, "memory_ops"),

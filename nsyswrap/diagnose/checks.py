@@ -6,6 +6,7 @@ from ..analysis import Analysis
 from ..common.units import plural
 from . import cache, clock, cold_start, fp32_gemm, host_bound, idle, sync, transfers, window
 from .finding import INFO, WARNING, Finding, Thresholds
+from .where import with_lines
 
 CHECKS = (sync, transfers, idle, host_bound, cold_start, fp32_gemm, window, cache, clock)
 CODES = tuple(code for c in CHECKS for code in (c.CODES if hasattr(c, "CODES") else (c.CODE,)))
@@ -24,7 +25,7 @@ def diagnose(a: Analysis, thresholds: Thresholds | None = None) -> list[Finding]
     # reads once, naming them all.
     benchmarks = {tw.label(name): "benchmarks" if tw.source == "harness" else "timed places"
                   for tw in a.timed_windows() for name in tw.benchmarks["benchmark"]}
-    findings = merge_alike(findings, benchmarks)
+    findings = with_lines(merge_alike(findings, benchmarks), a)
     return sorted(findings, key=lambda f: (_SEVERITY_ORDER.get(f.severity, 9), f.code,
                                            f.range or ""))
 

@@ -51,6 +51,8 @@ TIMER_RANGE_PREFIX = "nsyswrap.timer "
 DO_BENCH_RANGE_PREFIX = "nsyswrap.do_bench "
 # Off with `nsyswrap run --no-user-events`.
 ENABLE_ENV = "NSYSWRAP_USER_EVENTS"
+# The trace of the program's lines: off with `nsyswrap run --no-lines`.
+LINES_ENV = "NSYSWRAP_LINES"
 # Clock marks in a burst: each brackets the report's clock within a few µs; the analysis
 # intersects them.
 CLOCK_MARKS = 8
@@ -103,6 +105,9 @@ _ELAPSED = struct.Struct(ELAPSED_FORMAT)
 RECORD_SIZE, ELAPSED_SIZE = _RECORD.size, _ELAPSED.size
 
 _clock = time.perf_counter_ns
+# The trace of the program's lines (line_trace.LineTrace), when it runs; else why not.
+LINES = None
+LINES_NOTE: str | None = None
 
 
 class Recorder:
@@ -373,6 +378,8 @@ class Recorder:
             "notes": self.notes,
             "hook_cost_ns": HOOK_COST_NS,
             "hook_cost_worst_ns": HOOK_COST_WORST_NS,
+            "lines": None if LINES is None else LINES.document(),
+            "lines_note": LINES_NOTE,
         }
 
 
@@ -389,7 +396,8 @@ def _line_of(code, lasti: int) -> int:
 
 # -- what is the program's own code ---------------------------------------------------------
 
-_OWN_FOLDER = os.path.dirname(os.path.abspath(__file__)) + os.sep
+# The whole package, wherever it lies (a checkout on PYTHONPATH is no program's code either).
+_OWN_FOLDER = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 def _library_prefixes() -> tuple[str, ...]:
@@ -412,7 +420,37 @@ _LIBRARY_PARTS = (os.sep + os.path.join("torch", "utils", "benchmark") + os.sep,
 
 def _is_library(filename: str) -> bool:
     return (filename.startswith(_LIBRARY_PREFIXES) or filename.startswith("<frozen ")
-            or any(part in filename for part in _LIBRARY_PARTS))
+            or any(part in filename for part in _LIBRARY_PARTS) or _is_installed(filename))
+
+
+# Folder -> whether a package installed there by pip sits in it (`pip install --target DIR`
+# puts packages on PYTHONPATH outside site-packages: their *.dist-info lies beside them).
+_INSTALLED: dict[str, bool] = {}
+_INSTALLED_MAX = 1 << 12
+
+
+def _is_installed(filename: str) -> bool:
+    """Whether the file belongs to a distribution pip installed (a *.dist-info folder in one
+    of the four folders above it), as opposed to the program's own files (an editable
+    install's *.dist-info lies in site-packages, not beside the project's files)."""
+    folder = os.path.dirname(filename)
+    for _ in range(4):
+        known = _INSTALLED.get(folder)
+        if known is None:
+            try:
+                known = any(name.endswith(".dist-info")
+                            for name in os.listdir(folder))
+            except OSError:
+                known = False
+            if len(_INSTALLED) < _INSTALLED_MAX:
+                _INSTALLED[folder] = known
+        if known:
+            return True
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    return False
 
 
 # What the slow path needs of a code object, once per code: id(code) -> (code, whether it is
@@ -1037,7 +1075,9 @@ def flush(measure_floor: bool = True) -> None:
         return
     rec.flushed = True
     rec.pack()
-    if not rec.records and not rec.scopes and not rec.elapsed:
+    if LINES is not None:
+        LINES.stop()
+    if not rec.records and not rec.scopes and not rec.elapsed and not _lines_kept():
         return
     mark = _mark_function()
     if mark is None:
@@ -1057,6 +1097,27 @@ def flush(measure_floor: bool = True) -> None:
                          f"the report: {type(e).__name__}: {e}\n")
 
 
+def _trace_lines() -> None:
+    """The program's lines traced beside its records (line_trace.py), unless `nsyswrap run
+    --no-lines` set NSYSWRAP_LINES=0; Python before 3.12 has no sys.monitoring: a note."""
+    global LINES, LINES_NOTE
+    if os.environ.get(LINES_ENV, "1") == "0":
+        LINES_NOTE = "the run was made with --no-lines"
+        return
+    if not hasattr(sys, "monitoring"):
+        LINES_NOTE = (f"Python {sys.version_info[0]}.{sys.version_info[1]} has no "
+                      "sys.monitoring; 3.12 does")
+        return
+    # Code compiled from text ("<string>": dataclasses', namedtuples') is no line to show.
+    LINES = _sibling("line_trace").start(lambda f: f.startswith("<") or _is_library(f))
+    if LINES is None:
+        LINES_NOTE = "every sys.monitoring tool id nsyswrap may use was taken"
+
+
+def _lines_kept() -> bool:
+    return LINES is not None and any(len(t[3]) for t in list(LINES.threads.values()))
+
+
 def install() -> bool:
     """Start recording (unless NSYSWRAP_USER_EVENTS=0). Call before the program runs."""
     global RECORDER, HOOK_COST_NS, HOOK_COST_WORST_NS
@@ -1064,6 +1125,7 @@ def install() -> bool:
         return False
     HOOK_COST_NS, HOOK_COST_WORST_NS = _hook_cost()
     RECORDER = Recorder()
+    _trace_lines()
     sys.meta_path.insert(0, _PatchingFinder())
     atexit.register(flush)  # a fallback: _new_event registers it again, to run earlier
     return True

@@ -25,6 +25,11 @@ USER_EVENTS_MARK_PREFIX = '{"nsyswrap":"nsyswrap.user-events/'
 # "0" turns the runner's hooks off (`nsyswrap run --no-user-events`).
 USER_EVENTS_ENV = "NSYSWRAP_USER_EVENTS"
 CLOCK_SCHEMA = "nsyswrap.clock/1"
+# The runner's trace of the program's lines (line_trace.py), under "lines" in its document;
+# "0" turns it off (`nsyswrap run --no-lines`), and the source text (`--no-source`).
+LINES_SCHEMA = "nsyswrap.lines/1"
+LINES_ENV = "NSYSWRAP_LINES"
+SOURCE_ENV = "NSYSWRAP_SOURCE"
 # The runner's event-floor windows, Timer measurements and do_bench calls (NVTX ranges of the
 # default domain).
 USER_FLOOR_RANGE = "nsyswrap.user-events [event floor]"

@@ -44,7 +44,7 @@ FORMATS = {f.name: f for f in (
 # The single-report document's sections (document.py), in order; csv writes one.
 SECTIONS = ("kernels", "ranges", "benchmarks", "iterations", "instances", "processes",
             "findings", "timings", "timing_instances", "cuda_api", "cuda_api_slowest",
-            "memory_ops", "os_runtime", "marks")
+            "memory_ops", "os_runtime", "marks", "lines", "line_kernels")
 # Ranks side by side (render/multi/document.py): csv writes one of these.
 RANKS_SECTIONS = ("ranks", "families", "collectives", "findings")
 

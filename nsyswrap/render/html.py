@@ -56,6 +56,8 @@ from .views import (
     cells,
     event_records_hint,
     kernel_names,
+    line_hint,
+    line_section,
     no_findings_line,
     summary_sections,
     timing_notes,
@@ -182,7 +184,8 @@ class _Page(HtmlPage):
     # -- page -----------------------------------------------------------------------------
 
     def render(self) -> str:
-        body = [self._header(), self._findings(), self._user_timings(), self._benchmarks(),
+        body = [self._header(), self._findings(), self._user_timings(), self._lines(),
+                self._benchmarks(),
                 self._timelines(),
                 self._range_families(), self._kernels(), self._summaries(), self._footer()]
         return self.document(f"nsyswrap · {self.c.info.source.name}", body)
@@ -226,6 +229,7 @@ class _Page(HtmlPage):
         items = [("findings", f"Findings ({len(self.c.findings)})")]
         if self._has_user_section():
             items.append(("user-timings", TIMINGS_TITLE))
+        items.append(("lines", "By line"))
         if not self.c.benchmarks.empty:
             items.append(("benchmarks", "Harness benchmarks"))
         items.append(("timelines", "Timelines"))
@@ -301,6 +305,51 @@ class _Page(HtmlPage):
     def _has_user_section(self) -> bool:
         return bool(self.user_groups) or bool(self.c.analysis.user_timings) or bool(
             event_records_hint(self.c))
+
+    def _lines(self) -> Html:
+        """Where in the program's code (analysis/code_lines.py): the By line table, and the
+        program's own files as they ran, each line with its GPU time, host time and the
+        GPU idle beside its source."""
+        s = line_section(self.c, MAX_LINE_ROWS)
+        if s is None:
+            return empty_section("lines", "By line", line_hint(self.c))
+        out = [Html("<section id=\"lines\"><h2>By line</h2><p class=\"explain\">Each "
+                    "kernel, copy and memset on the line of the program that launched it, and "
+                    "the host's time on the lines it ran, from the runner's trace of the "
+                    "program's lines. Backward kernels run on autograd's thread. "
+                    "<i>Idle</i> is the GPU time with nothing to run while the host was on "
+                    "that line.</p>"), sortable_table(s.columns, s.rows, "lines-table")]
+        if s.note:
+            out.append(Html("<p class=\"cap\">{}</p>").format(s.note))
+        out.append(self._source())
+        out.append(Html("</section>"))
+        return Html("").join(out)
+
+    def _source(self) -> Html:
+        """The program's files whose source the report holds, the lines that ran in order."""
+        rows = [r for r in section_rows(self.c, "lines") if r["line"] and r["text"]]
+        files: dict[str, dict[int, dict[str, Any]]] = {}
+        for r in rows:  # a line run by two code objects (a class statement and its body): one
+            line = files.setdefault(r["file"], {}).setdefault(
+                r["line"], {"line": r["line"], "text": r["text"], "gpu_ns": 0, "host_ns": 0,
+                            "idle_ns": 0})
+            for k in ("gpu_ns", "host_ns", "idle_ns"):
+                line[k] += r[k]
+        out = []
+        for file, by_number in list(files.items())[:MAX_SOURCE_FILES]:
+            lines = sorted(by_number.values(), key=lambda r: r["line"])
+            body = Html("").join(Html(
+                "<tr><td class=\"num\">{}</td><td class=\"num\">{}</td>"
+                "<td class=\"num\">{}</td><td class=\"num\">{}</td>"
+                "<td><code>{}</code></td></tr>").format(
+                r["line"], fmt_ns(r["gpu_ns"]) if r["gpu_ns"] else "",
+                fmt_ns(r["host_ns"]) if r["host_ns"] else "",
+                fmt_ns(r["idle_ns"]) if r["idle_ns"] else "", r["text"])
+                for r in lines[:MAX_SOURCE_LINES])
+            out.append(Html("<h3>{}</h3><table class=\"source\"><thead><tr><th>Line</th>"
+                            "<th>GPU</th><th>Host</th><th>Idle</th><th>Source</th></tr>"
+                            "</thead><tbody>{}</tbody></table>").format(file, body))
+        return Html("").join(out)
 
     def _user_timings(self) -> Html:
         if not self._has_user_section():
@@ -631,6 +680,12 @@ class _Page(HtmlPage):
                     "what to do; <code>nsyswrap compare --help</code> lists the thresholds "
                     "that decide each finding and how to change them.</p>{}</footer>").format(
             __version__, Html("<ul>{}</ul>").format(caps) if caps else "")
+
+
+# The By line table's rows on the page, the files and lines of the source view.
+MAX_LINE_ROWS = 50
+MAX_SOURCE_FILES = 20
+MAX_SOURCE_LINES = 2_000
 
 
 # -- helpers --------------------------------------------------------------------------------

@@ -21,6 +21,8 @@ from .views import (
     header_lines,
     kernel_columns,
     kernel_names,
+    line_hint,
+    line_section,
     no_findings_line,
     range_rows,
     rows,
@@ -93,6 +95,7 @@ class MarkdownRenderer(Renderer):
         hint = event_records_hint(c)
         if hint:
             out += ["", f"> note: {escape(hint)}"]
+        out += _lines(c, top)
         kernels = rows(c, "kernels")
         if kernels:
             out += ["", f"### GPU kernels (top {min(top, len(kernels))} of {len(kernels)})", ""]
@@ -114,6 +117,15 @@ class MarkdownRenderer(Renderer):
             out += ["", escape(left_out)]
         out += _summaries(c, top)
         return "\n".join(out) + "\n"
+
+
+def _lines(c: Comparison, top: int) -> list[str]:
+    """The By line table (views.line_section), or why there is none."""
+    s = line_section(c, top)
+    if s is None:
+        return ["", f"> note: {escape(line_hint(c))}"]
+    out = ["", f"### {escape(s.title)}", "", *table_lines(s.columns, s.rows)]
+    return out + (["", escape(s.note)] if s.note else [])
 
 
 def _summaries(c: Comparison, top: int) -> list[str]:

@@ -202,6 +202,9 @@ table.sortable th{cursor:pointer;user-select:none}table.sortable th.asc::after{c
 table.sortable th.desc::after{content:" ▼"}
 td.name{max-width:720px;overflow:hidden;text-overflow:ellipsis;font-family:ui-monospace,
 SFMono-Regular,Menlo,Consolas,monospace;font-size:12px}
+table.source td{padding:1px 8px}table.source td:last-child{text-align:left}
+table.source td code{white-space:pre;font-size:12px}
+table.source td.num{color:var(--muted);text-align:right}
 .kv th{text-align:left;font-weight:500;background:none;position:static}.kv td{
 text-align:left;white-space:normal;overflow-wrap:anywhere}
 .verdict{font-size:12px;font-weight:500;padding:1px 8px;border-radius:10px;margin-left:6px;

@@ -27,6 +27,8 @@ from .views import (
     header_lines,
     kernel_columns,
     kernel_names,
+    line_hint,
+    line_section,
     no_findings_line,
     range_rows,
     rows,
@@ -89,6 +91,7 @@ class TableRenderer(Renderer):
         if hint:
             console.print()
             console.print(terminal_text(hint, style="dim"))
+        print_lines(console, c, width, top)
 
         kernels = rows(c, "kernels")
         if kernels:
@@ -122,6 +125,18 @@ class TableRenderer(Renderer):
                                    for line in wrapped(left_out, width)))
         print_summaries(console, c, width, top)
         return buf.getvalue()
+
+
+def print_lines(console: Console, c: Comparison, width: int, top: int) -> None:
+    """The By line table (views.line_section), or the line that says why there is none."""
+    s = line_section(c, top)
+    if s is not None:
+        print_grid(console, Grid(s.title, s.columns, s.rows, optional=s.optional), width)
+        if s.note:
+            _print_lines(console, (Text(line, style="dim") for line in wrapped(s.note, width)))
+        return
+    console.print()
+    _print_lines(console, (Text(line, style="dim") for line in wrapped(line_hint(c), width)))
 
 
 def print_summaries(console: Console, c: Comparison, width: int, top: int) -> None:

@@ -428,6 +428,54 @@ def _heaviest_calls(title: str, name: str, calls: list[dict], top: int) -> Summa
         optional=(("StdDev",), ("Min", "Max")))
 
 
+def line_cell(r: dict[str, Any]) -> str:
+    """A line of the program as a table names it: file:line and its source (or function);
+    the wheres that are no line (backward on autograd's thread, ...) by their label."""
+    if not r["line"]:
+        return printable(str(r["function"]))
+    # The code without its inline comment ("  # ..."), cut to fit beside the numbers.
+    what = (r["text"].split("  #", 1)[0].strip() if r["text"] else "") or r["function"]
+    if len(what) > LINE_TEXT_CHARS:
+        what = what[:LINE_TEXT_CHARS - 1] + "…"
+    return printable(f"{str(r['file']).rsplit('/', 1)[-1]}:{r['line']}  {what}")
+
+
+LINE_TEXT_CHARS = 40
+
+
+LINE_COLUMNS = [
+    Column("Line", line_cell, numeric=False, title="the program's line (file:line, source)"),
+    Column("GPU", ns_cell("gpu_ns"), title="GPU time of the kernels and copies it launched"),
+    Column("Kern", lambda r: str(r["kernels"]) if r["kernels"] else "–",
+           title="kernels it launched"),
+    Column("Copies", _copies),
+    Column("Syncs", lambda r: f"{r['syncs']} ({fmt_ns(r['sync_ns'])})" if r["syncs"]
+           else "–", title="blocking CUDA calls it made (time blocked)"),
+    Column("Host", lambda r: fmt_ns(r["host_ns"]) if r["host_ns"] else "–",
+           title="host time the line ran (with what it called)"),
+    Column("Idle", ns_cell("idle_ns"), title="GPU idle while the host ran this line"),
+]
+
+
+def line_section(c: Comparison, top: int = 10) -> SummarySection | None:
+    """The program's lines by GPU time (the `top` heaviest, 0: all, and any that caused
+    more GPU idle than the least shown), or None where the report has no trace of them."""
+    lines = rows(c, "lines")
+    if not lines:
+        return None
+    shown = lines[:top] if top else lines
+    return SummarySection(
+        f"By line: GPU work, syncs and host time of the program's lines (top {len(shown)} "
+        f"of {len(lines)} by GPU time)", LINE_COLUMNS, shown,
+        note=_more(len(shown), len(lines), "lines", "lines"),
+        optional=(("Idle",), ("Host",), ("Syncs",)))
+
+
+def line_hint(c: Comparison) -> str | None:
+    """Why there is no By line table, and how to get one; None where there is one."""
+    return None if rows(c, "lines") else c.analysis.lines.why_empty
+
+
 def summary_sections(c: Comparison, top: int = 10) -> list[SummarySection]:
     """The CUDA API calls (the `top` heaviest, 0: all), the slowest CUDA API calls, the
     copies and memsets, the OS runtime calls (the `top` heaviest) and the program's marks

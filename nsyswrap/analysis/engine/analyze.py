@@ -37,6 +37,7 @@ from ..attribution import (
     innermost_of,
     other_threads_frame,
 )
+from ..code_lines import LineTotals
 from ..columns import (
     BY_NAME,
     HOST_WAIT_COLUMNS,
@@ -84,14 +85,16 @@ class Measured:
 
 
 def measure(report: Report, source: OperationSource, *, library: np.ndarray,
-            groups: np.ndarray, windows: UserWindows, attribution: str, consume: bool
-            ) -> Measured:
+            groups: np.ndarray, windows: UserWindows, attribution: str, consume: bool,
+            lines: LineTotals | None = None) -> Measured:
     """The engine: `report` without its operations (or with them, already copied by a
     LoadedOperations `source`), its operations from `source`. `library`: each range's flag
     of a library's NVTX range (domains.library_mask); `groups`: each range's summary group
     (summary.summary_groups: launch latencies are pooled by it as ranges close, held
     through the stream); `windows`: the program's timed windows (user_timings.
-    user_windows), measured in the same pass. `attribution` and `consume` as
+    user_windows), measured in the same pass; `lines`: the program's lines
+    (code_lines.LineTotals), their GPU work summed in the same pass. `attribution` and
+    `consume` as
     analysis.analyze's. Raises operations.StreamFallback where the source cannot be
     streamed."""
     ranges = report.ranges
@@ -108,7 +111,8 @@ def measure(report: Report, source: OperationSource, *, library: np.ndarray,
     if consume:  # matched and measured: 72 bytes a record, held till the end otherwise
         report.event_calls = report.event_calls.iloc[:0].copy()
         report.kernel_grids = None
-    _add_chunks(totals, measured, source)
+    lines = lines or LineTotals(None, set())
+    _add_chunks(totals, measured, lines, source)
     totals.finish()
     pooled = totals.pooled.medians()
     # What only the stream needed (the open ranges' slots, the edges, the process rule's
@@ -120,6 +124,8 @@ def measure(report: Report, source: OperationSource, *, library: np.ndarray,
     source.complete(report)
     window_numbers = (measured.numbers(source.kernel_names()[1]) if source.operations
                       else None)
+    if lines.trace is not None:
+        lines.names = source.kernel_names()[1]
     del measured
     att = _attribution(report, attributor, totals, source)
     # The range search: the blocking calls' ranges were its last use.
@@ -142,7 +148,8 @@ def measure(report: Report, source: OperationSource, *, library: np.ndarray,
                     processes=processes, launch_latency=pooled, windows=window_numbers)
 
 
-def _add_chunks(totals: RangeTotals, windows: WindowTotals, source: OperationSource) -> None:
+def _add_chunks(totals: RangeTotals, windows: WindowTotals, lines: LineTotals,
+                source: OperationSource) -> None:
     """Every chunk of the source into the totals: each chunk prepared on a worker thread
     (its attribution, sorts and per-range numbers: numpy and SQLite work, mostly without
     the GIL) while this thread reads the next ones and applies the prepared ones in order
@@ -154,28 +161,30 @@ def _add_chunks(totals: RangeTotals, windows: WindowTotals, source: OperationSou
         prepared: deque = deque()
         try:
             for chunk in source:
-                prepared.append(pool.submit(_prepare, totals, windows, chunk))
+                prepared.append(pool.submit(_prepare, totals, windows, lines, chunk))
                 del chunk
                 while len(prepared) > workers:
-                    _apply(totals, windows, prepared.popleft(), source)
+                    _apply(totals, windows, lines, prepared.popleft(), source)
             while prepared:
-                _apply(totals, windows, prepared.popleft(), source)
+                _apply(totals, windows, lines, prepared.popleft(), source)
             trim_heap()
         finally:
             for future in prepared:
                 future.cancel()
 
 
-def _prepare(totals: RangeTotals, windows: WindowTotals, chunk) -> tuple[dict, dict | None]:
-    return totals.prepare(chunk), windows.prepare(chunk)
+def _prepare(totals: RangeTotals, windows: WindowTotals, lines: LineTotals, chunk
+             ) -> tuple[dict, dict | None, dict | None]:
+    return totals.prepare(chunk), windows.prepare(chunk), lines.prepare(chunk)
 
 
-def _apply(totals: RangeTotals, windows: WindowTotals, prepared, source: OperationSource
-           ) -> None:
-    chunk, in_windows = prepared.result()
+def _apply(totals: RangeTotals, windows: WindowTotals, lines: LineTotals, prepared,
+           source: OperationSource) -> None:
+    chunk, in_windows, in_lines = prepared.result()
     source.take_pairs(chunk["chunk"], chunk.pop("attributed", None))
     totals.apply(chunk)
     windows.apply(in_windows, chunk["chunk"])
+    lines.apply(in_lines, chunk["chunk"])
     # The chunks' temporaries are freed to glibc's heap, which keeps them resident; the
     # next ones do not always fit there (10 M kernels: ~140 MB more at the peak untrimmed).
     totals.untrimmed += len(chunk["chunk"])
