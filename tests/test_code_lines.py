@@ -281,3 +281,18 @@ def test_every_finding_names_a_line_of_the_program(path):
         assert f.evidence.get("lines"), f.code
         top = f.evidence["lines"][0]
         assert top["line"] > 0 and f"{top['line']}" in f.message
+
+
+def test_the_perfetto_trace_names_each_operations_line():
+    """--format trace: each kernel's args name its line, as many per line as the table."""
+    from nsyswrap.render import render
+
+    c = nsyswrap.compare(EMIT)
+    events = json.loads(render(c, "trace"))["traceEvents"]
+    per_line = Counter(e["args"]["line"] for e in events if e.get("cat") == "kernel")
+    table = c.analysis.lines.table
+    for row in table[table["kernels"] > 0].itertuples():
+        label = f"{row.file.rsplit('/', 1)[-1]}:{row.line}" if row.line else row.function
+        assert per_line[label] == row.kernels, label
+    plain = json.loads(render(nsyswrap.compare(DATA / "h100_torch_train.sqlite"), "trace"))
+    assert not any("line" in e.get("args", {}) for e in plain["traceEvents"])

@@ -315,6 +315,23 @@ def backward_nodes(ranges: pd.DataFrame, trace: LineTrace | None,
     return out
 
 
+def ops_wheres(trace: LineTrace, autograd: set[int], backward: BackwardNodes,
+               thread: np.ndarray, launch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each GPU operation's where, by its launching call's thread and start (-1: none, then
+    NATIVE); and which were launched by autograd's threads (their where the forward line's
+    where `backward` ties them to one)."""
+    launched = launch >= 0
+    where = np.full(len(launch), NATIVE, "int64")
+    rows = np.flatnonzero(launched)
+    where[rows] = trace.where_of(thread[rows], launch[rows], autograd)
+    on_autograd = where == AUTOGRAD
+    if on_autograd.any() and backward.nodes:
+        mine = np.flatnonzero(on_autograd)
+        where[mine] = backward.where_of(thread[mine].astype("int64") & THREAD_KEY_BITS,
+                                        launch[mine])
+    return where, on_autograd
+
+
 class LineTotals:
     """Per where, the GPU work its thread launched from it, summed over the engine's chunks
     (`prepare` on a worker thread, `apply` in order), and the GPU idle it caused. Backward
@@ -336,18 +353,10 @@ class LineTotals:
     def prepare(self, chunk: OpChunk) -> dict | None:
         if self.trace is None or not len(chunk):
             return None
-        launched = chunk["launch_start_ns"] >= 0
-        where = np.full(len(chunk), NATIVE, "int64")
-        rows = np.flatnonzero(launched)
-        where[rows] = self.trace.where_of(chunk["thread"][rows], chunk["launch_start_ns"][rows],
-                                          self.autograd)
-        backward = where == AUTOGRAD
-        if backward.any() and self.backward.nodes:
-            mine = np.flatnonzero(backward)
-            where[mine] = self.backward.where_of(
-                chunk["thread"][mine].astype("int64") & THREAD_KEY_BITS,
-                chunk["launch_start_ns"][mine])
-        return {"where": where, "launched": launched, "backward": backward}
+        where, backward = ops_wheres(self.trace, self.autograd, self.backward,
+                                     chunk["thread"], chunk["launch_start_ns"])
+        return {"where": where, "launched": chunk["launch_start_ns"] >= 0,
+                "backward": backward}
 
     def apply(self, prepared: dict | None, chunk: OpChunk) -> None:
         if prepared is None:
@@ -412,6 +421,8 @@ class CodeLines:
     table: pd.DataFrame
     trace: LineTrace | None
     kernel_lines: pd.DataFrame = field(default_factory=pd.DataFrame)
+    autograd: set[int] = field(default_factory=set)
+    backward: BackwardNodes = field(default_factory=BackwardNodes)
     notes: list[str] = field(default_factory=list)
     why_empty: str | None = None  # the table is empty: why, and how to fill it
 
@@ -424,6 +435,18 @@ class CodeLines:
             out.append((row["file"], int(row["line"]), row["function"]))
             where = int(row["parent"])
         return out
+
+    def op_places(self, thread: np.ndarray, launch: np.ndarray) -> list[str | None]:
+        """Each GPU operation's line as "file:line" (its file's name), the label of a where
+        that is no line, None where the report has no trace."""
+        if self.trace is None:
+            return [None] * len(launch)
+        where, _ = ops_wheres(self.trace, self.autograd, self.backward,
+                              np.asarray(thread, "int64"), np.asarray(launch, "int64"))
+        w = self.trace.wheres
+        labels = [f"{str(f).rsplit('/', 1)[-1]}:{n}" if n else str(fn)
+                  for f, n, fn in zip(w["file"], w["line"], w["function"], strict=True)]
+        return [labels[i] for i in where]
 
     def by_line(self, sums: dict[str, np.ndarray], order: str) -> pd.DataFrame:
         """Per-where sums (each as long as the trace's wheres) as one row per line, most
@@ -499,7 +522,8 @@ def code_lines(totals: LineTotals, blocking: pd.DataFrame, kernel_names: list[st
     table = table.sort_values(["gpu_ns", "idle_ns", "host_ns"], ascending=False,
                               kind="stable").reset_index(drop=True)
     return CodeLines(table=table[LINE_COLUMNS + ["share"]], trace=trace,
-                     kernel_lines=_kernel_lines(totals, kernel_names), notes=trace.notes)
+                     kernel_lines=_kernel_lines(totals, kernel_names), notes=trace.notes,
+                     autograd=totals.autograd, backward=totals.backward)
 
 
 def _kernel_lines(totals: LineTotals, names: list[str]) -> pd.DataFrame:

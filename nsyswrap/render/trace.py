@@ -191,9 +191,13 @@ def _gpu_ops_and_launches(c: Comparison, origin: int) -> list[dict[str, Any]]:
     src = ops["src_kind"].astype(str).tolist()
     dst = ops["dst_kind"].astype(str).tolist()
     nbytes = ops["bytes"].to_numpy().tolist()
+    # The program's line that launched each operation, where the report traced its lines.
+    places = c.analysis.lines.op_places(ops["thread"].to_numpy(), launch)
     for i in range(len(ops)):
         kind = kinds[i]
         args: dict[str, Any] = {"device": int(device[i]), "stream": int(stream[i])}
+        if places[i] is not None:
+            args["line"] = places[i]
         name = names[i]
         if kind in ("memcpy", "memset"):
             args["bytes"] = int(nbytes[i])
