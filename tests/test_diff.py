@@ -319,9 +319,9 @@ def test_two_analysis_json_diff_as_their_reports(tmp_path):
 @pytest.mark.nsys
 @needs_nsys
 def test_two_runs_of_different_lengths_diff_from_their_analysis_json(tmp_path):
-    """`nsyswrap run` twice under nsys 2022.4 (CPU): 4 steps, then 5 with `compute` four
-    times as long (twice as long, the step's verdict came out "no significant change" once
-    in CI, under load). Their analysis.json files diff with verdicts, as the reports do."""
+    """`nsyswrap run` twice under nsys 2022.4 (CPU): 4 steps, then 5 with `compute` ten
+    times as long (at two and four times, the step's verdict came out "no significant
+    change" under load). Their analysis.json files diff with verdicts, as the reports do."""
     import subprocess
     import sys
 

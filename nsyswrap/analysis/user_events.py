@@ -383,9 +383,15 @@ def decode(doc: dict) -> RunnerRecords:
         contexts=[tuple((file, line, function, tuple((name, text) for name, text in arguments))
                         for file, line, function, arguments in context)
                   for context in contexts],
-        lines=doc.get("lines") if isinstance(doc.get("lines"), dict) else None,
-        lines_note=doc.get("lines_note") if is_text(doc.get("lines_note")) else None,
-        **counts)
+        **_lines_fields(doc), **counts)
+
+
+def _lines_fields(doc: dict) -> dict:
+    """The trace of lines as the document holds it (code_lines.py checks it), and why there
+    is none: each only where it has the runner's type."""
+    lines, note = doc.get("lines"), doc.get("lines_note")
+    return {"lines": lines if isinstance(lines, dict) else None,
+            "lines_note": note if is_text(note) else None}
 
 
 def _time_or_none(value) -> float | None:
