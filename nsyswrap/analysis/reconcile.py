@@ -102,12 +102,10 @@ def _read_fields(run: dict, alike: dict) -> dict:
             kept[field] = value
     config = kept.get("config")
     if config:
-        try:
-            # By type too: True and 1 are equal, and a config says which it holds.
-            kept["config"] = alike.setdefault(
-                tuple((k, type(v), v) for k, v in config.items()), config)
-        except TypeError:  # a value that is a list or an object: kept as it is
-            pass
+        # Alike by each value's repr: equal values of other types (True and 1) or signs
+        # (0.0 and -0.0) are written apart.
+        kept["config"] = alike.setdefault((tuple(config), tuple(map(repr, config.values()))),
+                                          config)
     return kept
 
 

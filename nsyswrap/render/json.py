@@ -27,8 +27,7 @@ class JsonRenderer(StreamingRenderer):
         gives for the document with every range family and its instance, iteration and
         timing-instance rows, a chunk at a time. `extra`: sections (plain JSON values) added
         after the document's own, as a run's analysis.json adds `samples`."""
-        text = json.dumps({**document(c, every_family=instances), **(extra or {})}, indent=2,
-                          ensure_ascii=False, allow_nan=False)
+        text = _document_text({**document(c, every_family=instances), **(extra or {})})
         if not instances:
             yield text + "\n"
             return
@@ -37,6 +36,67 @@ class JsonRenderer(StreamingRenderer):
             yield f',\n  "{key}": '
             yield from _json_array(*section_frame(c, section))
         yield "\n}\n"
+
+
+def _document_text(doc: dict[str, Any]) -> str:
+    """json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False), each section apart:
+    a list of records (the benchmark table: a row per harness run, 222 k at 10 M kernels
+    with a run in every step) a column at a time (_records_text), where json's indented
+    encoder, in Python, took ~45 µs a row; the rest as json lays it out. A nested dump is
+    the same text indented one level more: JSON text holds no raw newline."""
+    if not doc:
+        return "{}"
+    pieces = []
+    for key, value in doc.items():
+        text = _records_text(value) if isinstance(value, list) else None
+        if text is None:
+            text = _dumps(value).replace("\n", "\n  ")
+        pieces.append(f"  {_dumps(key)}: {text}")
+    return "{\n" + ",\n".join(pieces) + "\n}"
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, allow_nan=False)
+
+
+def _records_text(rows: list[Any]) -> str | None:
+    """json.dumps(rows, indent=2, ...) one level deep, for rows that are dicts of the same
+    text keys: each column's values made JSON text at once (_cell_texts), then each row
+    from a template. None for anything else."""
+    if not rows or not all(type(r) is dict for r in rows):
+        return None
+    fields = list(rows[0])
+    if not fields or not all(type(f) is str for f in fields) or any(
+            list(r) != fields for r in rows):
+        return None
+    texts = [_cell_texts([r[f] for r in rows]) for f in fields]
+    row = "    {\n" + ",\n".join(f"      {_text(f)}: %s" for f in fields) + "\n    }"
+    return "[\n" + ",\n".join(row % values for values in zip(*texts, strict=True)) + "\n  ]"
+
+
+def _cell_texts(values: list[Any]) -> list[str]:
+    """Each value as json.dumps lays it out as a field of a record one level deep: text,
+    numbers and null as json writes them (float and int by their own __repr__, as json
+    does), a list of texts item by item, anything else by json.dumps, indented."""
+    out = []
+    for v in values:
+        kind = type(v)
+        if kind is str:
+            out.append(_text(v))
+        elif v is None:
+            out.append("null")
+        elif kind is bool:
+            out.append("true" if v else "false")
+        elif kind is int:
+            out.append(int.__repr__(v))
+        elif kind is float and math.isfinite(v):
+            out.append(float.__repr__(v))
+        elif kind is list and all(type(x) is str for x in v):
+            out.append("[\n" + ",\n".join("        " + _text(x) for x in v) + "\n      ]"
+                       if v else "[]")
+        else:  # NaN (refused, as json refuses it), a subclass, an object: json's own
+            out.append(_dumps(v).replace("\n", "\n      "))
+    return out
 
 
 def _json_array(frame, fields: list[str]) -> Iterator[str]:
