@@ -27,51 +27,70 @@ class JsonRenderer(StreamingRenderer):
         gives for the document with every range family and its instance, iteration and
         timing-instance rows, a chunk at a time. `extra`: sections (plain JSON values) added
         after the document's own, as a run's analysis.json adds `samples`."""
-        text = _document_text({**document(c, every_family=instances), **(extra or {})})
-        if not instances:
-            yield text + "\n"
+        doc = {**document(c, every_family=instances), **(extra or {})}
+        if not doc:
+            yield "{}\n"
             return
-        yield text[:-len("\n}")]  # the document's closing brace comes after the rows
+        yield from _document_pieces(doc)
+        if not instances:
+            yield "\n}\n"
+            return
         for key, section in STREAMED_SECTIONS:
             yield f',\n  "{key}": '
             yield from _json_array(*section_frame(c, section))
         yield "\n}\n"
 
 
-def _document_text(doc: dict[str, Any]) -> str:
-    """json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False), each section apart:
-    a list of records (the benchmark table: a row per harness run, 222 k at 10 M kernels
-    with a run in every step) a column at a time (_records_text), where json's indented
-    encoder, in Python, took ~45 µs a row; the rest as json lays it out. A nested dump is
-    the same text indented one level more: JSON text holds no raw newline."""
-    if not doc:
-        return "{}"
-    pieces = []
+def _document_pieces(doc: dict[str, Any]) -> Iterator[str]:
+    """json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) in pieces, a section at
+    a time, without the closing brace ("\\n}"), for a document of one key or more. A list
+    of records (the benchmark table: a row per harness run, 222 k at 10 M kernels with a
+    run in every step) is laid out a column at a time (_records_pieces), where json's
+    indented encoder, in Python, took ~45 µs a row, and is never one string; the rest as
+    json lays it out. A nested dump is the same text indented one level more: JSON text
+    holds no raw newline."""
+    opening = "{\n"
     for key, value in doc.items():
-        text = _records_text(value) if isinstance(value, list) else None
-        if text is None:
-            text = _dumps(value).replace("\n", "\n  ")
-        pieces.append(f"  {_dumps(key)}: {text}")
-    return "{\n" + ",\n".join(pieces) + "\n}"
+        yield f"{opening}  {_dumps(key)}: "
+        opening = ",\n"
+        if isinstance(value, list) and _records(value):
+            yield from _records_pieces(value)
+        else:
+            yield _dumps(value).replace("\n", "\n  ")
 
 
 def _dumps(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, allow_nan=False)
 
 
-def _records_text(rows: list[Any]) -> str | None:
-    """json.dumps(rows, indent=2, ...) one level deep, for rows that are dicts of the same
-    text keys: each column's values made JSON text at once (_cell_texts), then each row
-    from a template. None for anything else."""
+# Rows of a list of records laid out at once: their texts, column by column, are ~3x the
+# text's own size, so the rows go a part at a time.
+RECORD_ROWS = 4096
+
+
+def _records(rows: list[Any]) -> bool:
+    """Whether `rows` are dicts of the same text keys (the records _records_pieces lays
+    out), at least one."""
     if not rows or not all(type(r) is dict for r in rows):
-        return None
+        return False
     fields = list(rows[0])
-    if not fields or not all(type(f) is str for f in fields) or any(
-            list(r) != fields for r in rows):
-        return None
-    texts = [_cell_texts([r[f] for r in rows]) for f in fields]
-    row = "    {\n" + ",\n".join(f"      {_text(f)}: %s" for f in fields) + "\n    }"
-    return "[\n" + ",\n".join(row % values for values in zip(*texts, strict=True)) + "\n  ]"
+    return bool(fields) and all(type(f) is str for f in fields) and all(
+        list(r) == fields for r in rows)
+
+
+def _records_pieces(rows: list[dict[str, Any]]) -> Iterator[str]:
+    """json.dumps(rows, indent=2, ...) one level deep: each column's values made JSON text
+    at once (_cell_texts), then each row from a template, RECORD_ROWS rows at a time."""
+    fields = list(rows[0])
+    keys = [_text(f).replace("%", "%%") for f in fields]  # the template's own % doubled
+    row = "    {\n" + ",\n".join(f"      {k}: %s" for k in keys) + "\n    }"
+    opening = "[\n"
+    for at in range(0, len(rows), RECORD_ROWS):
+        part = rows[at:at + RECORD_ROWS]
+        texts = [_cell_texts([r[f] for r in part]) for f in fields]
+        yield opening + ",\n".join(row % values for values in zip(*texts, strict=True))
+        opening = ",\n"
+    yield "\n  ]"
 
 
 def _cell_texts(values: list[Any]) -> list[str]:
