@@ -10,6 +10,8 @@ UNCOVERED_STREAM     GPU work of the window ran on streams the events do not ord
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import pandas as pd
 
@@ -129,15 +131,15 @@ def _count(x: float, word: str) -> str:
     return f"{text} {word if text == '1' else word + 's'}"
 
 
-def check(a: Analysis, t: Thresholds) -> list[Finding]:
-    findings = []
+def check(a: Analysis, t: Thresholds) -> Iterator[Finding]:
+    """The findings one at a time: a report may hold a harness run in every training step,
+    each with a finding or three, which diagnose merges as they come
+    (checks.merge_alike) rather than holding them all (~1.5 KB each)."""
     for windows in a.timed_windows():
-        findings += _check_windows(windows, t)
-    return findings
+        yield from _check_windows(windows, t)
 
 
-def _check_windows(tw: TimedWindows, t: Thresholds) -> list[Finding]:
-    findings = []
+def _check_windows(tw: TimedWindows, t: Thresholds) -> Iterator[Finding]:
     numbers = _RunNumbers(tw.iterations)
     per = numbers.per
     # What _after_copies and _queued_ahead read is in the program's own windows only: the
@@ -147,6 +149,8 @@ def _check_windows(tw: TimedWindows, t: Thresholds) -> list[Finding]:
     def frame(k: int, column: str) -> pd.DataFrame:
         return per.frame(k) if column in tw.iterations else no_rows
 
+    labels: dict[str, str] = {}
+
     names, run_ids = (per.first_of("benchmark"), per.first_of("run")) if per.count else ((), ())
     for k in range(per.count):
         name, run = names[k], int(run_ids[k])
@@ -155,14 +159,14 @@ def _check_windows(tw: TimedWindows, t: Thresholds) -> list[Finding]:
         m = numbers.run(k)
         windows = int(per.sizes[k])
         floor, floor_source = tw.floor(run)
-        label = tw.label(name)
+        label = labels.setdefault(name, tw.label(name))  # one text a name: merged, kept
         by = tw.measured_by(run)
         event, busy, span, overhead = m["event_ns"], m["gpu_busy_ns"], m["gpu_span_ns"], \
             m["overhead_ns"]
         base = {"iterations": windows, "event_median_ns": event, "gpu_busy_median_ns": busy,
                 "gpu_span_median_ns": span}
         if event < (1 - t.uncovered_tolerance) * span:
-            findings.append(Finding(
+            yield Finding(
                 UNCOVERED, WARNING, label,
                 f"{label}: {by} read {fmt_ns(event)} but the GPU work launched in the "
                 f"window spans {fmt_ns(span)} on {m['streams']:.0f} streams: part of it ran on "
@@ -171,11 +175,11 @@ def _check_windows(tw: TimedWindows, t: Thresholds) -> list[Finding]:
                 "Make the timed stream wait for side streams before end.record() "
                 "(torch.cuda.current_stream().wait_stream(side)), or record events on every "
                 f"stream; the GPU really worked {fmt_ns(busy)}.",
-            ))
+            )
             continue
         missed = _missed_on_other_streams(numbers, k, event, t)
         if missed:
-            findings.append(Finding(
+            yield Finding(
                 UNCOVERED, WARNING, label,
                 f"{label}: {fmt_ns(missed)} of GPU work launched between the records ran on "
                 f"another stream that the end event does not wait for (in "
@@ -185,11 +189,11 @@ def _check_windows(tw: TimedWindows, t: Thresholds) -> list[Finding]:
                 "Make the timed stream wait for side streams before end.record() "
                 "(torch.cuda.current_stream().wait_stream(side)), or time each stream with "
                 "its own events.",
-            ))
+            )
         synced = numbers.synced[k] / windows >= 0.5
         if synced:
             blocked = m["sync_ns"]
-            findings.append(Finding(
+            yield Finding(
                 SYNC, WARNING, label,
                 f"{label}: the host waits for the GPU inside the timed window in "
                 f"{int(numbers.synced[k])} of {windows} iterations; what follows the sync "
@@ -199,11 +203,11 @@ def _check_windows(tw: TimedWindows, t: Thresholds) -> list[Finding]:
                  "iterations_with_sync": int(numbers.synced[k])},
                 "Remove .item()/.cpu()/synchronize() from the timed function, or time up to "
                 "the sync only.",
-            ))
+            )
         if numbers.copied[k] / windows >= 0.5:
             pageable = int(numbers.pageable[k])
             share = m["copy_ns"] / event if event else 0.0
-            findings.append(Finding(
+            yield Finding(
                 TRANSFER, WARNING if (pageable or share >= t.transfer_share) else INFO, label,
                 f"{label}: {fmt_ns(m['copy_ns'])} of host-device copies "
                 f"({fmt_bytes(m['copy_bytes'])} per iteration) run inside the "
@@ -214,7 +218,7 @@ def _check_windows(tw: TimedWindows, t: Thresholds) -> list[Finding]:
                  "pageable_copies": pageable, "copy_share_median": share},
                 "Create inputs on the GPU before timing; if the copy is part of what you "
                 "measure, use pinned memory and non_blocking=True.",
-            ))
+            )
         # Gaps that short between dependent kernels are the GPU's own dispatch (a CUDA
         # graph leaves them too), and the events cost their floor (measured by the harness
         # in the same run) whatever they time; only the rest is overhead the host added.
@@ -250,7 +254,7 @@ def _check_windows(tw: TimedWindows, t: Thresholds) -> list[Finding]:
                     g["copies_before_bytes"].median())
                 evidence["copies_before_gap_median_ns"] = float(
                     g["copies_before_gap_ns"].median())
-            findings.append(Finding(
+            yield Finding(
                 HOST, WARNING, label,
                 f"{label}: {by} read {fmt_ns(event)} but the GPU was busy "
                 f"{fmt_ns(busy)}; most of the {fmt_ns(overhead)} difference is {where}: host "
@@ -258,9 +262,9 @@ def _check_windows(tw: TimedWindows, t: Thresholds) -> list[Finding]:
                 evidence,
                 "Move host work (tensor creation on the CPU, Python logic, data preparation) "
                 f"out of the timed function; the kernels take {fmt_ns(busy)}.",
-            ))
+            )
         else:
-            findings.append(Finding(
+            yield Finding(
                 LAUNCH, WARNING, label,
                 f"{label}: {by} read {fmt_ns(event)} but the GPU was busy only "
                 f"{fmt_ns(busy)} (+{fmt_share(overhead / busy if busy else 1.0)}): "
@@ -272,5 +276,4 @@ def _check_windows(tw: TimedWindows, t: Thresholds) -> list[Finding]:
                 "Trust the kernel time, or make the events agree: back-pressure "
                 "(backpressure=True), a CUDA graph (cuda_graph=N), or more work per "
                 "iteration.",
-            ))
-    return findings
+            )
