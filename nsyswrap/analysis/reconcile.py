@@ -29,7 +29,7 @@ import pandas as pd
 
 from ..instrument.schema import CAPTURE_RANGE, HARNESS_DOMAIN, MARK_PART_SCHEMA, MARK_SCHEMA
 from ..read.json_input import MarkParts, all_of, finite, parse, whole
-from .grouped import median
+from .per_run import PerRun
 
 ITERATION_COLUMNS = [
     "benchmark", "run", "iteration", "cache", "calls", "range_id", "pid", "start_ns",
@@ -46,8 +46,23 @@ def benchmark_runs(marks: pd.DataFrame, notes: list[str] | None = None) -> list[
     harness's but whose fields cannot be used (no name, a count of calls below 1, event
     times that are not durations: written by hand, or by another tool) is left out, and
     said in `notes`: the rest of the report is analysed as ever."""
-    runs, parts = [], MarkParts()
+    kept, parts, alike = [], MarkParts(), {}
     notes = [] if notes is None else notes
+    # Each mark checked and cut to what is read as soon as it is parsed: the whole
+    # documents of 222 k marks held at once took ~1 GB. Their problems are said after the
+    # parts' notes, as when every mark was checked last.
+    problems: list[str] = []
+
+    def check(run: dict) -> None:
+        problem = _mark_problem(run)
+        if problem is None:
+            kept.append(_read_fields(run, alike))
+        else:
+            name = run.get("name")
+            what = f"{name!r}" if isinstance(name, str) and name else "without a name"
+            problems.append(f"the harness mark {what} at {run['time_ns']} ns left out: "
+                            f"{problem}")
+
     for row in marks[marks["domain"] == HARNESS_DOMAIN].itertuples():
         text = row.text
         if not text.startswith("{"):
@@ -58,7 +73,7 @@ def benchmark_runs(marks: pd.DataFrame, notes: list[str] | None = None) -> list[
             continue
         kind = doc.get("nsyswrap") if isinstance(doc, dict) else None
         if kind == MARK_SCHEMA:
-            runs.append({**doc, "time_ns": int(row.time_ns), "mark_pid": int(row.pid)})
+            check({**doc, "time_ns": int(row.time_ns), "mark_pid": int(row.pid)})
         elif kind == MARK_PART_SCHEMA and not parts.add(doc, (int(row.time_ns), int(row.pid))):
             notes.append(f"a harness mark's part at {int(row.time_ns)} ns left out: it "
                          "lacks its key, part number, part count or text")
@@ -70,17 +85,35 @@ def benchmark_runs(marks: pd.DataFrame, notes: list[str] | None = None) -> list[
             notes.append(f"a harness mark in {joined.count} parts at {time_ns} ns left out: "
                          "its parts do not join into one JSON object")
             continue
-        runs.append({**joined.doc, "time_ns": time_ns, "mark_pid": pid})
-    kept = []
-    for run in runs:
-        problem = _mark_problem(run)
-        if problem is None:
-            kept.append(run)
-        else:
-            name = run.get("name")
-            what = f"{name!r}" if isinstance(name, str) and name else "without a name"
-            notes.append(f"the harness mark {what} at {run['time_ns']} ns left out: {problem}")
+        check({**joined.doc, "time_ns": time_ns, "mark_pid": pid})
+    notes += problems
     return sorted(kept, key=lambda r: r["time_ns"])
+
+
+# What the analysis reads of a harness mark (the rest, the host times and the warmup's
+# event times, is the harness's own record): the runs are held to the end, and a report
+# may hold one in every training step.
+READ_FIELDS = ("name", "range", "domain", "calls_per_iteration", "event_ns", "cache",
+               "floor_range", "floor_event_ns", "clock_mhz", "config", "time_ns", "mark_pid")
+
+
+def _read_fields(run: dict, alike: dict) -> dict:
+    """The run's READ_FIELDS, its texts and a configuration equal to an earlier run's
+    shared with that one (`alike`: what was seen): 4.8 KB a run held became ~1 KB."""
+    kept = {}
+    for field in READ_FIELDS:
+        if field in run:
+            value = run[field]
+            if isinstance(value, str):
+                value = alike.setdefault(value, value)
+            kept[field] = value
+    config = kept.get("config")
+    if config:
+        # Alike by each value's repr: equal values of other types (True and 1) or signs
+        # (0.0 and -0.0) are written apart.
+        kept["config"] = alike.setdefault((tuple(config), tuple(map(repr, config.values()))),
+                                          config)
+    return kept
 
 
 def _durations(value: Any) -> bool:
@@ -219,57 +252,63 @@ BENCHMARK_COLUMNS = [
 ]
 
 
-def _iqr(x: np.ndarray) -> float:
-    return float(np.quantile(x, 0.75) - np.quantile(x, 0.25)) if len(x) > 1 else 0.0
-
-
 def benchmark_summary(it: pd.DataFrame, runs: list[dict],
                       floors: dict[int, float] | None = None) -> pd.DataFrame:
     """One row per harness run. Times are per call (a graph replay of N calls counts N);
-    `floors` (event_floors) gives each run's event floor per window. Plain numpy per run:
-    reports hold thousands of runs."""
+    `floors` (event_floors) gives each run's event floor per window. Grouped passes over
+    all runs at once (per_run.PerRun): a report may hold a run in every training step."""
     floors = floors or {}
-    rows = []
-    # As they are (no float copy of every column: 4 MB each a half million windows); each
-    # run's rows are taken, then made float.
-    cols = {c: it[c].to_numpy() for c in (
-        "calls", "event_ns", "gpu_busy_ns", "gpu_span_ns", "overhead_ns", "host_ns",
-        "gpu_first_start_ns", "gpu_last_end_ns", "start_ns", "end_ns")}
-    cache = it["cache"].to_numpy()
-    rows_of_run = it.groupby(["benchmark", "run"], sort=False, observed=True).indices
-    for (name, run_index), idx in rows_of_run.items():
-        def c(column: str, idx=idx) -> np.ndarray:  # a column of the run, as float
-            return cols[column][idx].astype("float64", copy=False)
+    per = PerRun(it)
+    if per.count == 0:
+        return pd.DataFrame([], columns=BENCHMARK_COLUMNS)
+    names, run_ids = per.first_of("benchmark"), per.first_of("run")
+    calls = per.first_of("calls").astype("int64")
+    calls_of_row = calls[np.maximum(per.code, 0)]  # rows of no run are never read
 
-        calls = int(cols["calls"][idx[0]])
-        event, busy = c("event_ns") / calls, c("gpu_busy_ns") / calls
-        flushed, hot = cache[idx] == "flushed", cache[idx] == "hot"
-        config = runs[run_index].get("config", {})
-        event_median = median(event)
-        first_start, last_end = c("gpu_first_start_ns"), c("gpu_last_end_ns")
-        has_gpu = bool((~np.isnan(first_start)).any())
-        overhead = median(c("overhead_ns") / calls)
-        rows.append({
-            "benchmark": name, "run": run_index, "iterations": len(idx), "calls": calls,
-            "flush_l2": config.get("flush_l2"), "backpressure": config.get("backpressure"),
-            "cuda_graph": config.get("cuda_graph"), "warmup_iters": config.get("warmup_iters"),
-            "event_median_ns": event_median, "event_iqr_ns": _iqr(event[~np.isnan(event)]),
-            "busy_median_ns": median(busy), "busy_iqr_ns": _iqr(busy[~np.isnan(busy)]),
-            "span_median_ns": median(c("gpu_span_ns") / calls),
-            "overhead_median_ns": overhead,
-            "overhead_share": overhead / event_median if event_median else np.nan,
-            "floor_ns": floors[run_index] / calls if run_index in floors else np.nan,
-            "host_median_ns": median(c("host_ns") / calls),
-            "event_flushed_ns": median(event[flushed]),
-            "event_hot_ns": median(event[hot]),
-            "busy_flushed_ns": median(busy[flushed]),
-            "busy_hot_ns": median(busy[hot]),
-            # The GPU's view of the timed part, for clock samples; the CPU's where no GPU work.
-            "first_start_ns": int(np.nanmin(first_start) if has_gpu
-                                  else c("start_ns").min()),
-            "last_end_ns": int(np.nanmax(last_end) if has_gpu else c("end_ns").max()),
-        })
-    return pd.DataFrame(rows, columns=BENCHMARK_COLUMNS)
+    def per_call(column: str) -> np.ndarray:  # each window's value per call, as float
+        return it[column].to_numpy().astype("float64", copy=False) / calls_of_row
+
+    event, busy = per_call("event_ns"), per_call("gpu_busy_ns")
+    cache = it["cache"].to_numpy()
+    flushed, hot = cache == "flushed", cache == "hot"
+    event_median = per.median(event)
+    overhead = per.median(per_call("overhead_ns"))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(event_median == 0, np.nan, overhead / event_median)
+    floor = np.array([floors.get(int(r), np.nan) for r in run_ids], dtype="float64") / calls
+    # The GPU's view of the timed part, for clock samples; the CPU's where no GPU work.
+    first_start = it["gpu_first_start_ns"].to_numpy().astype("float64", copy=False)
+    last_end = it["gpu_last_end_ns"].to_numpy().astype("float64", copy=False)
+    has_gpu = per.any_count(~np.isnan(first_start)) > 0
+    first_start = np.where(has_gpu, per.minimum(first_start), per.minimum(
+        it["start_ns"].to_numpy().astype("float64", copy=False)))
+    last_end = np.where(has_gpu, per.maximum(last_end), per.maximum(
+        it["end_ns"].to_numpy().astype("float64", copy=False)))
+    configs = [runs[int(r)].get("config", {}) for r in run_ids]
+    # The text and configuration columns inferred as pandas infers rows of values; the
+    # numbers are float64 or int64 whatever the rows.
+    out = pd.DataFrame(list(zip(names.tolist(), *(
+        [c.get(key) for c in configs]
+        for key in ("flush_l2", "backpressure", "cuda_graph", "warmup_iters")), strict=True)),
+        columns=["benchmark", "flush_l2", "backpressure", "cuda_graph", "warmup_iters"])
+    numbers = {
+        "run": run_ids.astype("int64"), "iterations": per.sizes.astype("int64"),
+        "calls": calls,
+        "event_median_ns": event_median, "event_iqr_ns": per.iqr(event),
+        "busy_median_ns": per.median(busy), "busy_iqr_ns": per.iqr(busy),
+        "span_median_ns": per.median(per_call("gpu_span_ns")),
+        "overhead_median_ns": overhead, "overhead_share": share, "floor_ns": floor,
+        "host_median_ns": per.median(per_call("host_ns")),
+        "event_flushed_ns": per.median(event, where=flushed),
+        "event_hot_ns": per.median(event, where=hot),
+        "busy_flushed_ns": per.median(busy, where=flushed),
+        "busy_hot_ns": per.median(busy, where=hot),
+        "first_start_ns": first_start.astype("int64"),
+        "last_end_ns": last_end.astype("int64"),
+    }
+    for column, values in numbers.items():
+        out[column] = values
+    return out[BENCHMARK_COLUMNS]
 
 
 def pairs_in(frame: pd.DataFrame, pairs: set[tuple[str, str]]) -> np.ndarray:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -44,20 +45,39 @@ class TimedWindows:
     def config(self, run: int) -> dict:
         return self.runs[run].get("config", {}) if 0 <= run < len(self.runs) else {}
 
+    @cached_property
+    def _first_rows(self) -> dict[int, int]:
+        """Each run's first row in `benchmarks`: the window checks ask per run, and a mask
+        over every run for each was O(runs^2) (222 k harness runs at 10 M kernels)."""
+        runs, first = np.unique(self.benchmarks["run"].to_numpy(), return_index=True)
+        return dict(zip(runs.tolist(), first.tolist(), strict=True))
+
+    @cached_property
+    def _columns(self) -> dict[str, np.ndarray]:
+        return {}
+
+    def _first(self, run: int, column: str):
+        """`column` at the run's first row of `benchmarks`; None where it has none."""
+        row = self._first_rows.get(run)
+        if row is None:
+            return None
+        if column not in self._columns:
+            self._columns[column] = self.benchmarks[column].to_numpy()
+        return self._columns[column][row]
+
     def measured_by(self, run: int) -> str:
         """Whose figure it is, for messages: 'the events', 'Timer', 'do_bench'."""
         if self.source == "harness" or "measured_by" not in self.benchmarks:
             return "the events"
-        by = self.benchmarks.loc[self.benchmarks["run"] == run, "measured_by"]
-        return str(by.iloc[0]) if len(by) else "the events"
+        by = self._first(run, "measured_by")
+        return "the events" if by is None else str(by)
 
     def judged(self, run: int) -> bool:
         """Whether findings speak of the run: not of do_bench's own estimate of how often
         to call the function (listed, not the figure it returns)."""
         if self.source == "harness" or "kind" not in self.benchmarks:
             return True
-        kind = self.benchmarks.loc[self.benchmarks["run"] == run, "kind"]
-        return not (len(kind) and kind.iloc[0] == "do_bench estimate")
+        return self._first(run, "kind") != "do_bench estimate"
 
     def floor(self, run: int) -> tuple[float, str]:
         """The run's events' floor per window and where it came from ("measured",
@@ -66,12 +86,12 @@ class TimedWindows:
         if self.measured_by(run) == "Timer":
             return 0.0, "none"
         b = self.benchmarks
-        floor = b.loc[b["run"] == run, "floor_ns"]
-        if len(floor) and pd.notna(floor.iloc[0]) and floor.iloc[0] > 0:
+        floor = self._first(run, "floor_ns")
+        if floor is not None and pd.notna(floor) and floor > 0:
             source = "measured"
             if "floor_source" in b:
-                source = str(b.loc[b["run"] == run, "floor_source"].iloc[0])
-            return float(floor.iloc[0]), source
+                source = str(self._first(run, "floor_source"))
+            return float(floor), source
         if self.default_floor_ns is not None:
             return self.default_floor_ns, "estimated"
         return DEFAULT_FLOOR_NS, "assumed"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from ..analysis import Analysis
 from ..common.units import plural
 from . import cache, clock, cold_start, fp32_gemm, host_bound, idle, sync, transfers, window
@@ -20,12 +22,12 @@ MERGED_RANGE_CODES = frozenset({cold_start.CODE})
 
 def diagnose(a: Analysis, thresholds: Thresholds | None = None) -> list[Finding]:
     thresholds = thresholds or Thresholds()
-    findings = [f for c in CHECKS for f in c.check(a, thresholds)]
     # The harness's benchmarks and the program's own timing groups: a code found in several
     # reads once, naming them all.
     benchmarks = {tw.label(name): "benchmarks" if tw.source == "harness" else "timed places"
                   for tw in a.timed_windows() for name in tw.benchmarks["benchmark"]}
-    findings = with_lines(merge_alike(findings, benchmarks), a)
+    findings = with_lines(merge_alike((f for c in CHECKS for f in c.check(a, thresholds)),
+                                      benchmarks), a)
     return sorted(findings, key=lambda f: (_SEVERITY_ORDER.get(f.severity, 9), f.code,
                                            f.range or ""))
 
@@ -35,37 +37,58 @@ _ONE = {"benchmarks": "more benchmark", "timed places": "more timed place",
         "ranges": "more range"}
 
 
-def merge_alike(findings: list[Finding], benchmarks: dict[str, str]) -> list[Finding]:
+class _Alike:
+    """The findings of one code merged so far: the first, how many, the labels in order,
+    each label's last evidence. Not the findings themselves: a report with a harness run
+    in every training step gives one or more per run (222 k at 10 M kernels)."""
+
+    def __init__(self, first: Finding):
+        self.first, self.count, self.warning = first, 0, False
+        self.labels: list[str] = []
+        self.by_range: dict[str, dict] = {}
+        self.add(first)
+
+    def add(self, f: Finding) -> None:
+        self.count += 1
+        self.warning = self.warning or f.severity == WARNING
+        self.labels.append(f.range)
+        self.by_range[f.range] = f.evidence
+
+
+def merge_alike(findings: Iterable[Finding], benchmarks: dict[str, str]) -> list[Finding]:
     """One finding per code for all the harness benchmarks it concerns (CLOCK_VARIATION in 4
     of 7 benchmarks reads once), for all the program's own timed places (`benchmarks` says
     which labels are which: label -> "benchmarks" or "timed places"), and for all the user's
     ranges with a MERGED_RANGE_CODES code. The merged finding names them all (`ranges`);
-    the numbers of each stay in evidence["by_range"]."""
-    groups: dict[tuple[str, str], list[Finding]] = {}
+    the numbers of each stay in evidence["by_range"]. The findings are taken as they come."""
+    groups: dict[tuple[str, str], _Alike] = {}
     out = []
     for f in findings:
         what = benchmarks.get(f.range or "", "ranges")
         if f.range and (what != "ranges" or f.code in MERGED_RANGE_CODES):
-            groups.setdefault((f.code, what), []).append(f)
+            alike = groups.get((f.code, what))
+            if alike is None:
+                groups[(f.code, what)] = _Alike(f)
+            else:
+                alike.add(f)
         else:
             out.append(f)
     for (code, what), alike in groups.items():
-        if len(alike) == 1:
-            out.extend(alike)
+        if alike.count == 1:
+            out.append(alike.first)
             continue
-        labels = [f.range for f in alike]
-        first = alike[0]
+        first = alike.first
         detail = first.message[len(first.range) + 2:] if first.message.startswith(
             f"{first.range}: ") else first.message
         out.append(Finding(
             code=code,
-            severity=WARNING if any(f.severity == WARNING for f in alike) else INFO,
+            severity=WARNING if alike.warning else INFO,
             range=None,
             # The first one's numbers: the others' are in the evidence, their names in
             # `ranges` (a table names the first and counts the rest).
-            message=f"{first.range}: {detail} (as in {plural(len(alike) - 1, _ONE[what])})",
-            evidence={"by_range": {f.range: f.evidence for f in alike}},
+            message=f"{first.range}: {detail} (as in {plural(alike.count - 1, _ONE[what])})",
+            evidence={"by_range": alike.by_range},
             suggestion=first.suggestion,
-            ranges=labels,
+            ranges=alike.labels,
         ))
     return out

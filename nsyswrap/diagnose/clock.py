@@ -20,33 +20,54 @@ def check(a: Analysis, t: Thresholds) -> list[Finding]:
     metrics = a.gpu_metrics
     clock = metrics[metrics["metric"] == CLOCK_METRIC] if not metrics.empty else metrics
     gpu_max = max((g.max_clock_mhz for g in a.info.gpus if g.max_clock_mhz), default=None)
+    samples = _Samples(clock)
     findings = []
     for tw in a.timed_windows():
-        for b in tw.benchmarks.itertuples():
-            if not tw.judged(b.run):
+        b = tw.benchmarks
+        if b.empty:
+            continue
+        # Columns, not a tuple per row: a report may hold a harness run in every step.
+        for run, name, first, last in zip(*(b[c].tolist() for c in (
+                "run", "benchmark", "first_start_ns", "last_end_ns")), strict=True):
+            if not tw.judged(run):
                 continue
-            config = tw.config(b.run)
-            values = _metric_samples(clock, b) if not clock.empty else np.array([])
+            config = tw.config(run)
+            values = samples.between(first, last)
             source = "nsys GPU metrics (GPC clock)"
             ref = gpu_max or (float(clock["value"].max()) if not clock.empty else None)
             if len(values) < 2 and tw.source == "harness":
-                values = np.array([v for v in tw.runs[b.run].get("clock_mhz") or [] if v],
+                values = np.array([v for v in tw.runs[run].get("clock_mhz") or [] if v],
                                   dtype="float64")
                 source = "NVML after each iteration (SM clock)"
                 ref = config.get("max_clock_mhz") or gpu_max
             if len(values) >= 2 and ref:
-                f = _evaluate(values, float(ref), tw.label(b.benchmark), source, config, t)
+                f = _evaluate(values, float(ref), tw.label(name), source, config, t)
                 if f:
                     findings.append(f)
     return findings
 
 
-def _metric_samples(clock, b) -> np.ndarray:
-    times = clock["time_ns"].to_numpy()
-    period = float(np.median(np.diff(times))) if len(times) > 1 else 0.0
-    # A short benchmark may fall between samples: widen the window by one sample period.
-    inside = (times >= b.first_start_ns - period) & (times <= b.last_end_ns + period)
-    return clock["value"].to_numpy(dtype="float64")[inside]
+class _Samples:
+    """The clock samples in time order, found for each run by a binary search: a mask
+    over every sample (and the samples' period found again) per run was O(runs x
+    samples). A run's samples come in time order, not the table's: the statistics taken
+    of them do not depend on the order."""
+
+    def __init__(self, clock):
+        times = clock["time_ns"].to_numpy() if not clock.empty else np.zeros(0, "int64")
+        self.period = float(np.median(np.diff(times))) if len(times) > 1 else 0.0
+        order = np.argsort(times, kind="stable")
+        # As float64, as the comparisons with a float bound took them.
+        self.times = times[order].astype("float64")
+        self.values = (clock["value"].to_numpy(dtype="float64")[order] if not clock.empty
+                       else np.zeros(0))
+
+    def between(self, first_ns, last_ns) -> np.ndarray:
+        """The samples from first_ns to last_ns, widened by one sample period: a short
+        benchmark may fall between samples."""
+        lo = np.searchsorted(self.times, first_ns - self.period, side="left")
+        hi = np.searchsorted(self.times, last_ns + self.period, side="right")
+        return self.values[lo:max(lo, hi)]
 
 
 def _evaluate(values: np.ndarray, ref: float, label: str, source: str, config: dict,

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..analysis import Analysis
+from ..analysis.per_run import PerRun
 from ..common.units import fmt_ns, listed, plural
 from .finding import WARNING, Finding, Thresholds, range_label
 
@@ -69,10 +70,13 @@ def _harness_runs(a: Analysis, t: Thresholds) -> list[Finding]:
     program's own timing starts cold."""
     findings = []
     for tw in a.timed_windows():
-        for (name, run), g in tw.iterations.groupby(["benchmark", "run"], sort=False,
-                                                    observed=True):
-            if len(g) < t.cold_min_instances or not tw.judged(run):
+        per = PerRun(tw.iterations)
+        names, run_ids = per.first_of("benchmark"), per.first_of("run")
+        for k in _maybe_cold(per, t):
+            name, run = names[k], int(run_ids[k])
+            if not tw.judged(run):
                 continue
+            g = per.frame(k)
             cold = _cold_metrics(g, HARNESS_METRICS, t)
             if not cold:
                 continue
@@ -82,6 +86,25 @@ def _harness_runs(a: Analysis, t: Thresholds) -> list[Finding]:
             else:
                 findings.append(_cold_user_run(label, cold, len(g)))
     return findings
+
+
+def _maybe_cold(per: PerRun, t: Thresholds) -> np.ndarray:
+    """The runs with cold_min_instances windows or more whose first window, in some metric,
+    is the first of leading_outliers (above cold_factor x the median of the rest, by
+    cold_min_excess_ns): found for all runs at once (per_run.PerRun), so that only those
+    are read one by one. A report may hold a harness run in every training step."""
+    if per.count == 0:
+        return np.zeros(0, "int64")
+    first = np.zeros(len(per.windows), dtype=bool)
+    first[per.first] = True
+    maybe = np.zeros(per.count, dtype=bool)
+    for col, _ in HARNESS_METRICS:
+        values = per.column(col).astype("float64", copy=False)
+        rest = per.median(values, where=~first)
+        head = values[per.first]
+        with np.errstate(invalid="ignore"):
+            maybe |= (head > t.cold_factor * rest) & (head - rest >= t.cold_min_excess_ns)
+    return np.flatnonzero(maybe & (per.sizes >= t.cold_min_instances))
 
 
 def _cold_user_run(label: str, cold: dict[str, _Cold], n: int) -> Finding:

@@ -27,16 +27,95 @@ class JsonRenderer(StreamingRenderer):
         gives for the document with every range family and its instance, iteration and
         timing-instance rows, a chunk at a time. `extra`: sections (plain JSON values) added
         after the document's own, as a run's analysis.json adds `samples`."""
-        text = json.dumps({**document(c, every_family=instances), **(extra or {})}, indent=2,
-                          ensure_ascii=False, allow_nan=False)
-        if not instances:
-            yield text + "\n"
+        doc = {**document(c, every_family=instances), **(extra or {})}
+        if not doc:
+            yield "{}\n"
             return
-        yield text[:-len("\n}")]  # the document's closing brace comes after the rows
+        yield from _document_pieces(doc)
+        if not instances:
+            yield "\n}\n"
+            return
         for key, section in STREAMED_SECTIONS:
             yield f',\n  "{key}": '
             yield from _json_array(*section_frame(c, section))
         yield "\n}\n"
+
+
+def _document_pieces(doc: dict[str, Any]) -> Iterator[str]:
+    """json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) in pieces, a section at
+    a time, without the closing brace ("\\n}"), for a document of one key or more. A list
+    of records (the benchmark table: a row per harness run, 222 k at 10 M kernels with a
+    run in every step) is laid out a column at a time (_records_pieces), where json's
+    indented encoder, in Python, took ~45 µs a row, and is never one string; the rest as
+    json lays it out. A nested dump is the same text indented one level more: JSON text
+    holds no raw newline."""
+    opening = "{\n"
+    for key, value in doc.items():
+        yield f"{opening}  {_dumps(key)}: "
+        opening = ",\n"
+        if isinstance(value, list) and _records(value):
+            yield from _records_pieces(value)
+        else:
+            yield _dumps(value).replace("\n", "\n  ")
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, allow_nan=False)
+
+
+# Rows of a list of records laid out at once: their texts, column by column, are ~3x the
+# text's own size, so the rows go a part at a time.
+RECORD_ROWS = 4096
+
+
+def _records(rows: list[Any]) -> bool:
+    """Whether `rows` are dicts of the same text keys (the records _records_pieces lays
+    out), at least one."""
+    if not rows or not all(type(r) is dict for r in rows):
+        return False
+    fields = list(rows[0])
+    return bool(fields) and all(type(f) is str for f in fields) and all(
+        list(r) == fields for r in rows)
+
+
+def _records_pieces(rows: list[dict[str, Any]]) -> Iterator[str]:
+    """json.dumps(rows, indent=2, ...) one level deep: each column's values made JSON text
+    at once (_cell_texts), then each row from a template, RECORD_ROWS rows at a time."""
+    fields = list(rows[0])
+    keys = [_text(f).replace("%", "%%") for f in fields]  # the template's own % doubled
+    row = "    {\n" + ",\n".join(f"      {k}: %s" for k in keys) + "\n    }"
+    opening = "[\n"
+    for at in range(0, len(rows), RECORD_ROWS):
+        part = rows[at:at + RECORD_ROWS]
+        texts = [_cell_texts([r[f] for r in part]) for f in fields]
+        yield opening + ",\n".join(row % values for values in zip(*texts, strict=True))
+        opening = ",\n"
+    yield "\n  ]"
+
+
+def _cell_texts(values: list[Any]) -> list[str]:
+    """Each value as json.dumps lays it out as a field of a record one level deep: text,
+    numbers and null as json writes them (float and int by their own __repr__, as json
+    does), a list of texts item by item, anything else by json.dumps, indented."""
+    out = []
+    for v in values:
+        kind = type(v)
+        if kind is str:
+            out.append(_text(v))
+        elif v is None:
+            out.append("null")
+        elif kind is bool:
+            out.append("true" if v else "false")
+        elif kind is int:
+            out.append(int.__repr__(v))
+        elif kind is float and math.isfinite(v):
+            out.append(float.__repr__(v))
+        elif kind is list and all(type(x) is str for x in v):
+            out.append("[\n" + ",\n".join("        " + _text(x) for x in v) + "\n      ]"
+                       if v else "[]")
+        else:  # NaN (refused, as json refuses it), a subclass, an object: json's own
+            out.append(_dumps(v).replace("\n", "\n      "))
+    return out
 
 
 def _json_array(frame, fields: list[str]) -> Iterator[str]:
