@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The test command (README): installs what the tests need, then runs them (about 4.5 min
+# The test command (README): installs what the tests need, then runs them (about 6 min
 # of tests on 2 cores, after the installs).
 #   bash scripts/test.sh [pytest args...]
 # - Debian's Nsight Systems 2022.4 (non-free) for the real end-to-end tests of `nsyswrap run`
@@ -95,6 +95,6 @@ fi
 unset PYTHONDONTWRITEBYTECODE
 export PYTHONPYCACHEPREFIX="$PWD/.venv-test/pycache"
 # Three workers on two cores: the nsys tests spend about half their time waiting on nsys.
-# They are in two groups, each in one worker (tests/conftest.py): two nsys 2022.4 sessions
-# at most at once, and one worker that runs the other tests meanwhile.
+# They are one group in one worker (tests/conftest.py): one nsys 2022.4 session at a time,
+# and two workers that run the other tests meanwhile.
 python -m pytest -n 3 --dist loadgroup "$@"

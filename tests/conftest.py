@@ -173,12 +173,10 @@ def chromium():
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (scripts/test.sh runs the suite on three workers), the tests that
-    start Debian's nsys are in two groups (nsys_group), each run in one worker, one test
-    after the other: two nsys 2022.4 sessions at most run at once, and the third worker runs
-    tests that use the CPU while the sessions wait. Two at once are safe with one TMPDIR
-    (docs/nsys-quirks.md): 40 pairs of `nsyswrap run` started together on the 2-core machine
-    all passed; a run nsys fails with "Local Endpoint is not available" is made once more
-    (test_run.nsyswrap). tryfirst: xdist's worker reads the xdist_group marks in its own
+    start Debian's nsys are one group (nsys_group), run in one worker, one test after the
+    other, and the other workers run tests that use the CPU while the sessions wait
+    (docs/nsys-quirks.md on concurrent sessions); a run nsys fails at its start with "Local
+    Endpoint is not available" or a sem_open error is made once more (test_run.nsyswrap). tryfirst: xdist's worker reads the xdist_group marks in its own
     pytest_collection_modifyitems (it names each test `id@group` there), which otherwise
     runs before this one and sees no mark. Since pytest
     9.2 a test's id is no longer the attribute xdist 3.8 renames (`_nodeid`), so its renaming
@@ -203,18 +201,11 @@ def pytest_collection_modifyitems(config, items):
             item._id = coerce_node_id(f"{item.nodeid}@{name}")
 
 
-# The module whose nsys tests are a group of their own (about 110 s of the 240 s that all the
-# nsys tests take one after the other), with those that share its session's run
-# (default_traces_run); every other nsys test is in the group "nsys".
-NSYS_RUN_MODULE = "test_run.py"
-
-
 def nsys_group(item) -> str:
-    """The xdist group of a test that starts nsys: "nsys-run" or "nsys" (two groups, so that
-    two workers run nsys sessions and no more than two sessions run at once)."""
-    if item.path.name == NSYS_RUN_MODULE or "default_traces_run" in getattr(
-            item, "fixturenames", ()):
-        return "nsys-run"
+    """The xdist group of a test that starts nsys: one for them all, so that one nsys
+    session runs at a time. Two groups (two sessions at once) ran 40 concurrent pairs
+    cleanly, but a full suite under load then lost a capture's ranges once
+    (test_sighup_is_handled_like_sigterm): one session at a time, as in CI."""
     return "nsys"
 
 

@@ -1,8 +1,7 @@
 """The suite's own scheduling: under `pytest -n 3 --dist loadgroup` (scripts/test.sh) the
-tests that start nsys are in two groups, test_run.py's and the others' (tests/conftest.py),
-and each group runs in one worker, whatever pytest and xdist do with test ids (pytest 9.2
-with xdist 3.8 silently spread the nsys group over both workers): no more than two nsys
-2022.4 sessions at once."""
+tests that start nsys are in one group (tests/conftest.py), which runs in one worker,
+whatever pytest and xdist do with test ids (pytest 9.2 with xdist 3.8 silently spread the
+nsys group over both workers): one nsys 2022.4 session at a time."""
 
 from __future__ import annotations
 
@@ -56,7 +55,7 @@ def test_plain(n):
 '''
 
 
-def test_the_nsys_tests_run_in_two_groups_each_in_one_worker(tmp_path):
+def test_the_nsys_tests_run_in_one_group_in_one_worker(tmp_path):
     pytest.importorskip("xdist")
     (tmp_path / "conftest.py").write_text(CONFTEST)
     for module in ("test_run.py", "test_other.py"):
@@ -71,7 +70,6 @@ def test_the_nsys_tests_run_in_two_groups_each_in_one_worker(tmp_path):
     runs = [line.split() for line in where.read_text().splitlines()]
     nsys = [(group, worker) for kind, group, worker in runs if kind == "nsys"]
     if nsys:  # without nsys on PATH the skipif ones skip
-        assert len(nsys) == 12 and {group for group, _ in nsys} == {"nsys", "nsys-run"}, runs
-        for name in ("nsys", "nsys-run"):
-            assert len({worker for group, worker in nsys if group == name}) == 1, runs
+        assert len(nsys) == 12 and {group for group, _ in nsys} == {"nsys"}, runs
+        assert len({worker for _, worker in nsys}) == 1, runs
     assert [group for kind, group, _ in runs if kind == "plain"] == ["none"] * 12
