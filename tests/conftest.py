@@ -176,7 +176,8 @@ def pytest_collection_modifyitems(config, items):
     start Debian's nsys are one group (nsys_group), run in one worker, one test after the
     other, and the other workers run tests that use the CPU while the sessions wait
     (docs/nsys-quirks.md on concurrent sessions); a run nsys fails at its start with "Local
-    Endpoint is not available" or a sem_open error is made once more (test_run.nsyswrap). tryfirst: xdist's worker reads the xdist_group marks in its own
+    Endpoint is not available" or a sem_open error is made once more (test_run.nsyswrap).
+    tryfirst: xdist's worker reads the xdist_group marks in its own
     pytest_collection_modifyitems (it names each test `id@group` there), which otherwise
     runs before this one and sees no mark. Since pytest
     9.2 a test's id is no longer the attribute xdist 3.8 renames (`_nodeid`), so its renaming
