@@ -16,10 +16,7 @@ makes the plain result (`CodeLines`) the outputs and the findings read."""
 
 from __future__ import annotations
 
-import base64
-import binascii
 import re
-import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -27,8 +24,9 @@ import pandas as pd
 
 from ..instrument.schema import LINES_SCHEMA
 from ..read.cuda_api import MEMORY_KINDS
+from ..read.json_input import whole
 from ..read.operations import GRAPH, KERNEL, MEMCPY, MEMSET, OpChunk
-from .user_events import UserEvents
+from .user_events import UserEvents, inflate
 
 PAGEABLE = next(k for k, v in MEMORY_KINDS.items() if v == "pageable")
 # The wheres that are no line of the program (their rows lead the where table).
@@ -111,21 +109,14 @@ class LineTrace:
         return out
 
 
-def _inflate(packed, dtype: str, rows: int) -> np.ndarray:
-    if not isinstance(packed, str):
-        raise ValueError("a packed column is not text")
-    try:
-        raw = zlib.decompressobj().decompress(base64.b64decode(packed, validate=True),
-                                              rows * np.dtype(dtype).itemsize + 1)
-    except (binascii.Error, zlib.error, ValueError) as e:
-        raise ValueError(f"a packed column cannot be read ({e})") from None
-    if len(raw) != rows * np.dtype(dtype).itemsize:
-        raise ValueError("a packed column does not hold the rows it says")
-    return np.frombuffer(raw, dtype)
-
-
-def _whole(value, low: int, high: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+def _column(packed, dtype: str, rows: int, name: str) -> np.ndarray:
+    """A packed column of `rows` values of `dtype` (user_events.inflate: bounded as the
+    runner's other columns are)."""
+    size = rows * np.dtype(dtype).itemsize
+    raw = inflate(packed, size, name)
+    if len(raw) != size:
+        raise ValueError(f"{name} does not hold the rows it says")
+    return raw.view(dtype)
 
 
 def _decode(doc: dict, pid: int, offset: float, first: int
@@ -145,7 +136,7 @@ def _wheres(doc: dict, first: int) -> list[tuple]:
     codes, wheres = doc.get("codes"), doc.get("wheres")
     if not (isinstance(codes, list) and len(codes) <= MAX_TABLE_ROWS and all(
             isinstance(c, list) and len(c) == 3 and isinstance(c[0], str)
-            and isinstance(c[1], str) and _whole(c[2], 0, 1 << 31) for c in codes)):
+            and isinstance(c[1], str) and whole(c[2], 0, 1 << 31) for c in codes)):
         raise ValueError("codes is not a list of [file, function, first line]")
     texts = doc.get("texts")
     texts = texts if isinstance(texts, dict) else {}
@@ -153,8 +144,8 @@ def _wheres(doc: dict, first: int) -> list[tuple]:
         raise ValueError("wheres is not a list of [code, line, caller]")
     rows: list[tuple] = []
     for i, w in enumerate(wheres[2:], start=2):
-        if not (isinstance(w, list) and len(w) == 3 and _whole(w[0], 0, len(codes) - 1)
-                and _whole(w[1], 0, 1 << 31) and _whole(w[2], 0, i - 1)):
+        if not (isinstance(w, list) and len(w) == 3 and whole(w[0], 0, len(codes) - 1)
+                and whole(w[1], 0, 1 << 31) and whole(w[2], 0, i - 1)):
             raise ValueError(f"where {i} is not [code, line, an earlier where]")
         file, function, _ = codes[w[0]]
         parent = w[2] - 2 + first if w[2] >= 2 else -1
@@ -173,12 +164,12 @@ def _threads(doc: dict, pid: int, offset: float, first: int, wheres: int
     out, ends = {}, {}
     ended = doc.get("ended_ns", doc.get("stopped_ns"))
     for t in threads:
-        if not (isinstance(t, dict) and _whole(t.get("tid"), 0, (1 << 24) - 1)
-                and _whole(t.get("rows"), 0, MAX_THREAD_ROWS)):
+        if not (isinstance(t, dict) and whole(t.get("tid"), 0, (1 << 24) - 1)
+                and whole(t.get("rows"), 0, MAX_THREAD_ROWS)):
             raise ValueError("a thread is not {tid, rows, clock_deltas, wheres}")
         n = t["rows"]
-        clocks = np.cumsum(_inflate(t.get("clock_deltas"), "<i8", n))
-        local = _inflate(t.get("wheres"), "<u4", n).astype("int64")
+        clocks = np.cumsum(_column(t.get("clock_deltas"), "<i8", n, "clock_deltas"))
+        local = _column(t.get("wheres"), "<u4", n, "wheres").astype("int64")
         if len(local) and local.max() >= wheres:
             raise ValueError("a thread's entries name wheres the trace does not hold")
         glob = np.where(local >= 2, local - 2 + first, np.where(local == 1, OVERFLOW, OUTSIDE))
@@ -187,7 +178,7 @@ def _threads(doc: dict, pid: int, offset: float, first: int, wheres: int
             raise ValueError("a thread's entries are not in time order")
         key = pid << 24 | t["tid"]
         out[key] = (times, glob)
-        if _whole(ended, 0, 1 << 62):
+        if whole(ended, 0, 1 << 62):
             ends[key] = int(round(ended + offset))
     return out, ends
 

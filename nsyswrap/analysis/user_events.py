@@ -168,7 +168,7 @@ def _optional(doc: dict, name: str, default):
 INFLATE_STEP = 4 << 10
 
 
-def _inflate(packed, most: int, name: str) -> np.ndarray:
+def inflate(packed, most: int, name: str) -> np.ndarray:
     """A packed column (zlib, then base64) as bytes, no more than `most` of them: a crafted
     column of a few MB inflates to GBs, which a whole zlib.decompress would allocate before
     any check. Inflated a step at a time into one buffer (np.empty: the pages of the bound
@@ -204,7 +204,7 @@ def _unpack(doc: dict, name: str, fmt: str, fields: tuple[str, ...],
     rows = doc.get(f"{name}_rows")
     _check(rows is None or whole(rows, 0, most_rows),
            f"{name}_rows is not a count of rows up to {most_rows}")
-    raw = _inflate(doc.get(name), (most_rows if rows is None else rows) * size, name)
+    raw = inflate(doc.get(name), (most_rows if rows is None else rows) * size, name)
     _check(len(raw) % size == 0 and (rows is None or len(raw) == rows * size),
            f"{name} is {len(raw)} bytes, not "
            f"{'rows' if rows is None else rows} of {size} bytes")
