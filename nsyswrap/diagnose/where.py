@@ -34,10 +34,13 @@ def with_lines(findings: list[Finding], a: Analysis) -> list[Finding]:
     lines = a.lines
     if lines.trace is None:
         return findings
+    intervals = None  # every window and range instance, labelled: made once, if needed
     out = []
     for f in findings:
         if f.code in HOST_CODES:
-            found = _host_lines(f, a, lines)
+            if intervals is None:
+                intervals = _labelled_intervals(a)
+            found = _host_lines(f, intervals, lines)
         elif f.code in KERNEL_CODES:
             found = _kernel_lines(f, lines)
         else:
@@ -65,30 +68,38 @@ def _named(f: Finding, found: pd.DataFrame) -> Finding:
     return dataclasses.replace(f, message=message, evidence={**f.evidence, "lines": rows})
 
 
-def _host_lines(f: Finding, a: Analysis, lines: CodeLines) -> pd.DataFrame | None:
-    """The program's lines its threads ran inside the finding's windows or ranges."""
-    labels = set(f.ranges or ([f.range] if f.range else []))
-    if not labels:
-        return None
-    threads, starts, ends = [], [], []
+def _labelled_intervals(a: Analysis) -> pd.DataFrame:
+    """The program's timed windows and the user's range instances as findings name them
+    (label), with the thread (pid << 24 | tid) that recorded or opened each."""
+    parts = []
     windows = a.user_timings.intervals
     if len(windows) and "label" in windows:
-        mine = windows[windows["label"].isin(labels)]
-        threads.append(mine["thread"].to_numpy("int64"))
-        starts.append(mine["start_ns"].to_numpy("int64"))
-        ends.append(mine["end_ns"].to_numpy("int64"))
+        parts.append(pd.DataFrame({"label": windows["label"].astype(object).to_numpy(),
+                                   "thread": windows["thread"].to_numpy("int64"),
+                                   "start_ns": windows["start_ns"].to_numpy("int64"),
+                                   "end_ns": windows["end_ns"].to_numpy("int64")}))
     ranges = a.user_instances(["domain", "name", "pid", "tid", "start_ns", "end_ns"])
     if len(ranges):
-        label = [range_label(d, n) for d, n in zip(ranges["domain"], ranges["name"],
-                                                    strict=True)]
-        mine = ranges[np.isin(np.asarray(label, dtype=object), list(labels))]
-        threads.append((mine["pid"].to_numpy("int64") << 24) | mine["tid"].to_numpy("int64"))
-        starts.append(mine["start_ns"].to_numpy("int64"))
-        ends.append(mine["end_ns"].to_numpy("int64"))
-    if not threads:
+        parts.append(pd.DataFrame({
+            "label": [range_label(d, n) for d, n in zip(ranges["domain"], ranges["name"],
+                                                         strict=True)],
+            "thread": (ranges["pid"].to_numpy("int64") << 24) | ranges["tid"].to_numpy("int64"),
+            "start_ns": ranges["start_ns"].to_numpy("int64"),
+            "end_ns": ranges["end_ns"].to_numpy("int64")}))
+    if not parts:
+        return pd.DataFrame(columns=["label", "thread", "start_ns", "end_ns"])
+    return pd.concat(parts, ignore_index=True)
+
+
+def _host_lines(f: Finding, intervals: pd.DataFrame, lines: CodeLines
+                ) -> pd.DataFrame | None:
+    """The program's lines its threads ran inside the finding's windows or ranges."""
+    labels = set(f.ranges or ([f.range] if f.range else []))
+    mine = intervals[intervals["label"].isin(labels)] if labels else intervals.iloc[:0]
+    if not len(mine):
         return None
-    thread = np.concatenate(threads) & THREAD_KEY_BITS
-    start, end = np.concatenate(starts), np.concatenate(ends)
+    thread = mine["thread"].to_numpy("int64") & THREAD_KEY_BITS
+    start, end = mine["start_ns"].to_numpy("int64"), mine["end_ns"].to_numpy("int64")
     per_where = np.zeros(len(lines.trace.wheres), "int64")
     for key in np.unique(thread):
         rows = thread == key
