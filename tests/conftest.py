@@ -6,6 +6,7 @@ nsyswrap itself."""
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import os
 import shutil
@@ -42,6 +43,18 @@ def sql(path: Path, query: str, params: tuple = ()) -> list[tuple]:
         return con.execute(query, params).fetchall()
     finally:
         con.close()
+
+
+@functools.cache
+def analysed(path: Path, attribution: str = "process"):
+    """analyze(load(path)) under `attribution`, the other options their defaults: made once
+    per worker for the tests that only read it (none may change it). Each fixture is
+    analysed whole by many tests (the reference checks, the stream's, the kernels'); made
+    again by each, it was a tenth of the suite's time."""
+    import nsyswrap
+    from nsyswrap.analysis import analyze
+
+    return analyze(nsyswrap.load(path), attribution=attribution)
 
 
 def has_table(path: Path, table: str) -> bool:

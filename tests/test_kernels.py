@@ -6,15 +6,12 @@ import csv
 
 import pytest
 import reference
-from conftest import DATA, GPU_GRAPH_NODES, GPU_MIX
-
-import nsyswrap
-from nsyswrap.analysis import analyze
+from conftest import DATA, GPU_GRAPH_NODES, GPU_MIX, analysed
 
 
 def kernel_table(path):
     """The analysis's kernel table (the engine's, a demangled name at a time)."""
-    return analyze(nsyswrap.load(path)).kernels.set_index("name")
+    return analysed(path).kernels.set_index("name")
 
 
 @pytest.mark.parametrize("path", [GPU_MIX, GPU_GRAPH_NODES], ids=lambda p: p.name)

@@ -8,7 +8,7 @@ import statistics
 import pandas as pd
 import pytest
 import reference
-from conftest import ALL_REPORTS, DATA, GPU_GRAPH_NODES, GPU_MIX, GPU_NO_CUDA
+from conftest import ALL_REPORTS, DATA, GPU_GRAPH_NODES, GPU_MIX, GPU_NO_CUDA, analysed
 
 import nsyswrap
 from nsyswrap.analysis import analyze
@@ -17,7 +17,7 @@ from nsyswrap.analysis import analyze
 @pytest.mark.parametrize("rule", ["thread", "process"])
 @pytest.mark.parametrize("path", ALL_REPORTS, ids=lambda p: p.name)
 def test_each_instance_matches_reference(path, rule):
-    a = analyze(nsyswrap.load(path), attribution=rule)
+    a = analysed(path, rule)
     expected = reference.projection(path, rule)
     inst = a.instances.frame().sort_values("start_ns", kind="stable")
     assert len(inst) == len(expected)
@@ -57,7 +57,7 @@ def test_summary_matches_nsys_projection(path, same_op_count):
 
 
 def test_overlapping_streams_count_once():
-    inst = analyze(nsyswrap.load(GPU_MIX)).instances.frame()
+    inst = analysed(GPU_MIX).instances.frame()
     two = inst[inst["name"] == "two_streams"].iloc[0]
     ops = [o for o in reference.projection(GPU_MIX) if o["name"] == "two_streams"][0]
     assert two["gpu_busy_ns"] == ops["busy"]
@@ -68,7 +68,7 @@ def test_overlapping_streams_count_once():
 
 
 def test_nested_ranges_include_children():
-    inst = analyze(nsyswrap.load(GPU_MIX)).instances.frame()
+    inst = analysed(GPU_MIX).instances.frame()
     steps = inst[inst["name"] == "step"]
     children = inst[inst["name"].isin(["forward", "backward", "optimizer"])]
     for _, step in steps.iterrows():
@@ -78,7 +78,7 @@ def test_nested_ranges_include_children():
 
 
 def test_summary_medians():
-    a = analyze(nsyswrap.load(GPU_MIX))
+    a = analysed(GPU_MIX)
     expected = [p for p in reference.projection(GPU_MIX) if p["name"] == "gemm_fp32"]
     row = a.ranges[a.ranges["name"] == "gemm_fp32"].iloc[0]
     assert row["count"] == len(expected)
@@ -87,7 +87,7 @@ def test_summary_medians():
 
 
 def test_no_cuda_report_keeps_cpu_analysis():
-    a = analyze(nsyswrap.load(GPU_NO_CUDA))
+    a = analysed(GPU_NO_CUDA)
     assert len(a.ranges) > 0 and a.kernels.empty
     assert a.ranges["gpu_busy_median_ns"].isna().all()
 
@@ -128,7 +128,7 @@ def test_every_instance_column_is_what_its_spec_says(path):
 
     from nsyswrap.analysis.columns import COLUMNS, INSTANCE_COLUMNS
 
-    a = analyze(nsyswrap.load(path))
+    a = analysed(path)
     inst = a.instances
     assert list(inst.columns)[:len(INSTANCE_COLUMNS)] == INSTANCE_COLUMNS
     unseen = np.isnan(inst.values("gpu_first_start_ns"))

@@ -228,6 +228,9 @@ def test_doctor_tells_the_cases_apart(tmp_path):
     env = {**os.environ, "NSYSWRAP_IMPORTER": str(tmp_path / "none")}
     missing = nsyswrap("doctor", env=env)
     assert "✗ importer" in missing.stdout and "not found" in missing.stdout
+    # No test profile without an importer to read it.
+    for out in (libdw.stdout, missing.stdout):
+        assert "not tried: no importer" in out.replace("\n", " ")
 
 
 def _process_tree_below(marker: str) -> list[tuple[int, str]]:
@@ -288,9 +291,12 @@ def test_spawned_workers_are_traced_and_grouped_by_process(tmp_path):
 
 @needs_torch
 def test_one_report_per_torchrun_rank(tmp_path):
-    out = tmp_path / "ranks"
-    proc = nsyswrap("run", "--ranks", "2", "-o", out, *NVTX_ONLY,
-                    Path(__file__).parent / "workloads" / "ranks.py", timeout=300)
+    # nsys 2022.4 once lost one rank's agent at start-up ("Connection to the Agent lost" in
+    # nsys.log, under the full suite's load): that rank never started and the other waited
+    # for it at the rendezvous until the test's timeout. nsys's failure: made once more.
+    out, proc = run_once_more_if_nsys_hangs(
+        tmp_path / "ranks", "--ranks", "2", *NVTX_ONLY,
+        Path(__file__).parent / "workloads" / "ranks.py", timeout=150)
     assert proc.returncode == 0, proc.stderr
     for rank in (0, 1):
         sqlite = out / f"ranks.rank{rank}.sqlite"

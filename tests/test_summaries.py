@@ -17,7 +17,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from conftest import CPU_2022, DATA, GPU_MIX, USER_SEED, has_table, needs_nsys, sql
+from conftest import CPU_2022, DATA, GPU_MIX, USER_SEED, analysed, has_table, needs_nsys, sql
 
 import nsyswrap
 from nsyswrap.analysis import analyze, analyze_streamed
@@ -124,7 +124,7 @@ def nsys_stats(path: Path, report: str) -> list[dict]:
 
 
 def whole(path: Path):
-    return analyze(nsyswrap.load(path))
+    return analysed(path)
 
 
 # NVIDIA's numbers ------------------------------------------------------------------------

@@ -23,6 +23,8 @@ from nsyswrap.common.names import short_names
 from nsyswrap.common.units import fmt_ns
 from nsyswrap.render import render
 
+pytestmark = pytest.mark.xdist_group("table_width")  # the demo runs once, in one worker
+
 REPORTS = [DATA / "h100_torch_train.sqlite", DATA / "h100_harness_clock.sqlite",
            DATA / "cpu2022_families.sqlite", DATA / "h100_interrupted_lost.sqlite",
            DATA / "h100_user_seed.sqlite", DEMO]

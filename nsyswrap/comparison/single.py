@@ -88,8 +88,9 @@ def _streamed(opened: OpenReport, thresholds: Thresholds, progress: Progress,
             # The report's ranges and tables and the stream's buffers are the analysis's
             # now, or done with: let them go before the findings.
             stream.close()
+            size = stream.operations + len(analysis.instances)
             report = rest = stream = None
-            trim_heap()
+            trim_heap(size)
             return analysis, diagnose(analysis, thresholds)
     except StreamFallback:
         stream.close()

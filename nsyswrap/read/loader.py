@@ -89,10 +89,11 @@ def _read_report(opened: OpenReport) -> Report:
     db, queries = opened.db, opened.queries
     runtime = queries.runtime
     kernels = _kernels(db, queries.kernels)
-    trim_heap()  # the kernel slices' arrays, freed as they were joined (_memory.trim_heap)
+    # The kernel slices' arrays, freed as they were joined (memory.trim_heap).
+    trim_heap(len(kernels))
     transfers = _transfers(db, queries.transfers)
     launches, api_calls = _runtime_calls(db, runtime)
-    trim_heap()  # the merge's parts, before the lookups' results
+    trim_heap(len(kernels) + len(transfers))  # the merge's parts, before the lookups' results
     kernels, transfers = attach_launches(db, launches, kernels, transfers)
     last_call_ns = int(launches.start_ns.max()) if len(launches.start_ns) else None
     # Not held through the NVTX reads: 17 bytes a launch (175 MB at 10 M kernels).
@@ -181,7 +182,8 @@ def read_without_operations(opened: OpenReport) -> tuple[Report, WithoutOperatio
     event_calls, event_call_count = _event_calls(db, marks)
     kernel_grids = _kernel_grids(db, grids_sql)
     if grids_sql is not None:
-        trim_heap()  # their Arrow reads, freed as they were joined: ~150 MB a million records
+        # Their Arrow reads, freed as they were joined: ~150 MB a million records.
+        trim_heap(event_call_count)
 
     info = _report_info(db, opened.source)
     info.has_cuda = KERNEL_TABLE in db.tables or RUNTIME_TABLE in db.tables
@@ -385,7 +387,7 @@ def _merged_launches(parts: list) -> Launches:
         s["thread_code"] = np.searchsorted(threads, s.pop("threads")).astype(code_type)[
             s["thread_code"]]
     key = _joined(launches, "launch_key")
-    trim_heap()  # the slices' keys, before the sort's arrays
+    trim_heap(len(key))  # the slices' keys, before the sort's arrays
     if len(parts) == 1:
         return Launches(key, _joined(launches, "start_ns"), _joined(launches, "duration_ns"),
                         _joined(launches, "thread_code"), threads)

@@ -113,6 +113,7 @@ def measure(report: Report, source: OperationSource, *, library: np.ndarray,
         report.kernel_grids = None
     lines = lines or LineTotals(None, set())
     _add_chunks(totals, measured, lines, source)
+    size = source.operations + len(ranges)  # what the trims below could give back
     totals.finish()
     pooled = totals.pooled.medians()
     # What only the stream needed (the open ranges' slots, the edges, the process rule's
@@ -120,7 +121,7 @@ def measure(report: Report, source: OperationSource, *, library: np.ndarray,
     # kernels).
     totals.release_stream_state()
     attributor.calls_only()
-    trim_heap()
+    trim_heap(size)
     source.complete(report)
     window_numbers = (measured.numbers(source.kernel_names()[1]) if source.operations
                       else None)
@@ -130,11 +131,11 @@ def measure(report: Report, source: OperationSource, *, library: np.ndarray,
     att = _attribution(report, attributor, totals, source)
     # The range search: the blocking calls' ranges were its last use.
     del attributor
-    trim_heap()
+    trim_heap(size)
     kernels = _kernel_summary(totals, source)
     # The kernels' durations, grouped a name at a time, are freed to glibc's heap, which
     # keeps them resident (~100 MB at 10 M kernels) under the instances' packing.
-    trim_heap()
+    trim_heap(size)
     instances = _instances(report, totals, att)
     processes = process_summary(report, _per_thread(totals))
     # What is left of the totals, and the report's ranges (the instances hold their
@@ -143,7 +144,7 @@ def measure(report: Report, source: OperationSource, *, library: np.ndarray,
     del totals, ranges
     if consume:
         report.ranges = report.ranges.iloc[:0].copy()
-    trim_heap()
+    trim_heap(size)
     return Measured(instances=instances, kernels=kernels, attribution=att,
                     processes=processes, launch_latency=pooled, windows=window_numbers)
 
@@ -167,7 +168,7 @@ def _add_chunks(totals: RangeTotals, windows: WindowTotals, lines: LineTotals,
                     _apply(totals, windows, lines, prepared.popleft(), source)
             while prepared:
                 _apply(totals, windows, lines, prepared.popleft(), source)
-            trim_heap()
+            trim_heap(source.operations)
         finally:
             for future in prepared:
                 future.cancel()

@@ -516,7 +516,7 @@ class RangeTotals:
                 values[rows] = unpack(stored, len(rows), base=base)
             # The batches' codes of this column, freed, are small blocks among the heap's
             # that the next columns do not fit in: given back (~90 MB at 10 M kernels).
-            trim_heap()
+            trim_heap(n)
             yield c, values
         self.closed = []
 
