@@ -27,6 +27,9 @@ from test_user_timings_render import SEED, event_groups, runner_doc
 
 import nsyswrap
 
+# One worker runs the module: its outputs are made once (module-scoped), not once per worker.
+pytestmark = pytest.mark.xdist_group("user_timings_causes")
+
 HOST_WORK_MIN_NS = 100_000  # the default host_work_min_ns threshold
 
 

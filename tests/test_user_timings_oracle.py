@@ -17,6 +17,9 @@ from reference import do_bench_estimates, timed_windows, timer_measurements
 
 from nsyswrap.cli import main
 
+# One worker runs the module: its outputs are made once (module-scoped), not once per worker.
+pytestmark = pytest.mark.xdist_group("user_timings_oracle")
+
 REPORTS = sorted(DATA.glob("h*_user_*.sqlite"))
 # The window findings: only groups the checks judge carry them (a Timer has no events and
 # its syncs are its own).

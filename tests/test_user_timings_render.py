@@ -22,6 +22,9 @@ from nsyswrap.cli import main
 from nsyswrap.common.units import fmt_ns
 from nsyswrap.render import render
 
+# One worker runs the module: its outputs are made once (module-scoped), not once per worker.
+pytestmark = pytest.mark.xdist_group("user_timings_render")
+
 SEED = DATA / "h100_user_seed.sqlite"
 DO_BENCH = DATA / "h100_user_do_bench.sqlite"
 LOOPS = DATA / "h100_user_loops.sqlite"
