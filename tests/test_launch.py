@@ -92,11 +92,15 @@ def test_signals_while_nsys_writes_keep_the_capture(tmp_path, sig):
     """A second and third signal soon after the first (the workload has ended, nsys is
     writing the report): acknowledged once, never passed on; the capture is kept. The
     default traces and 1.5 s of them: nsys writes long enough for both to come while it
-    does."""
+    does. The later signals wait for the workload to have ended: under load it once
+    outlived a fixed 0.3 s, and a second signal to a running workload rightly stops nsys."""
     out = tmp_path / "run"
     proc = _start(out, ticking_s=1.5)
     proc.send_signal(sig)
-    for gap_s in (0.3, 0.3):
+    deadline = time.monotonic() + 60
+    while _workload_below(proc.pid, "forever.py") and time.monotonic() < deadline:
+        time.sleep(0.01)
+    for gap_s in (0.0, 0.05):  # nsys writes for a few tenths of a second
         time.sleep(gap_s)
         proc.send_signal(sig)
     _stdout, stderr = proc.communicate(timeout=120)
@@ -104,6 +108,29 @@ def test_signals_while_nsys_writes_keep_the_capture(tmp_path, sig):
     assert stderr.count("nsys is writing the report; it will be kept — waiting") == 1
     assert "stopping nsys" not in stderr
     assert _ticks(out) > 10
+
+
+def _workload_below(pid: int, name: str) -> bool:
+    """Whether a process below `pid` (its children, theirs, ...) names `name`, nsys's
+    own processes (whose command lines name the workload's) aside."""
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            # The parent is the second field after the command's closing parenthesis.
+            parents[int(entry.name)] = (int(stat.rsplit(")", 1)[1].split()[1]), cmdline)
+    for parent, cmdline in parents.values():
+        if name not in cmdline or "nsys" in cmdline.split(" ", 1)[0]:
+            continue
+        while parent > 1 and parent != pid:
+            parent = parents.get(parent, (0, ""))[0]
+        if parent == pid:
+            return True
+    return False
 
 
 def _nsys_processes_for(out: Path) -> list[str]:
