@@ -61,6 +61,25 @@ def has_table(path: Path, table: str) -> bool:
     return bool(sql(path, "SELECT 1 FROM sqlite_master WHERE name = ?", (table,)))
 
 
+def threads_that_matter(path) -> set[int]:
+    """The threads that launched GPU work or opened NVTX ranges (SQL): with one, nsys's
+    thread rule and the process rule give every range the same work, and the summary per
+    process is the summary."""
+    threads = set()
+    if has_table(path, "CUPTI_ACTIVITY_KIND_RUNTIME"):
+        for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
+                      "CUPTI_ACTIVITY_KIND_MEMSET"):
+            if has_table(path, table):
+                threads |= {t for (t,) in sql(path, f"""
+                    SELECT DISTINCT r.globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME AS r
+                    JOIN {table} AS o ON o.correlationId = r.correlationId
+                     AND r.globalTid >> 24 = o.globalPid >> 24""")}
+    if has_table(path, "NVTX_EVENTS"):
+        threads |= {t for (t,) in sql(path, "SELECT DISTINCT globalTid FROM NVTX_EVENTS "
+                                            "WHERE eventType IN (59, 60, 70, 71)")}
+    return threads
+
+
 def file_digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 

@@ -16,7 +16,16 @@ import sqlite3
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import ALL_REPORTS, DATA, DEMO, GPU_MIX, analysed, has_table, sql
+from conftest import (
+    ALL_REPORTS,
+    DATA,
+    DEMO,
+    GPU_MIX,
+    analysed,
+    has_table,
+    sql,
+    threads_that_matter,
+)
 
 import nsyswrap
 from nsyswrap.analysis import analyze, analyze_streamed
@@ -38,25 +47,6 @@ DDP_ONE = DATA / "h200x2_ddp_straggler_one.sqlite"
 STREAMABLE = list(ALL_REPORTS)
 USER_REPORTS = [p for p in ALL_REPORTS if p.name.startswith("h100_user_")]
 GPU_REPORTS = [p for p in STREAMABLE if p.name.startswith("h")]
-
-
-def threads_that_matter(path) -> set[int]:
-    """The threads that launched GPU work or opened NVTX ranges (SQL): with one, nsys's
-    thread rule and the process rule give every range the same work, and the summary per
-    process is the summary."""
-    threads = set()
-    if has_table(path, "CUPTI_ACTIVITY_KIND_RUNTIME"):
-        for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
-                      "CUPTI_ACTIVITY_KIND_MEMSET"):
-            if has_table(path, table):
-                threads |= {t for (t,) in sql(path, f"""
-                    SELECT DISTINCT r.globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME AS r
-                    JOIN {table} AS o ON o.correlationId = r.correlationId
-                     AND r.globalTid >> 24 = o.globalPid >> 24""")}
-    if has_table(path, "NVTX_EVENTS"):
-        threads |= {t for (t,) in sql(path, "SELECT DISTINCT globalTid FROM NVTX_EVENTS "
-                                            "WHERE eventType IN (59, 60, 70, 71)")}
-    return threads
 
 
 # Where the thread rule and the summary per process can differ from the process rule.
