@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import CPU_2022, CPU_2022_REP, file_digest, needs_nsys, sql
-from test_run import NVTX_ONLY, WORKLOAD, nsyswrap
+from test_run import NSYS_SESSION_FAILED, NVTX_ONLY, WORKLOAD, nsyswrap
 
 from nsyswrap.capture.run_folder import (
     INCOMPLETE_PREFIX,
@@ -305,8 +305,9 @@ def test_a_file_that_appears_meanwhile_is_not_overwritten(tmp_path):
 
 @pytest.mark.nsys
 @needs_nsys
-def test_two_forced_runs_into_one_folder_one_wins_the_other_keeps_its_capture(tmp_path):
-    out = tmp_path / "runs"
+def _two_forced_runs(out: Path) -> tuple[dict[str, str], list[tuple[int, str, str]]]:
+    """Two `run --force` at once into `out`, which holds another experiment's files and an
+    earlier run: (the planted files' digests, each run's (exit code, stdout, stderr))."""
     planted = _plant_another_experiment(out)
     earlier = RunFolder.for_run(out, "noisy", force=False, names=["noisy.sqlite", "nsys.log"])
     for name in ("noisy.sqlite", "nsys.log"):
@@ -316,7 +317,17 @@ def test_two_forced_runs_into_one_folder_one_wins_the_other_keeps_its_capture(tm
                                *NVTX_ONLY, "--force", str(WORKLOAD)], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(2)]
     outputs = [p.communicate(timeout=180) for p in procs]
-    ended = [(p.returncode, o, e) for p, (o, e) in zip(procs, outputs, strict=True)]
+    return planted, [(p.returncode, o, e) for p, (o, e) in zip(procs, outputs, strict=True)]
+
+
+def test_two_forced_runs_into_one_folder_one_wins_the_other_keeps_its_capture(tmp_path):
+    out = tmp_path / "runs"
+    planted, ended = _two_forced_runs(out)
+    if any(line in e for _code, _o, e in ended for line in NSYS_SESSION_FAILED):
+        # Two nsys 2022.4 sessions at once: now and then one fails at its start on its own
+        # (test_run.NSYS_SESSION_FAILED). Made once more, in a fresh folder.
+        out = tmp_path / "runs-again"
+        planted, ended = _two_forced_runs(out)
     assert sorted(code for code, _out, _err in ended) == [0, 1], ended
     (_, _, won), (_, _, lost) = sorted(ended)
     error = lost.splitlines()[-1]
