@@ -89,19 +89,21 @@ class PerRun:
 
     def total(self, values: np.ndarray) -> np.ndarray:
         """Per run, `Series.sum()` of whole numbers (counts): NaN left out."""
-        code, values = self._kept(values)
-        return pd.Series(values).groupby(code).sum().reindex(
-            np.arange(self.count)).to_numpy()
+        return self._reduced(values, "sum")
 
     def maximum(self, values: np.ndarray) -> np.ndarray:
         """Per run, `Series.max()`: NaN left out, NaN where all are."""
-        code, values = self._kept(values)
-        return pd.Series(values).groupby(code).max().reindex(np.arange(self.count)).to_numpy()
+        return self._reduced(values, "max")
 
     def minimum(self, values: np.ndarray) -> np.ndarray:
         """Per run, `Series.min()`: NaN left out, NaN where all are."""
+        return self._reduced(values, "min")
+
+    def _reduced(self, values: np.ndarray, how: str) -> np.ndarray:
+        """Per run, pandas' grouped `how` of its values, in run order."""
         code, values = self._kept(values)
-        return pd.Series(values).groupby(code).min().reindex(np.arange(self.count)).to_numpy()
+        return pd.Series(values).groupby(code).agg(how).reindex(
+            np.arange(self.count)).to_numpy()
 
     def iqr(self, values: np.ndarray) -> np.ndarray:
         """Per run, np.quantile(x, 0.75) - np.quantile(x, 0.25) of its values x without
