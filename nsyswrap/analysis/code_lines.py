@@ -23,12 +23,11 @@ import numpy as np
 import pandas as pd
 
 from ..instrument.schema import LINES_SCHEMA
-from ..read.cuda_api import MEMORY_KINDS
+from ..read.cuda_api import PAGEABLE
 from ..read.json_input import whole
 from ..read.operations import GRAPH, KERNEL, MEMCPY, MEMSET, OpChunk
 from .user_events import UserEvents, inflate
 
-PAGEABLE = next(k for k, v in MEMORY_KINDS.items() if v == "pageable")
 # The wheres that are no line of the program (their rows lead the where table).
 OUTSIDE, OVERFLOW, AUTOGRAD, NATIVE, AFTER_TRACE = range(5)
 SPECIAL_LABELS = ("(outside the program's code)", "(past the trace's limit)",

@@ -15,6 +15,8 @@ MEMORY_KINDS = {
     0: "pageable", 1: "pinned", 2: "device", 3: "array", 4: "managed", 5: "device static",
     6: "managed static", 7: "unknown",
 }
+# Pageable host memory: a copy from or to it is staged by the driver and blocks the host.
+PAGEABLE = next(k for k, v in MEMORY_KINDS.items() if v == "pageable")
 
 # nsys records runtime API names with a version suffix: cudaStreamSynchronize_v3020.
 _VERSION_SUFFIX = re.compile(r"_v\d+$")

@@ -31,7 +31,7 @@ import pandas as pd
 from ...common.memory import trim_heap
 from ...read.chunks import compact_ids, ids_are_rows
 from ...read.compressed import CompressedSequence, compressed, decompressed
-from ...read.cuda_api import COPY_KINDS
+from ...read.cuda_api import COPY_KINDS, PAGEABLE
 from ...read.operations import END_OF_TIME, KERNEL, MEMCPY, FirstSeenCodes, OpChunk, StreamFallback
 from ..attribution import HOST_COPY_KINDS, Attributor, innermost_of
 from ..columns import COLUMNS, RELATIVE_TO
@@ -42,9 +42,8 @@ from ..union import DeviceBusy, merge_intervals, union_sorted
 from .open_values import OpenValues, PooledCounts
 from .slots import Slots
 
-# CUPTI's memcpy kinds that copy between host and device, and its pageable memory kind.
+# CUPTI's memcpy kinds that copy between host and device.
 HOST_COPY_IDS = np.array(sorted(k for k, v in COPY_KINDS.items() if v in HOST_COPY_KINDS))
-PAGEABLE = 0
 
 # Ranges that have closed, packed together (each column's packing has a fixed cost; a batch
 # of 16 k ranges packs to ~1 MB).

@@ -25,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ...read.cuda_api import PAGEABLE
 from ...read.operations import KERNEL, MEMCPY, OpChunk
 from ..gpu_ops import OP_KINDS
 from ..lanes import assign_lanes
@@ -33,9 +34,8 @@ from ..union import union_sorted
 
 # The trace's thread key less its marker bits: pid << 24 | tid (report.thread_ids).
 THREAD_BITS = (1 << 48) - 1
-# CUPTI's copy kinds a window counts as host copies (HtoD, DtoH), and its pageable memory.
+# CUPTI's copy kinds a window counts as host copies (HtoD, DtoH).
 WINDOW_COPY_KINDS = (1, 2)
-PAGEABLE = 0
 # A window's work is named by its operations while it has at most this many.
 WORK_NAMES = 16
 
