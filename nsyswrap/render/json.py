@@ -82,8 +82,7 @@ def _records_pieces(rows: list[dict[str, Any]]) -> Iterator[str]:
     """json.dumps(rows, indent=2, ...) one level deep: each column's values made JSON text
     at once (_cell_texts), then each row from a template, RECORD_ROWS rows at a time."""
     fields = list(rows[0])
-    keys = [_text(f).replace("%", "%%") for f in fields]  # the template's own % doubled
-    row = "    {\n" + ",\n".join(f"      {k}: %s" for k in keys) + "\n    }"
+    row = _row_template(fields)
     opening = "[\n"
     for at in range(0, len(rows), RECORD_ROWS):
         part = rows[at:at + RECORD_ROWS]
@@ -91,6 +90,13 @@ def _records_pieces(rows: list[dict[str, Any]]) -> Iterator[str]:
         yield opening + ",\n".join(row % values for values in zip(*texts, strict=True))
         opening = ",\n"
     yield "\n  ]"
+
+
+def _row_template(fields: list[str]) -> str:
+    """A record one level deep as json.dumps(indent=2) lays it out, a %s for each field's
+    value (the field names' own % doubled)."""
+    keys = [_text(f).replace("%", "%%") for f in fields]
+    return "    {\n" + ",\n".join(f"      {k}: %s" for k in keys) + "\n    }"
 
 
 def _cell_texts(values: list[Any]) -> list[str]:
@@ -121,7 +127,7 @@ def _cell_texts(values: list[Any]) -> list[str]:
 def _json_array(frame, fields: list[str]) -> Iterator[str]:
     """Rows of `frame` as json.dumps(indent=2) lays out a list of records one level deep:
     each column's values made JSON text at once, then each row from a template."""
-    row = "    {\n" + ",\n".join(f"      {json.dumps(f)}: %s" for f in fields) + "\n    }"
+    row = _row_template(fields)
     first = True
     for columns, kinds in column_chunks(frame, fields):
         texts = [_json_texts(columns[f], kinds[f]) for f in fields]
