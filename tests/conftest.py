@@ -205,7 +205,7 @@ def chromium():
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (scripts/test.sh runs the suite on three workers), the tests that
-    start Debian's nsys are one group (nsys_group), run in one worker, one test after the
+    start Debian's nsys are one group ("nsys"), run in one worker, one test after the
     other, and the other workers run tests that use the CPU while the sessions wait
     (docs/nsys-quirks.md on concurrent sessions); a run nsys fails at its start with "Local
     Endpoint is not available" or a sem_open error is made once more (test_run.nsyswrap).
@@ -223,7 +223,10 @@ def pytest_collection_modifyitems(config, items):
             m.kwargs.get("reason") == "nsys not on PATH" or "nsys not on PATH" in m.args
             for m in item.iter_markers("skipif"))
         if uses_nsys:
-            item.add_marker(pytest.mark.xdist_group(nsys_group(item)))
+            # One group for them all, so that one nsys session runs at a time. Two groups
+            # (two sessions at once) ran 40 concurrent pairs cleanly, but a full suite under
+            # load then lost a capture's ranges once (test_sighup_is_handled_like_sigterm).
+            item.add_marker(pytest.mark.xdist_group("nsys"))
         elif item.get_closest_marker("browser") is not None:
             item.add_marker(pytest.mark.xdist_group("browser"))
         group = item.get_closest_marker("xdist_group")
@@ -232,14 +235,6 @@ def pytest_collection_modifyitems(config, items):
 
             name = group.args[0] if group.args else group.kwargs.get("name", "default")
             item._id = coerce_node_id(f"{item.nodeid}@{name}")
-
-
-def nsys_group(item) -> str:
-    """The xdist group of a test that starts nsys: one for them all, so that one nsys
-    session runs at a time. Two groups (two sessions at once) ran 40 concurrent pairs
-    cleanly, but a full suite under load then lost a capture's ranges once
-    (test_sighup_is_handled_like_sigterm): one session at a time, as in CI."""
-    return "nsys"
 
 
 # The runner's packed columns: struct format of each, in its documents (/2) and the earlier

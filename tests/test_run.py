@@ -72,17 +72,18 @@ def _names_in(folder: Path) -> set[str] | None:
 
 def _session_failed(proc, folder: Path, before: set[str] | None) -> bool:
     """A line of NSYS_SESSION_FAILED in what the run printed or in an nsys.log it added."""
-    if _names_session_failure(proc.stdout + proc.stderr):
+    if names_session_failure(proc.stdout + proc.stderr):
         return True
     if not folder.is_dir():
         return False
     added = [p for p in folder.iterdir() if before is None or p.name not in before]
     logs = [p for p in added if p.name == "nsys.log"]
     logs += [log for p in added if p.is_dir() for log in p.glob("nsys.log")]
-    return any(_names_session_failure(log.read_text(errors="replace")) for log in logs)
+    return any(names_session_failure(log.read_text(errors="replace")) for log in logs)
 
 
-def _names_session_failure(text: str) -> bool:
+def names_session_failure(text: str) -> bool:
+    """Whether `text` holds a line of NSYS_SESSION_FAILED."""
     return any(line in text for line in NSYS_SESSION_FAILED)
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import CPU_2022, CPU_2022_REP, file_digest, needs_nsys, sql
-from test_run import NSYS_SESSION_FAILED, NVTX_ONLY, WORKLOAD, nsyswrap
+from test_run import NVTX_ONLY, WORKLOAD, names_session_failure, nsyswrap
 
 from nsyswrap.capture.run_folder import (
     INCOMPLETE_PREFIX,
@@ -323,7 +323,7 @@ def _two_forced_runs(out: Path) -> tuple[dict[str, str], list[tuple[int, str, st
 def test_two_forced_runs_into_one_folder_one_wins_the_other_keeps_its_capture(tmp_path):
     out = tmp_path / "runs"
     planted, ended = _two_forced_runs(out)
-    if any(line in e for _code, _o, e in ended for line in NSYS_SESSION_FAILED):
+    if any(names_session_failure(e) for _code, _o, e in ended):
         # Two nsys 2022.4 sessions at once: now and then one fails at its start on its own
         # (test_run.NSYS_SESSION_FAILED). Made once more, in a fresh folder.
         out = tmp_path / "runs-again"
