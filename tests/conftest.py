@@ -61,10 +61,12 @@ def has_table(path: Path, table: str) -> bool:
     return bool(sql(path, "SELECT 1 FROM sqlite_master WHERE name = ?", (table,)))
 
 
-def threads_that_matter(path) -> set[int]:
+@functools.cache
+def threads_that_matter(path) -> frozenset[int]:
     """The threads that launched GPU work or opened NVTX ranges (SQL): with one, nsys's
     thread rule and the process rule give every range the same work, and the summary per
-    process is the summary."""
+    process is the summary. Asked once per fixture and worker (two test modules
+    parametrise by it)."""
     threads = set()
     if has_table(path, "CUPTI_ACTIVITY_KIND_RUNTIME"):
         for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
@@ -77,7 +79,7 @@ def threads_that_matter(path) -> set[int]:
     if has_table(path, "NVTX_EVENTS"):
         threads |= {t for (t,) in sql(path, "SELECT DISTINCT globalTid FROM NVTX_EVENTS "
                                             "WHERE eventType IN (59, 60, 70, 71)")}
-    return threads
+    return frozenset(threads)
 
 
 def file_digest(path: Path) -> str:

@@ -194,8 +194,9 @@ def test_a_report_without_a_trace_says_why():
     assert "no trace of the program's lines" in render(c, "table")
 
 
+@pytest.mark.browser
 @needs_browser
-def test_the_page_shows_the_lines_and_their_source_escaped(tmp_path):
+def test_the_page_shows_the_lines_and_their_source_escaped(tmp_path, chromium):
     """The By line table and the source view, as Chromium shows them; a line's source
     text that is markup stays text (a program's source is the report's data)."""
     from browser import load_page
@@ -208,7 +209,7 @@ def test_the_page_shows_the_lines_and_their_source_escaped(tmp_path):
     page = tmp_path / "lines.html"
     c.save_html(page)
     shot = tmp_path / "lines.png"
-    load = load_page(page, shot, element="#lines")
+    load = load_page(page, shot, element="#lines", chromium=chromium)
     assert not load.errors and not load.dialogs and not load.requests
     text = load.facts["text"]
     assert "By line" in text and "backward (autograd thread)" in text

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
+# No NVIDIA kernel driver loaded (the kernel lists it in /proc, containers included), no CUDA
+# device for torch either: skipped without importing torch, which costs each test worker 2 s
+# of its collection. (A device node alone proves nothing: containers without a GPU have one.)
+if not os.path.exists("/proc/driver/nvidia/version"):
+    pytest.skip("needs a CUDA GPU (no NVIDIA driver here)", allow_module_level=True)
 torch = pytest.importorskip("torch")
 pytestmark = [
     pytest.mark.gpu,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import array
 import base64
+import functools
 import glob
 import json
 import os
@@ -22,8 +23,10 @@ ROOT = Path(__file__).parents[1]
 RUNNER = ROOT / "nsyswrap" / "instrument" / "runner.py"
 
 
+@functools.cache
 def _python312() -> str | None:
-    """A Python with sys.monitoring: this one, one on PATH, or one pyenv keeps."""
+    """A Python with sys.monitoring: this one, one on PATH, or one pyenv keeps. Looked for
+    when a test asks (each candidate is started once), not while the tests are collected."""
     if sys.version_info >= (3, 12):
         return sys.executable
     found = [shutil.which(f"python3.{minor}") for minor in range(12, 16)]
@@ -40,8 +43,17 @@ def _python312() -> str | None:
     return None
 
 
-PYTHON = _python312()
-needs_312 = pytest.mark.skipif(PYTHON is None, reason="no Python 3.12 or newer here")
+
+
+@pytest.fixture
+def python312() -> str:
+    python = _python312()
+    if python is None:
+        pytest.skip("no Python 3.12 or newer here")
+    return python
+
+
+needs_312 = pytest.mark.usefixtures("python312")
 
 PROGRAM = '''\
 import json
@@ -100,7 +112,7 @@ def _trace(tmp_path, **env) -> tuple[dict | None, list[str]]:
     script.write_text(PROGRAM)
     log = tmp_path / "marks.log"
     proc = subprocess.run(
-        [PYTHON, str(RUNNER), str(script)], cwd=tmp_path, capture_output=True, text=True,
+        [_python312(), str(RUNNER), str(script)], cwd=tmp_path, capture_output=True, text=True,
         timeout=120, env=dict(os.environ, PYTHONPATH=str(ROOT / "tests" / "fake_torch"),
                               FAKE_NVTX_LOG=str(log), **env))
     assert proc.returncode == 0, proc.stderr
@@ -202,10 +214,18 @@ def test_before_312_the_runner_says_why(tmp_path):
 
 
 VENV312 = ROOT / ".venv-test312" / "bin" / "python"
-needs_venv312 = pytest.mark.skipif(
-    not VENV312.exists() or subprocess.run([str(VENV312), "-c", "import nvtx"],
-                                           capture_output=True).returncode != 0,
-    reason="no .venv-test312 with the nvtx package (scripts/test.sh makes it)")
+
+
+@pytest.fixture
+def venv312() -> Path:
+    """.venv-test312's Python with the nvtx package, asked when a test needs it."""
+    if not VENV312.exists() or subprocess.run([str(VENV312), "-c", "import nvtx"],
+                                              capture_output=True).returncode != 0:
+        pytest.skip("no .venv-test312 with the nvtx package (scripts/test.sh makes it)")
+    return VENV312
+
+
+needs_venv312 = pytest.mark.usefixtures("venv312")
 
 END_TO_END = '''\
 import time
