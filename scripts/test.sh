@@ -97,7 +97,8 @@ fi
 # (8 s of each worker's collection, 3 s with the cache).
 unset PYTHONDONTWRITEBYTECODE
 export PYTHONPYCACHEPREFIX="$PWD/.venv-test/pycache"
-# Three workers on two cores: the nsys tests spend about half their time waiting on nsys.
-# They are one group in one worker (tests/conftest.py): one nsys 2022.4 session at a time,
-# and two workers that run the other tests meanwhile.
-python -m pytest -n 3 --dist loadgroup "$@"
+# Four workers on two cores: the nsys tests spend about half their time waiting on nsys,
+# and the others a third of theirs on programs they start (measured: with three workers the
+# two cores were 82% busy). The nsys tests are one group in one worker (tests/conftest.py):
+# one nsys 2022.4 session at a time, and three workers that run the other tests meanwhile.
+python -m pytest -n 4 --dist loadgroup "$@"

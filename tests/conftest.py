@@ -204,9 +204,68 @@ def chromium():
     browser.close()
 
 
+# nsys 2022.4 now and then fails a session at its start, more often under load: these are
+# its lines then (docs/nsys-quirks.md). The same run made again passes.
+NSYS_SESSION_FAILED = ("Local Endpoint is not available",
+                       "[boost::errinfo_api_function_*] = sem_open")
+
+
+def names_session_failure(text: str) -> bool:
+    """Whether `text` holds a line of NSYS_SESSION_FAILED."""
+    return any(line in text for line in NSYS_SESSION_FAILED)
+
+
+@pytest.fixture(autouse=True)
+def _nsys_test_folder(request):
+    """An nsys test's tmp_path, kept on its item, where a failed run's nsys.log is looked
+    for (pytest_runtest_protocol)."""
+    if request.node.get_closest_marker("nsys") is not None:
+        request.node.stash[_FOLDER] = request.getfixturevalue("tmp_path")
+
+
+_FOLDER = pytest.StashKey[Path]()
+
+
+def _session_failed(item, reports) -> bool:
+    """A test failed where nsys failed the session on its own: a line of
+    NSYS_SESSION_FAILED in what the failure or the test printed, or in an nsys.log of its
+    tmp_path."""
+    text = "".join(r.longreprtext + "".join(c for _, c in r.sections) for r in reports)
+    if names_session_failure(text):
+        return True
+    folder = item.stash.get(_FOLDER, None)
+    return folder is not None and any(
+        names_session_failure(log.read_text(errors="replace"))
+        for log in folder.rglob("nsys.log"))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item, nextitem):
+    """A test that starts nsys and failed because nsys failed a session at its start is
+    made once more, whole, in a fresh tmp_path; only the second attempt is reported, with a
+    line that says so. Helpers that can redo the one run (test_run.nsyswrap) do so
+    themselves; this catches the rest (a Popen that reads the workload's first line, two
+    runs at once)."""
+    if item.get_closest_marker("nsys") is None:
+        return None
+    from _pytest.runner import runtestprotocol
+
+    item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+    reports = runtestprotocol(item, nextitem=nextitem, log=False)
+    if any(r.failed for r in reports) and _session_failed(item, reports):
+        reports = runtestprotocol(item, nextitem=nextitem, log=False)
+        for r in reports:
+            r.sections.append(("nsys", "nsys failed the first attempt's session on its "
+                                       "own (NSYS_SESSION_FAILED): made once more"))
+    for r in reports:
+        item.ihook.pytest_runtest_logreport(report=r)
+    item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+    return True
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (scripts/test.sh runs the suite on three workers), the tests that
+    """Under pytest-xdist (scripts/test.sh runs the suite on four workers), the tests that
     start Debian's nsys are one group ("nsys"), run in one worker, one test after the
     other, and the other workers run tests that use the CPU while the sessions wait
     (docs/nsys-quirks.md on concurrent sessions); a run nsys fails at its start with "Local

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import needs_nsys, needs_torch, sql
+from conftest import NSYS_SESSION_FAILED, names_session_failure, needs_nsys, needs_torch, sql
 
 pytestmark = [pytest.mark.nsys, needs_nsys]
 WORKLOAD = Path(__file__).parent / "workloads" / "annotated.py"
@@ -31,8 +31,6 @@ NVTX_ONLY = ("--trace", "nvtx")
 # (the second, from its ProcessWaiter, came in 3 of about 230 runs of the suite's nsys tests
 # while other nsys sessions ran on the machine). Such a run is undone and made once more
 # (nsyswrap below); any other failure, and one of these twice in a row, stands.
-NSYS_SESSION_FAILED = ("Local Endpoint is not available",
-                       "[boost::errinfo_api_function_*] = sem_open")
 
 
 def nsyswrap(*args, env=None, cwd=None, timeout=180):
@@ -80,11 +78,6 @@ def _session_failed(proc, folder: Path, before: set[str] | None) -> bool:
     logs = [p for p in added if p.name == "nsys.log"]
     logs += [log for p in added if p.is_dir() for log in p.glob("nsys.log")]
     return any(names_session_failure(log.read_text(errors="replace")) for log in logs)
-
-
-def names_session_failure(text: str) -> bool:
-    """Whether `text` holds a line of NSYS_SESSION_FAILED."""
-    return any(line in text for line in NSYS_SESSION_FAILED)
 
 
 def _remove_added(folder: Path, before: set[str] | None) -> None:

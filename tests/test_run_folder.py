@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import CPU_2022, CPU_2022_REP, file_digest, needs_nsys, sql
-from test_run import NVTX_ONLY, WORKLOAD, names_session_failure, nsyswrap
+from conftest import CPU_2022, CPU_2022_REP, file_digest, names_session_failure, needs_nsys, sql
+from test_run import NVTX_ONLY, WORKLOAD, nsyswrap
 
 from nsyswrap.capture.run_folder import (
     INCOMPLETE_PREFIX,
@@ -325,7 +325,7 @@ def test_two_forced_runs_into_one_folder_one_wins_the_other_keeps_its_capture(tm
     planted, ended = _two_forced_runs(out)
     if any(names_session_failure(e) for _code, _o, e in ended):
         # Two nsys 2022.4 sessions at once: now and then one fails at its start on its own
-        # (test_run.NSYS_SESSION_FAILED). Made once more, in a fresh folder.
+        # (conftest.NSYS_SESSION_FAILED). Made once more, in a fresh folder.
         out = tmp_path / "runs-again"
         planted, ended = _two_forced_runs(out)
     assert sorted(code for code, _out, _err in ended) == [0, 1], ended

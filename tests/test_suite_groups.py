@@ -1,4 +1,4 @@
-"""The suite's own scheduling: under `pytest -n 3 --dist loadgroup` (scripts/test.sh) the
+"""The suite's own scheduling: under `pytest -n 4 --dist loadgroup` (scripts/test.sh) the
 tests that start nsys are in one group (tests/conftest.py), which runs in one worker,
 whatever pytest and xdist do with test ids (pytest 9.2 with xdist 3.8 silently spread the
 nsys group over both workers): one nsys 2022.4 session at a time."""
