@@ -93,12 +93,17 @@ def test_signals_while_nsys_writes_keep_the_capture(tmp_path, sig):
     writing the report): acknowledged once, never passed on; the capture is kept. The
     default traces and 1.5 s of them: nsys writes long enough for both to come while it
     does. The later signals wait for the workload to have ended: under load it once
-    outlived a fixed 0.3 s, and a second signal to a running workload rightly stops nsys."""
+    outlived a fixed 0.3 s, and a second signal to a running workload rightly stops nsys.
+    Ended is the workload's processes exited (zombies or gone), not its command line
+    empty: that comes first, while the process still runs its exit, and nsyswrap then
+    rightly sees a workload running."""
     out = tmp_path / "run"
     proc = _start(out, ticking_s=1.5)
+    workload = _workload_below(proc.pid, "forever.py")
+    assert workload
     proc.send_signal(sig)
     deadline = time.monotonic() + 60
-    while _workload_below(proc.pid, "forever.py") and time.monotonic() < deadline:
+    while any(map(_running, workload)) and time.monotonic() < deadline:
         time.sleep(0.01)
     for gap_s in (0.0, 0.05):  # nsys writes for a few tenths of a second
         time.sleep(gap_s)
@@ -110,8 +115,18 @@ def test_signals_while_nsys_writes_keep_the_capture(tmp_path, sig):
     assert _ticks(out) > 10
 
 
-def _workload_below(pid: int, name: str) -> bool:
-    """Whether a process below `pid` (its children, theirs, ...) names `name`, nsys's
+def _running(pid: int) -> bool:
+    """Whether `pid` is a process that has not exited. Not its command line: while a
+    process exits, /proc gives an empty one before the process is a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def _workload_below(pid: int, name: str) -> list[int]:
+    """The processes below `pid` (its children, theirs, ...) that name `name`, nsys's
     own processes (whose command lines name the workload's) aside."""
     parents = {}
     for entry in Path("/proc").iterdir():
@@ -123,14 +138,15 @@ def _workload_below(pid: int, name: str) -> bool:
                 continue
             # The parent is the second field after the command's closing parenthesis.
             parents[int(entry.name)] = (int(stat.rsplit(")", 1)[1].split()[1]), cmdline)
-    for parent, cmdline in parents.values():
+    found = []
+    for child, (parent, cmdline) in parents.items():
         if name not in cmdline or "nsys" in cmdline.split(" ", 1)[0]:
             continue
         while parent > 1 and parent != pid:
             parent = parents.get(parent, (0, ""))[0]
         if parent == pid:
-            return True
-    return False
+            found.append(child)
+    return found
 
 
 def _nsys_processes_for(out: Path) -> list[str]:
