@@ -76,10 +76,10 @@ def test_per_run_statistics_are_pandas_run_by_run():
             x = x[~np.isnan(x)]
             iqr = float(np.quantile(x, 0.75) - np.quantile(x, 0.25)) if len(x) > 1 else 0.0
             assert iqrs[k] == iqr
-    synced = per.share(w["syncs"].to_numpy() > 0)
+    synced = per.any_count(w["syncs"].to_numpy() > 0)
     totals = per.total(w["syncs"].to_numpy())
     for k, (_, g) in enumerate(groups):
-        assert synced[k] == (g["syncs"] > 0).mean() and totals[k] == g["syncs"].sum()
+        assert synced[k] == (g["syncs"] > 0).sum() and totals[k] == g["syncs"].sum()
         assert per.sizes[k] == len(g)
 
 

@@ -83,10 +83,6 @@ class PerRun:
         code, mask = self._kept(mask)
         return np.bincount(code[mask], minlength=self.count)
 
-    def share(self, mask: np.ndarray) -> np.ndarray:
-        """Per run, `mask`'s mean over its rows (as a boolean Series' mean)."""
-        return self.any_count(mask) / self.sizes
-
     def total(self, values: np.ndarray) -> np.ndarray:
         """Per run, `Series.sum()` of whole numbers (counts): NaN left out."""
         return self._reduced(values, "sum")

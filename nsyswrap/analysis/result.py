@@ -37,6 +37,9 @@ class TimedWindows:
     benchmarks: pd.DataFrame
     runs: list[dict]  # per run: the harness's mark (its config), {} for the program's own
     default_floor_ns: float | None = None  # where a run has no floor of its own
+    # `benchmarks`' columns as arrays, made as _first first reads each.
+    _column_arrays: dict[str, np.ndarray] = field(default_factory=dict, init=False,
+                                                  repr=False, compare=False)
 
     def label(self, name: str) -> str:
         """How findings and tables name a run: 'nsyswrap:linear', or the call-site label."""
@@ -52,18 +55,14 @@ class TimedWindows:
         runs, first = np.unique(self.benchmarks["run"].to_numpy(), return_index=True)
         return dict(zip(runs.tolist(), first.tolist(), strict=True))
 
-    @cached_property
-    def _columns(self) -> dict[str, np.ndarray]:
-        return {}
-
     def _first(self, run: int, column: str):
         """`column` at the run's first row of `benchmarks`; None where it has none."""
         row = self._first_rows.get(run)
         if row is None:
             return None
-        if column not in self._columns:
-            self._columns[column] = self.benchmarks[column].to_numpy()
-        return self._columns[column][row]
+        if column not in self._column_arrays:
+            self._column_arrays[column] = self.benchmarks[column].to_numpy()
+        return self._column_arrays[column][row]
 
     def measured_by(self, run: int) -> str:
         """Whose figure it is, for messages: 'the events', 'Timer', 'do_bench'."""
