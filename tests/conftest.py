@@ -314,7 +314,9 @@ def pytest_collection_modifyitems(config, items):
         if uses_nsys:
             # One group for them all, so that one nsys session runs at a time. Two groups
             # (two sessions at once) ran 40 concurrent pairs cleanly, but a full suite under
-            # load then lost a capture's ranges once (test_sighup_is_handled_like_sigterm).
+            # load then lost a capture's ranges once (test_sighup_is_handled_like_sigterm;
+            # it happened again with one session at a time: the signal came before the
+            # workload's first NVTX call had loaded nsys's injection, tests/workloads/forever.py).
             item.add_marker(pytest.mark.xdist_group("nsys"))
         elif item.get_closest_marker("browser") is not None:
             item.add_marker(pytest.mark.xdist_group("browser"))
