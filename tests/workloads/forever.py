@@ -1,5 +1,6 @@
-"""Annotates a tick every 10 ms until interrupted (says "running" after the first), then exits 130 through sys.exit (as a
-training loop that catches KeyboardInterrupt): for the signal tests of `nsyswrap run`."""
+"""Annotates a tick every 10 ms until interrupted (says "running" after the first), then
+exits 130 through sys.exit (as a training loop that catches KeyboardInterrupt): for the
+signal tests of `nsyswrap run`."""
 
 import sys
 import time
