@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The test command (README): installs what the tests need, then runs them (about 5 min
+# The test command (README): installs what the tests need, then runs them (4 to 5 min
 # of tests on 2 cores, after the installs).
 #   bash scripts/test.sh [pytest args...]
 # - Debian's Nsight Systems 2022.4 (non-free) for the real end-to-end tests of `nsyswrap run`
@@ -98,7 +98,8 @@ fi
 unset PYTHONDONTWRITEBYTECODE
 export PYTHONPYCACHEPREFIX="$PWD/.venv-test/pycache"
 # Four workers on two cores: the nsys tests spend about half their time waiting on nsys,
-# and the others a third of theirs on programs they start (measured: with three workers the
-# two cores were 82% busy). The nsys tests are one group in one worker (tests/conftest.py):
-# one nsys 2022.4 session at a time, and three workers that run the other tests meanwhile.
+# and the others a third of theirs on programs they start (back to back, 4 min 1 s of tests
+# against 4 min 32 s with three). The nsys tests are one group in one worker, which lowers
+# the others' CPU priority (tests/conftest.py): one nsys 2022.4 session at a time, first in
+# line for the cores, and three workers that run the other tests meanwhile.
 python -m pytest -n 4 --dist loadgroup "$@"
