@@ -296,8 +296,8 @@ def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (scripts/test.sh runs the suite on four workers), the tests that
     start Debian's nsys are one group ("nsys"), run in one worker, one test after the
     other, and the other workers run tests that use the CPU while the sessions wait
-    (docs/nsys-quirks.md on concurrent sessions); a run nsys fails at its start with "Local
-    Endpoint is not available" or a sem_open error is made once more (test_run.nsyswrap).
+    (docs/nsys-quirks.md on concurrent sessions); a run nsys fails at its start on its own
+    (NSYS_SESSION_FAILED) is made once more (test_run.nsyswrap, pytest_runtest_protocol).
     tryfirst: xdist's worker reads the xdist_group marks in its own
     pytest_collection_modifyitems (it names each test `id@group` there), which otherwise
     runs before this one and sees no mark. Since pytest

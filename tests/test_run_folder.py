@@ -303,8 +303,6 @@ def test_a_file_that_appears_meanwhile_is_not_overwritten(tmp_path):
     assert not (tmp_path / "victim.json").exists()
 
 
-@pytest.mark.nsys
-@needs_nsys
 def _two_forced_runs(out: Path) -> tuple[dict[str, str], list[tuple[int, str, str]]]:
     """Two `run --force` at once into `out`, which holds another experiment's files and an
     earlier run: (the planted files' digests, each run's (exit code, stdout, stderr))."""
@@ -320,6 +318,8 @@ def _two_forced_runs(out: Path) -> tuple[dict[str, str], list[tuple[int, str, st
     return planted, [(p.returncode, o, e) for p, (o, e) in zip(procs, outputs, strict=True)]
 
 
+@pytest.mark.nsys
+@needs_nsys
 def test_two_forced_runs_into_one_folder_one_wins_the_other_keeps_its_capture(tmp_path):
     out = tmp_path / "runs"
     planted, ended = _two_forced_runs(out)
