@@ -27,10 +27,11 @@ C_WORKLOAD = Path(__file__).parents[1] / "scripts" / "workloads" / "cpu_nvtx.c"
 # others keep the defaults).
 NVTX_ONLY = ("--trace", "nvtx")
 # nsys 2022.4 now and then fails a run with one of the lines of conftest.NSYS_SESSION_FAILED
-# in its output (nsys.log), on a machine where other runs pass: nsys's own failure, not one of what these tests check
-# (the second, from its ProcessWaiter, came in 3 of about 230 runs of the suite's nsys tests
-# while other nsys sessions ran on the machine). Such a run is undone and made once more
-# (nsyswrap below); any other failure, and one of these twice in a row, stands.
+# in its output (nsys.log), on a machine where other runs pass: nsys's own failure, not one
+# of what these tests check (sem_open, from its ProcessWaiter, came in 3 of about 230 runs
+# of the suite's nsys tests while other nsys sessions ran on the machine). Such a run is
+# undone and made once more (nsyswrap below); any other failure, and one of these twice in
+# a row, stands.
 
 
 def nsyswrap(*args, env=None, cwd=None, timeout=180):
