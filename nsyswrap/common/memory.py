@@ -57,10 +57,9 @@ def trim_heap(rows: int | None = None) -> None:
 
 
 def release_freed_memory(rows: int | None = None) -> None:
-    """`rows`: how big the data just dropped was; small reports skip the work."""
+    """A garbage collection, then trim_heap. `rows`: how big the data just dropped was;
+    small reports skip the work."""
     if rows is not None and rows < SMALL_REPORT_ROWS:
         return
     gc.collect()
-    libc = _libc()
-    if libc is not None:
-        libc.malloc_trim(0)
+    trim_heap()
