@@ -43,8 +43,6 @@ def _python312() -> str | None:
     return None
 
 
-
-
 @pytest.fixture
 def python312() -> str:
     python = _python312()
