@@ -318,6 +318,10 @@ def pytest_collection_modifyitems(config, items):
             # it happened again with one session at a time: the signal came before the
             # workload's first NVTX call had loaded nsys's injection, tests/workloads/forever.py).
             item.add_marker(pytest.mark.xdist_group("nsys"))
+            if item.get_closest_marker("nsys") is None:
+                # The mark the rerun of nsys's own failures (pytest_runtest_protocol) and
+                # `-m nsys` go by, for the tests that only skip without nsys (needs_nsys).
+                item.add_marker(pytest.mark.nsys)
         elif item.get_closest_marker("browser") is not None:
             item.add_marker(pytest.mark.xdist_group("browser"))
         group = item.get_closest_marker("xdist_group")
