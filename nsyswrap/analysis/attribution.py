@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from ..read.chunks import compact_ids
+from ..read.report import empty
 from .lanes import assign_lanes
 from .range_search import RangeSearch, no_pairs, range_starts, with_innermost
 
@@ -44,8 +45,7 @@ class Attribution:
     host_copies: pd.DataFrame  # host<->device memcpy rows plus range_id (innermost) or -1
     rule: str = "process"  # ATTRIBUTION_RULES
     # Threads whose GPU work went to ranges of other threads (process rule): thread, gpu_ops
-    other_threads: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(
-        {"thread": pd.Series(dtype="int64"), "gpu_ops": pd.Series(dtype="int64")}))
+    other_threads: pd.DataFrame = field(default_factory=lambda: empty(("thread", "gpu_ops")))
     # How many GPU operations the report has: len(gpu_ops), unless the analysis streamed
     # them from the export and kept none (gpu_ops is then an empty frame).
     operations: int | None = None

@@ -19,8 +19,8 @@ from .grouped import key_runs, rows_of_runs, small_key_order
 
 def no_pairs(*flags: str) -> pd.DataFrame:
     """A frame of no (range, event) pairs: range_id and event, and the boolean `flags`."""
-    return pd.DataFrame({"range_id": pd.Series(dtype="int64"), "event": pd.Series(dtype="int64"),
-                         **{f: pd.Series(dtype=bool) for f in flags}})
+    return pd.DataFrame({"range_id": np.empty(0, "int64"), "event": np.empty(0, "int64"),
+                         **{f: np.empty(0, bool) for f in flags}})
 
 
 class RangeSearch:

@@ -11,7 +11,7 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from ..read.report import CallSummaries, ReportInfo
+from ..read.report import CallSummaries, ReportInfo, empty
 from .attribution import Attribution
 from .code_lines import CodeLines, no_lines
 from .families import (
@@ -115,8 +115,7 @@ class Analysis:
     # What the report's calls add up to: CUDA API, copies and memsets, OS runtime.
     call_summaries: CallSummaries = field(default_factory=CallSummaries)
     # The program's NVTX marks, nsyswrap's own left out (marks.MARK_COLUMNS).
-    marks: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(
-        {c: pd.Series(dtype="int64") for c in MARK_COLUMNS}))
+    marks: pd.DataFrame = field(default_factory=lambda: empty(MARK_COLUMNS))
     # The program's lines: their GPU work, host time, syncs and the idle they caused.
     lines: CodeLines = field(default_factory=no_lines)
 

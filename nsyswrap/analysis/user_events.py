@@ -44,7 +44,7 @@ from ..instrument.schema import (
     USER_RECORD_FORMAT_1,
 )
 from ..read.json_input import MarkParts, all_of, finite, is_text, parse, real, whole
-from ..read.report import Report, thread_ids
+from ..read.report import Report, empty, thread_ids
 
 # How far outside its bracket (ns) a record's call may lie: the clock offset's own
 # uncertainty (a mark's bracket is ~0.5-2 µs wide; their intersection narrower).
@@ -481,7 +481,7 @@ _MATCHED_COLUMNS = ["pid", "thread", "tid", "event", "nth", "site", "context", "
 
 
 def _matched_empty() -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series(dtype="int64") for c in _MATCHED_COLUMNS})
+    return empty(_MATCHED_COLUMNS)
 
 
 def _matched(runner: RunnerRecords, calls: pd.DataFrame) -> pd.DataFrame:

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..read.report import Report, thread_ids
+from ..read.report import Report, empty, thread_ids
 from .engine.windows import THREAD_BITS, pairs_in_windows, sorted_isin, stream_key
 from .reconcile import BENCHMARK_COLUMNS
 from .timing_groups import (
@@ -81,7 +81,7 @@ class UserTimings:
 
 
 def _empty(columns: list[str]) -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series(dtype="float64") for c in columns})
+    return empty(columns, "float64")
 
 
 @dataclass

@@ -13,6 +13,7 @@ import pandas as pd
 
 from .._version import __version__
 from ..analysis.families import MAX_RANGE_FAMILIES, heaviest
+from ..read.report import empty
 from .result import SCHEMA, Comparison
 
 KERNEL_FIELDS = ["name", "short_name", "count", "total_ns", "mean_ns", "median_ns", "min_ns",
@@ -247,7 +248,7 @@ def _line_kernels(c: Comparison) -> pd.DataFrame:
     lines = c.analysis.lines
     k = lines.kernel_lines
     if lines.trace is None or not len(k):
-        return pd.DataFrame({f: pd.Series(dtype="object") for f in LINE_KERNEL_FIELDS})
+        return empty(LINE_KERNEL_FIELDS, "object")
     wheres = lines.trace.wheres
     at = wheres.iloc[k["where"].to_numpy()]
     out = pd.DataFrame({"name": k["name"].to_numpy(), "file": at["file"].to_numpy(),
@@ -273,7 +274,7 @@ def lines_block(c: Comparison) -> dict[str, Any]:
 def _timing_groups(c: Comparison) -> pd.DataFrame:
     g = c.user_timings
     if g.empty:  # a report without the runner's records: no columns at all
-        return pd.DataFrame({f: pd.Series(dtype="float64") for f in TIMING_FIELDS})
+        return empty(TIMING_FIELDS, "float64")
     # Only do_bench's rows name a statistic.
     statistic = g["tool_statistic"].astype(object)
     return g.assign(tool_statistic=statistic.where(statistic != "", None))
@@ -282,7 +283,7 @@ def _timing_groups(c: Comparison) -> pd.DataFrame:
 def _timing_instances(c: Comparison) -> pd.DataFrame:
     i = c.analysis.user_timings.intervals
     if "iteration" not in i:
-        return pd.DataFrame({f: pd.Series(dtype="float64") for f in TIMING_INSTANCE_FIELDS})
+        return empty(TIMING_INSTANCE_FIELDS, "float64")
     return i.assign(instance=i["iteration"])
 
 

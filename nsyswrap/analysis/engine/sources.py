@@ -28,7 +28,7 @@ from ...read.operations import (
     OperationStream,
     StreamFallback,
 )
-from ...read.report import Report
+from ...read.report import Report, empty
 from ..gpu_ops import GPU_OPS_KERNEL_INPUT, gpu_ops, text_categorical
 from ..range_search import no_pairs
 
@@ -113,9 +113,9 @@ class ExportOperations:
         pass
 
     def kept(self) -> tuple[pd.DataFrame, pd.DataFrame]:
-        gpu_ops = pd.DataFrame({c: pd.Series(dtype="int64") for c in (
-            "start_ns", "end_ns", "thread", "launch_start_ns", "device_id", "stream_id",
-            "bytes", "kind", "name", "copy_kind", "src_kind", "dst_kind")})
+        gpu_ops = empty(("start_ns", "end_ns", "thread", "launch_start_ns", "device_id",
+                         "stream_id", "bytes", "kind", "name", "copy_kind", "src_kind",
+                         "dst_kind"))
         return gpu_ops, no_pairs("other_thread", "innermost")
 
 
