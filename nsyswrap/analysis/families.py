@@ -58,7 +58,7 @@ def family_names(instances: pd.DataFrame, eligible: np.ndarray,
     codes = codes[numbered]
     candidates = pd.DataFrame({
         "row": rows,
-        "domain": instances["domain"].to_numpy()[rows],
+        "domain": instances["domain"].take(rows).to_numpy(),  # not a text per range
         "stem": stems[codes],
         "number": numbers[codes].astype("int64"),
         "pid": instances["pid"].to_numpy()[rows],

@@ -269,8 +269,9 @@ def benchmark_summary(it: pd.DataFrame, runs: list[dict],
         return it[column].to_numpy().astype("float64", copy=False) / calls_of_row
 
     event, busy = per_call("event_ns"), per_call("gpu_busy_ns")
-    cache = it["cache"].to_numpy()
-    flushed, hot = cache == "flushed", cache == "hot"
+    # Compared as the column is (a categorical's codes), not as an array of its texts.
+    flushed = (it["cache"] == "flushed").to_numpy(bool)
+    hot = (it["cache"] == "hot").to_numpy(bool)
     event_median = per.median(event)
     overhead = per.median(per_call("overhead_ns"))
     with np.errstate(divide="ignore", invalid="ignore"):

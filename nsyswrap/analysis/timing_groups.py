@@ -145,7 +145,7 @@ def grouped(rows: pd.DataFrame, timers: pd.DataFrame, events: UserEvents,
     runs = [{"config": {}} for _ in range(int(key_code.max()) + 1)]
     first = np.unique(key_code, return_index=True)[1]  # each run's first row
     first_pid = intervals["pid"].to_numpy()[first]
-    first_kind = intervals["kind"].to_numpy()[first]
+    first_kind = intervals["kind"].take(first).to_numpy()  # not a text per window
     floor_of_run = {i: floors[int(first_pid[i])] if first_kind[i] != "timer" else 0.0
                     for i in range(len(first))}
     summary = benchmark_summary(intervals, runs, floor_of_run)

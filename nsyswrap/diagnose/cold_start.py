@@ -76,7 +76,7 @@ def _harness_runs(a: Analysis, t: Thresholds) -> list[Finding]:
             name, run = names[k], int(run_ids[k])
             if not tw.judged(run):
                 continue
-            g = per.frame(k)
+            g = per.frame(k, [c for c, _ in HARNESS_METRICS])
             cold = _cold_metrics(g, HARNESS_METRICS, t)
             if not cold:
                 continue

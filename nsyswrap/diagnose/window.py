@@ -148,8 +148,8 @@ def _check_windows(tw: TimedWindows, t: Thresholds) -> Iterator[Finding]:
     # harness's runs get a frame without those columns, not a frame each.
     no_rows = tw.iterations.iloc[:0]
 
-    def frame(k: int, column: str) -> pd.DataFrame:
-        return per.frame(k) if column in tw.iterations else no_rows
+    def frame(k: int, columns: list[str]) -> pd.DataFrame:
+        return per.frame(k, columns) if columns[0] in tw.iterations else no_rows
 
     labels: dict[str, str] = {}
 
@@ -248,7 +248,7 @@ def _check_windows(tw: TimedWindows, t: Thresholds) -> Iterator[Finding]:
         if stall_inside or host_before:
             where = (f"a {fmt_ns(m['max_gap_ns'])} gap between GPU operations" if stall_inside
                      else f"{fmt_ns(m['host_lead_ns'])} of host time before the first launch")
-            g = frame(k, "copies_before_bytes")
+            g = frame(k, ["copies_before_bytes", "copies_before_gap_ns"])
             after_copies = _after_copies(g)
             if after_copies:
                 where += after_copies
@@ -266,13 +266,14 @@ def _check_windows(tw: TimedWindows, t: Thresholds) -> Iterator[Finding]:
                 f"out of the timed function; the kernels take {fmt_ns(busy)}.",
             )
         else:
+            queued = _queued_ahead(frame(k, ["prior_busy_ns", "event_ns"]), evidence)
             yield Finding(
                 LAUNCH, WARNING, label,
                 f"{label}: {by} read {fmt_ns(event)} but the GPU was busy only "
                 f"{fmt_ns(busy)} (+{fmt_share(overhead / busy if busy else 1.0)}): "
                 + (f"{fmt_ns(host_overhead)} of launch overhead (past the events' own "
                    f"{fmt_ns(floor)}), " if floor else f"{fmt_ns(overhead)} of launch overhead, ")
-                + _operations(m, calls) + _queued_ahead(frame(k, "prior_busy_ns"), evidence),
+                + _operations(m, calls) + queued,
                 evidence,
                 _USER_ADVICE["LAUNCH"] if tw.source == "user" else
                 "Trust the kernel time, or make the events agree: back-pressure "
