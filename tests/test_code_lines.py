@@ -185,6 +185,22 @@ def test_the_seed_windows_host_time_is_the_lines_that_ran_there():
     assert abs(top["host_ns"] - sum(host_38)) <= 10 * 2  # rounding of the offset, per window
 
 
+@pytest.mark.parametrize("pairs", [1, 7])
+def test_host_time_taken_in_batches_is_the_same(pairs, monkeypatch):
+    """host_time takes its (interval, trace segment) pairs a batch at a time: batches of
+    one pair (every interval its own batch) or seven give every finding's lines and
+    numbers as one batch does."""
+    from nsyswrap.analysis import code_lines
+
+    def lines_of(c):
+        return [(f.code, f.message, f.evidence.get("lines")) for f in c.findings]
+
+    whole = lines_of(nsyswrap.compare(SEED))
+    assert any(lines for *_, lines in whole)
+    monkeypatch.setattr(code_lines, "PAIRS_AT_ONCE", pairs)
+    assert lines_of(nsyswrap.compare(SEED)) == whole
+
+
 def test_a_report_without_a_trace_says_why():
     c = nsyswrap.compare(DATA / "h100_torch_train.sqlite")
     assert c.analysis.lines.table.empty

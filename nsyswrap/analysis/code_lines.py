@@ -39,6 +39,7 @@ FIRST_WHERE = len(SPECIAL_LABELS)
 MAX_THREAD_ROWS = 1 << 23
 MAX_TABLE_ROWS = 1 << 21  # codes and wheres per process
 THREAD_KEY_BITS = (1 << 48) - 1  # pid << 24 | tid, nsys's globalTid without its marker
+PAIRS_AT_ONCE = 1 << 20  # (interval, trace segment) pairs host_time holds at a time
 # What a blocking CUDA call's name starts with (read/report.api_calls holds them).
 LINE_COLUMNS = ["where", "file", "line", "function", "text", "host_ns", "gpu_ns", "kernels",
                 "kernel_ns", "backward_kernels", "backward_ns", "copies", "copy_ns",
@@ -93,8 +94,26 @@ class LineTrace:
         first = np.maximum(np.searchsorted(times, starts, side="right") - 1, 0)
         last = np.searchsorted(times, ends, side="left") - 1
         counts = np.maximum(last - first + 1, 0)
+        # (interval, segment) pairs a batch of intervals at a time: half a million windows
+        # over a trace of a few million segments made ~130 MB of pair arrays at once.
+        reach = np.cumsum(counts)
+        begin = 0
+        while begin < len(starts):
+            stop = max(int(np.searchsorted(reach, reach[begin] - counts[begin] + PAIRS_AT_ONCE,
+                                           side="right")), begin + 1)
+            self._add_overlaps(out, times, wheres, first[begin:stop], counts[begin:stop],
+                               starts[begin:stop], ends[begin:stop])
+            begin = stop
+        return out
+
+    @staticmethod
+    def _add_overlaps(out: np.ndarray, times: np.ndarray, wheres: np.ndarray,
+                      first: np.ndarray, counts: np.ndarray, starts: np.ndarray,
+                      ends: np.ndarray) -> None:
+        """Adds to `out` (per where) each interval's overlap with the segments from its
+        `first`, `counts` of them."""
         if not counts.sum():
-            return out
+            return
         interval = np.repeat(np.arange(len(starts)), counts)
         offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
         segment = first[interval] + offsets
@@ -105,7 +124,6 @@ class LineTrace:
                    - np.maximum(times[segment], starts[interval]))
         keep = overlap > 0
         np.add.at(out, wheres[segment[keep]], overlap[keep])
-        return out
 
 
 def _column(packed, dtype: str, rows: int, name: str) -> np.ndarray:

@@ -68,13 +68,15 @@ def _named(f: Finding, found: pd.DataFrame) -> Finding:
     return dataclasses.replace(f, message=message, evidence={**f.evidence, "lines": rows})
 
 
-def _labelled_intervals(a: Analysis) -> pd.DataFrame:
+def _labelled_intervals(a: Analysis) -> list[pd.DataFrame]:
     """The program's timed windows and the user's range instances as findings name them
-    (label), with the thread (pid << 24 | tid) that recorded or opened each."""
+    (label), with the thread (pid << 24 | tid) that recorded or opened each: a frame of
+    each, the windows' labels kept categorical (as texts, half a million windows took
+    40 MB more; joined with the ranges' labels, more again)."""
     parts = []
     windows = a.user_timings.intervals
     if len(windows) and "label" in windows:
-        parts.append(pd.DataFrame({"label": windows["label"].astype(object).to_numpy(),
+        parts.append(pd.DataFrame({"label": windows["label"].array,
                                    "thread": windows["thread"].to_numpy("int64"),
                                    "start_ns": windows["start_ns"].to_numpy("int64"),
                                    "end_ns": windows["end_ns"].to_numpy("int64")}))
@@ -86,16 +88,18 @@ def _labelled_intervals(a: Analysis) -> pd.DataFrame:
             "thread": (ranges["pid"].to_numpy("int64") << 24) | ranges["tid"].to_numpy("int64"),
             "start_ns": ranges["start_ns"].to_numpy("int64"),
             "end_ns": ranges["end_ns"].to_numpy("int64")}))
-    if not parts:
-        return pd.DataFrame(columns=["label", "thread", "start_ns", "end_ns"])
-    return pd.concat(parts, ignore_index=True)
+    return parts
 
 
-def _host_lines(f: Finding, intervals: pd.DataFrame, lines: CodeLines
+def _host_lines(f: Finding, intervals: list[pd.DataFrame], lines: CodeLines
                 ) -> pd.DataFrame | None:
     """The program's lines its threads ran inside the finding's windows or ranges."""
     labels = set(f.ranges or ([f.range] if f.range else []))
-    mine = intervals[intervals["label"].isin(labels)] if labels else intervals.iloc[:0]
+    if not labels:
+        return None
+    mine = [part[part["label"].isin(labels)][["thread", "start_ns", "end_ns"]]
+            for part in intervals]
+    mine = pd.concat([m for m in mine if len(m)] or [pd.DataFrame()], ignore_index=True)
     if not len(mine):
         return None
     thread = mine["thread"].to_numpy("int64") & THREAD_KEY_BITS
