@@ -233,11 +233,19 @@ def timings(a: Analysis, run: Run) -> Analysis:
     floor_windows = a.instances.rows(
         np.flatnonzero((a.instances["name"] == USER_FLOOR_RANGE).to_numpy()),
         ["pid", "start_ns", "gpu_busy_ns"])
-    a.user_timings = user_timings(run.report, run.windows, run.measured.windows,
+    # The windows' numbers handed over, not kept here (see user_timings).
+    a.user_timings = user_timings(run.report, run.windows, _handed(run.measured, "windows"),
                                   a.attribution.blocking_calls, a.attribution.host_copies,
                                   floor_windows)
     a.info.notes.extend(a.user_timings.notes)
     return a
+
+
+def _handed(holder, name: str):
+    """holder.name, which the holder lets go of (None): the callee is its last owner."""
+    value = getattr(holder, name)
+    setattr(holder, name, None)
+    return value
 
 
 def lines(a: Analysis, run: Run) -> Analysis:

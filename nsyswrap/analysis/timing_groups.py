@@ -78,11 +78,14 @@ def scopes_of(events: UserEvents) -> dict[int, list[dict]]:
     return {p.pid: p.scopes for p in events.processes}
 
 
-def grouped(rows: pd.DataFrame, timers: pd.DataFrame, events: UserEvents,
-             floor_windows: pd.DataFrame | None, labels: SiteLabels,
-             ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def grouped(frames: dict[str, pd.DataFrame], events: UserEvents,
+            floor_windows: pd.DataFrame | None, labels: SiteLabels,
+            ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Intervals labelled and grouped (call-site pairs within their do_bench call), Timer's
-    measurements beside them, the groups, and the harness-shaped summary the checks read."""
+    measurements beside them, the groups, and the harness-shaped summary the checks read.
+    `frames` ("rows": the event windows, "timers": the Timer measurements) is given away,
+    emptied here, so that no caller holds the columns the intervals are made of."""
+    rows, timers = frames.pop("rows"), frames.pop("timers")
     rows = identify(rows, events) if not rows.empty else rows
     if not timers.empty:
         timers = timers.assign(key=timer_keys(timers, events))
