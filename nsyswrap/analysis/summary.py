@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 
 import numpy as np
 import pandas as pd
@@ -21,6 +22,8 @@ from .grouped import (
 )
 from .instance_table import InstanceTable
 
+# Instances from which range_summary aggregates its columns on two threads.
+THREADED_INSTANCES = 100_000
 SUMMARY_COLUMNS = [
     "domain", "name", "names", "count", "processes", "cpu_total_ns", "cpu_median_ns", "cpu_min_ns",
     "cpu_max_ns",
@@ -65,7 +68,10 @@ def range_summary(instances: InstanceTable, latency: Callable[[np.ndarray], pd.S
     # A column at a time, each decoded from the packed instances only while it is read:
     # a frame of the thirteen columns was 1 GB at 10 M ranges.
     grouped = _Grouped(group)
-    out = pd.DataFrame({"count": grouped.sizes()})
+    # The columns gathered, then made one frame: a column set at a time cost ~5 ms of a
+    # small report's analysis.
+    cols = {"count": grouped.sizes()}
+    index = pd.RangeIndex(len(cols["count"]))
 
     def aggregated(column: str, aggregates: tuple) -> dict[str, np.ndarray]:
         values = instances.values(column)
@@ -76,21 +82,23 @@ def range_summary(instances: InstanceTable, latency: Callable[[np.ndarray], pd.S
         return got
 
     # Two columns at a time (numpy's passes run without the GIL): each holds two arrays of
-    # the instances' size while it is aggregated.
-    with ThreadPoolExecutor(max_workers=max(1, min(cores(), 2))) as pool:
-        for got in pool.map(lambda spec: aggregated(*spec), _SUMMED):
+    # the instances' size while it is aggregated. A few instances: in this thread.
+    workers = max(1, min(cores(), 2)) if len(group) >= THREADED_INSTANCES else 1
+    with ThreadPoolExecutor(max_workers=workers) if workers > 1 else nullcontext() as pool:
+        mapped = pool.map if pool is not None else map
+        for got in mapped(lambda spec: aggregated(*spec), _SUMMED):
             for name, values in got.items():
                 if name == "unknown":
                     unknown = values
                 else:
-                    out[name] = values
+                    cols[name] = values
     # Medians a column at a time, by packed sort where the values are whole numbers (times
     # are): pandas' grouped median of five columns held ~300 MB over the instances and
     # took 2 s at 10 M ranges, on that report's peak.
     for name, column in (("cpu_median_ns", "cpu_ns"), ("gpu_busy_median_ns", "gpu_busy_ns"),
                          ("gpu_busy_other_threads_median_ns", "gpu_busy_other_threads_ns"),
                          ("gpu_span_median_ns", "gpu_span_ns")):
-        out[name] = _whole_median(group, instances.values(column)).reindex(out.index)
+        cols[name] = _whole_median(group, instances.values(column)).reindex(index)
     # Not kept among the instance columns: freed once its median is taken. One array
     # (NaN written where the span is not positive), not the quotient and its masked copy.
     span = instances.values("gpu_span_ns")
@@ -98,11 +106,13 @@ def range_summary(instances: InstanceTable, latency: Callable[[np.ndarray], pd.S
         share = instances.values("gpu_idle_ns") / span
     share[~(span > 0)] = np.nan
     del span
-    out["gpu_idle_share_median"] = _whole_median(group, share).reindex(out.index)
+    cols["gpu_idle_share_median"] = _whole_median(group, share).reindex(index)
     del share
-    out["launch_latency_median_ns"] = latency_by_group.reindex(out.index)
-    out["names"] = _distinct_by_group(group, _name_codes(instances["name"])).reindex(out.index)
-    out["processes"] = _distinct_by_group(group, instances.values("pid")).reindex(out.index)
+    cols["launch_latency_median_ns"] = latency_by_group.reindex(index)
+    cols["names"] = _distinct_by_group(group, _name_codes(instances["name"])).reindex(index)
+    cols["processes"] = _distinct_by_group(group, instances.values("pid")).reindex(index)
+    out = pd.DataFrame(cols, index=index, copy=False)
+    del cols
     out.loc[unknown, ["gpu_busy_total_ns", "gpu_ops", "kernels", "syncs", "sync_ns", "copies",
                       "copy_bytes", "pageable_copies"]] = np.nan
     # Each group's keys, from its first instance.

@@ -209,7 +209,8 @@ def user_timings(report: Report, windows: UserWindows, numbers: pd.DataFrame | N
                          "not reconciled")
     labels = windows.labels
     rows, timers = windows.rows, windows.timers
-    windows.rows, windows.timers = rows.iloc[:0], timers.iloc[:0]
+    # Copies of no rows: a view of none would keep the whole columns alive.
+    windows.rows, windows.timers = rows.iloc[:0].copy(), timers.iloc[:0].copy()
     out.unmeasured = _unmeasured(events, labels)
     out.unreconciled = windows.unreconciled
     if measured:
