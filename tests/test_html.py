@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import html
 import json
+import os
 import re
 
 import pytest
@@ -484,3 +485,24 @@ def test_user_timings_in_chromium(seed, seed_page, tmp_path, chromium):
     for g in groups.itertuples():
         assert g.label in text and g.verdict in text
     assert shot.stat().st_size > 20_000
+
+
+def test_the_l2_legend_is_the_same_in_every_process():
+    """The iterations chart lists flushed, then hot, then other L2 states, whatever order
+    a set of them takes: that order follows each string's hash, set anew in each process
+    (PYTHONHASHSEED), and the page differed from run to run."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("from nsyswrap.render import charts\n"
+            "rows = [{'iteration': i, 'cache': c, 'event_us': 1.0, 'kernels_us': 1.0}\n"
+            "        for i, c in enumerate(['hot', 'flushed', 'unknown'])]\n"
+            "print(charts.iterations(rows, {})['layer'][0]['encoding']['shape']['legend']"
+            "['values'])\n")
+    root = Path(__file__).resolve().parent.parent
+    legends = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              check=True, cwd=root,
+                              env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout.strip()
+               for seed in range(4)}
+    assert legends == {"['flushed', 'hot', 'unknown']"}

@@ -137,6 +137,10 @@ def timeline(win: Window) -> dict[str, Any]:
     }
 
 
+# The L2 states in the order the legend lists them.
+CACHE_ORDER = ("flushed", "hot")
+
+
 def iterations(rows: list[dict[str, Any]], medians: dict[str, float], *,
                measured: str = EVENTS_MEASURE, x_title: str = "timed iteration",
                cache: bool = True) -> dict[str, Any]:
@@ -155,8 +159,11 @@ def iterations(rows: list[dict[str, Any]], medians: dict[str, float], *,
              "scale": {"domain": [measured, KERNELS_MEASURE],
                        "range": list(MEASURE_COLORS.values())}}
     rules = [{"measure": m, "us": v} for m, v in medians.items() if v]
-    caches = sorted({v["cache"] for v in values}, key=["flushed", "hot"].__contains__,
-                    reverse=True)
+    # Flushed, hot, then any other state by name: sorted on a key alone, the two tied and
+    # kept the set's order, which a string's hash sets anew in each process.
+    caches = sorted({v["cache"] for v in values},
+                    key=lambda c: (CACHE_ORDER.index(c) if c in CACHE_ORDER else
+                                   len(CACHE_ORDER), c))
     return {
         "$schema": SCHEMA, "width": "container", "height": 150, "config": chart_config(),
         "layer": [
