@@ -111,7 +111,7 @@ def range_summary(instances: InstanceTable, latency: Callable[[np.ndarray], pd.S
     cols["launch_latency_median_ns"] = latency_by_group.reindex(index)
     cols["names"] = _distinct_by_group(group, _name_codes(instances["name"])).reindex(index)
     cols["processes"] = _distinct_by_group(group, instances.values("pid")).reindex(index)
-    out = pd.DataFrame(cols, index=index, copy=False)
+    out = pd.DataFrame(cols, index=index)
     del cols
     out.loc[unknown, ["gpu_busy_total_ns", "gpu_ops", "kernels", "syncs", "sync_ns", "copies",
                       "copy_bytes", "pageable_copies"]] = np.nan
