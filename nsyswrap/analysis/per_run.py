@@ -51,7 +51,7 @@ class PerRun:
         rows = self.rows(run)
         if columns is None:
             return self.windows.iloc[rows]
-        return self.windows.iloc[rows, self.windows.columns.get_indexer(columns)]
+        return self.windows[columns].iloc[rows]  # a column it lacks raises KeyError
 
     def first_of(self, column: str) -> np.ndarray:
         """The column's value at each run's first window: taken at those rows, then made an
