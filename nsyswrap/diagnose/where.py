@@ -97,13 +97,14 @@ def _host_lines(f: Finding, intervals: list[pd.DataFrame], lines: CodeLines
     labels = set(f.ranges or ([f.range] if f.range else []))
     if not labels:
         return None
-    mine = [part[part["label"].isin(labels)][["thread", "start_ns", "end_ns"]]
-            for part in intervals]
-    mine = pd.concat([m for m in mine if len(m)] or [pd.DataFrame()], ignore_index=True)
-    if not len(mine):
+    mine = [part[part["label"].isin(labels)] for part in intervals]
+
+    def column(name: str) -> np.ndarray:
+        return np.concatenate([m[name].to_numpy("int64") for m in mine] or [np.zeros(0, "int64")])
+
+    thread, start, end = column("thread") & THREAD_KEY_BITS, column("start_ns"), column("end_ns")
+    if not len(thread):
         return None
-    thread = mine["thread"].to_numpy("int64") & THREAD_KEY_BITS
-    start, end = mine["start_ns"].to_numpy("int64"), mine["end_ns"].to_numpy("int64")
     per_where = np.zeros(len(lines.trace.wheres), "int64")
     for key in np.unique(thread):
         rows = thread == key
