@@ -57,6 +57,16 @@ def analysed(path: Path, attribution: str = "process"):
     return analyze(nsyswrap.load(path), attribution=attribution)
 
 
+@functools.cache
+def compared(path: Path):
+    """nsyswrap.compare(path) with its defaults, made once per worker for the tests that only
+    read or render it (none may change it): a fixture compared by a dozen tests in as many
+    modules."""
+    import nsyswrap
+
+    return nsyswrap.compare(path)
+
+
 def has_table(path: Path, table: str) -> bool:
     return bool(sql(path, "SELECT 1 FROM sqlite_master WHERE name = ?", (table,)))
 

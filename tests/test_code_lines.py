@@ -20,7 +20,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import DATA, needs_browser, sql
+from conftest import DATA, compared, needs_browser, sql
 
 import nsyswrap
 
@@ -42,7 +42,7 @@ OPS = {"kernel": "CUPTI_ACTIVITY_KIND_KERNEL", "copy": "CUPTI_ACTIVITY_KIND_MEMC
 
 @pytest.fixture(scope="module")
 def train():
-    return nsyswrap.compare(TRAIN)
+    return compared(TRAIN)
 
 
 def _truth(kind: str, path=TRAIN) -> Counter:
@@ -202,7 +202,7 @@ def test_host_time_taken_in_batches_is_the_same(pairs, monkeypatch):
 
 
 def test_a_report_without_a_trace_says_why():
-    c = nsyswrap.compare(DATA / "h100_torch_train.sqlite")
+    c = compared(DATA / "h100_torch_train.sqlite")
     assert c.analysis.lines.table.empty
     assert "nsyswrap run" in c.analysis.lines.why_empty
     from nsyswrap.render import render
@@ -278,7 +278,7 @@ def _backward_truth() -> Counter:
 def test_backward_kernels_go_to_the_forward_line_that_made_them():
     """Under emit_nvtx: each backward kernel on the forward op's line (SQL above), plus
     that line's own forward kernels; what no node holds stays on autograd's thread."""
-    c = nsyswrap.compare(EMIT)
+    c = compared(EMIT)
     backward = _backward_truth()
     assert backward[L("self.fc1(x)")] > 0 and backward[L("model(x)")] > 0
     forward = _truth("kernel", EMIT)
@@ -292,7 +292,7 @@ def test_backward_kernels_go_to_the_forward_line_that_made_them():
 
 @pytest.mark.parametrize("path", [TRAIN, SEED, EMIT], ids=lambda p: p.stem)
 def test_every_finding_names_a_line_of_the_program(path):
-    c = nsyswrap.compare(path)
+    c = compared(path)
     assert c.findings
     for f in c.findings:
         assert f.evidence.get("lines"), f.code
@@ -304,12 +304,12 @@ def test_the_perfetto_trace_names_each_operations_line():
     """--format trace: each kernel's args name its line, as many per line as the table."""
     from nsyswrap.render import render
 
-    c = nsyswrap.compare(EMIT)
+    c = compared(EMIT)
     events = json.loads(render(c, "trace"))["traceEvents"]
     per_line = Counter(e["args"]["line"] for e in events if e.get("cat") == "kernel")
     table = c.analysis.lines.table
     for row in table[table["kernels"] > 0].itertuples():
         label = f"{row.file.rsplit('/', 1)[-1]}:{row.line}" if row.line else row.function
         assert per_line[label] == row.kernels, label
-    plain = json.loads(render(nsyswrap.compare(DATA / "h100_torch_train.sqlite"), "trace"))
+    plain = json.loads(render(compared(DATA / "h100_torch_train.sqlite"), "trace"))
     assert not any("line" in e.get("args", {}) for e in plain["traceEvents"])

@@ -8,9 +8,9 @@ import io
 from pathlib import Path
 
 import pytest
+from conftest import compared
 from rich.console import Console
 
-import nsyswrap
 from nsyswrap.render.table import print_findings
 
 DATA = Path(__file__).parent / "data"
@@ -19,7 +19,7 @@ MOST_LINES = 8
 
 
 def _blocks(path: Path) -> list[str]:
-    c = nsyswrap.compare(path)
+    c = compared(path)
     console = Console(file=io.StringIO(), width=80, color_system=None)
     print_findings(console, c, 80)
     return [b for b in console.file.getvalue().split("\n\n")[1:] if b.strip()]

@@ -8,9 +8,8 @@ from __future__ import annotations
 import html
 import re
 
-from conftest import DATA, sql
+from conftest import DATA, compared, sql
 
-import nsyswrap
 from nsyswrap.render import render
 
 HOSTILE = DATA / "cpu2022_hostile.sqlite"
@@ -25,7 +24,7 @@ def _names() -> set[str]:
 
 
 def test_tables_keep_their_shape():
-    text = render(nsyswrap.compare(HOSTILE), "markdown")
+    text = render(compared(HOSTILE), "markdown")
     lines = text.splitlines()
     tables = 0
     for i, line in enumerate(lines):
@@ -41,7 +40,7 @@ def test_tables_keep_their_shape():
 
 
 def test_no_markup_and_every_name_recoverable():
-    text = render(nsyswrap.compare(HOSTILE), "markdown")
+    text = render(compared(HOSTILE), "markdown")
     assert "<img" not in text and "<script" not in text and "</script" not in text
     assert "<b " not in text
     # Undoing the escapes gives back every range name (control characters as \xNN, newlines

@@ -17,7 +17,17 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from conftest import CPU_2022, DATA, GPU_MIX, USER_SEED, analysed, has_table, needs_nsys, sql
+from conftest import (
+    CPU_2022,
+    DATA,
+    GPU_MIX,
+    USER_SEED,
+    analysed,
+    compared,
+    has_table,
+    needs_nsys,
+    sql,
+)
 
 import nsyswrap
 from nsyswrap.analysis import analyze, analyze_streamed
@@ -354,7 +364,7 @@ def test_marks_are_the_programs_own_from_sql(path):
 def test_each_launch_in_the_trace_lasts_as_long_as_its_runtime_call(path):
     """A launch slice per GPU operation, at its runtime call's start, as long as that call
     (end - start from SQL; the slice in µs to the ns, args.launch_ns exact)."""
-    trace = json.loads(render(nsyswrap.compare(path), "trace"))
+    trace = json.loads(render(compared(path), "trace"))
     origin = trace["otherData"]["origin_ns"]
     got = sorted((round(e["ts"] * 1000) + origin, e["args"]["launch_ns"], e["tid"])
                  for e in trace["traceEvents"] if e.get("cat") == "cuda_launch")
@@ -375,7 +385,7 @@ def test_each_launch_in_the_trace_lasts_as_long_as_its_runtime_call(path):
 # Outputs ---------------------------------------------------------------------------------
 
 def test_json_document_holds_the_summaries_and_marks():
-    c = nsyswrap.compare(GPU_MIX)
+    c = compared(GPU_MIX)
     doc = json.loads(render(c, "json"))
     apis = doc["cuda_api"]["apis"]
     expected = summed(calls_by_name(GPU_MIX, RUNTIME, api=True))
@@ -399,7 +409,7 @@ def test_json_document_holds_the_summaries_and_marks():
                                            ("memory_ops", 3), ("os_runtime", None),
                                            ("marks", 1)])
 def test_csv_sections_of_the_summaries(section, count):
-    c = nsyswrap.compare(GPU_MIX)
+    c = compared(GPU_MIX)
     rows = list(csv.DictReader(io.StringIO(render(c, "csv", section=section))))
     if count is None:
         table = RUNTIME if section == "cuda_api" else "OSRT_API"
@@ -460,7 +470,7 @@ def test_slowest_calls_among_ties_in_many_slices(tmp_path, monkeypatch):
 def test_markdown_shows_the_summaries_after_the_other_tables():
     from nsyswrap.common.units import fmt_ns, fmt_share
 
-    md = render(nsyswrap.compare(GPU_MIX), "markdown")
+    md = render(compared(GPU_MIX), "markdown")
     apis = summed(calls_by_name(GPU_MIX, RUNTIME, api=True))
     osrt = summed(calls_by_name(GPU_MIX, "OSRT_API", "eventClass = 27"))
     titles = [line for line in md.splitlines() if line.startswith("### ")]
@@ -483,7 +493,7 @@ def test_terminal_shows_the_summaries_after_the_other_tables(width):
     each API's name whole on its row with its calls and total time (SQL)."""
     from nsyswrap.common.units import fmt_ns
 
-    text = render(nsyswrap.compare(GPU_MIX), "table", width=width)
+    text = render(compared(GPU_MIX), "table", width=width)
     lines = text.splitlines()
     assert max(len(line) for line in lines) <= width
     titles = ["NVTX ranges and the GPU work they launched", "CUDA API calls (top 10 of",
@@ -501,7 +511,7 @@ def test_terminal_shows_the_summaries_after_the_other_tables(width):
 
 
 def test_html_page_has_a_table_of_each_summary_and_of_the_marks():
-    page = render(nsyswrap.compare(GPU_MIX), "html")
+    page = render(compared(GPU_MIX), "html")
     section = page[page.index('<section id="calls">'):]
     section = section[:section.index("</section>")]
     assert '<a href="#calls">Calls and marks</a>' in page
@@ -532,7 +542,7 @@ def test_a_marks_text_is_shown_harmlessly():
 def test_marks_are_instants_on_their_threads_in_the_trace(path):
     """Each of the program's marks (SQL) once, at its time, on its thread; none before the
     trace's origin (nsys 2022.4 dates a CPU capture's start after its events)."""
-    trace = json.loads(render(nsyswrap.compare(path), "trace"))
+    trace = json.loads(render(compared(path), "trace"))
     origin = trace["otherData"]["origin_ns"]
     got = [(round(e["ts"] * 1000) + origin, e["pid"], e["tid"], e["args"]["domain"] or "",
             e["name"]) for e in trace["traceEvents"] if e.get("cat") == "nvtx_mark"]
@@ -551,6 +561,6 @@ def test_a_marks_time_counts_from_the_reports_first_event():
     (first,), = sql(CPU_2022, "SELECT min(start) FROM NVTX_EVENTS WHERE eventType IN (59, 60)"
                               ' AND "end" IS NOT NULL')
     assert first < start  # the quirk, in this fixture
-    lines = render(nsyswrap.compare(CPU_2022), "table", width=100).splitlines()
+    lines = render(compared(CPU_2022), "table", width=100).splitlines()
     row = lines[next(i for i, line in enumerate(lines) if line.startswith("NVTX marks")) + 3]
     assert fmt_ns(mark["time_ns"] - min(start, first, mark["time_ns"])) in row
