@@ -52,43 +52,66 @@ if ! command -v chromium >/dev/null 2>&1; then
   fi
 fi
 
-python3 -m venv .venv-test
-. .venv-test/bin/activate
-python -m pip install -q --upgrade pip
-python -m pip install -q -e '.[test]'
-# PyTorch (CPU) for the torchrun per-rank tests, the harness's no-GPU error path and the
-# runner's Timer hook; pinned to the build this project's machines keep on disk. Without it
-# those tests skip, unless NSYSWRAP_REQUIRE_TORCH=1 (CI), which makes a failed install an error.
-torch_log=$(mktemp)
-if ! python -m pip install -q 'torch==2.13.0' 2>"$torch_log"; then
-  if [ -n "${NSYSWRAP_REQUIRE_TORCH:-}" ]; then
-    tail -n 5 "$torch_log" >&2
-    rm -f "$torch_log"
-    echo "scripts/test.sh: torch 2.13.0 could not be installed and NSYSWRAP_REQUIRE_TORCH is" \
-         "set: failing" >&2
-    exit 1
+# What the installs below were made from: when a later run finds the same (this script,
+# pyproject.toml, the checkout's place, the Python), it skips them (~10 s of pip that finds
+# everything in place). Written only after every install succeeded, so a failed one is
+# tried again next time.
+stamp=$( { cat scripts/test.sh pyproject.toml; echo "$PWD"; python3 --version; } | sha256sum \
+  | cut -d' ' -f1)
+install() {  # returns 1 where an optional part could not be installed
+  local complete=0
+  # Called as a condition, where `set -e` does not apply: each step stops the script itself.
+  python3 -m venv .venv-test || exit 1
+  . .venv-test/bin/activate || exit 1
+  python -m pip install -q --upgrade pip || exit 1
+  python -m pip install -q -e '.[test]' || exit 1
+  # PyTorch (CPU) for the torchrun per-rank tests, the harness's no-GPU error path and the
+  # runner's Timer hook; pinned to the build this project's machines keep on disk. Without it
+  # those tests skip, unless NSYSWRAP_REQUIRE_TORCH=1 (CI), which makes a failed install an error.
+  torch_log=$(mktemp)
+  if ! python -m pip install -q 'torch==2.13.0' 2>"$torch_log"; then
+    if [ -n "${NSYSWRAP_REQUIRE_TORCH:-}" ]; then
+      tail -n 5 "$torch_log" >&2
+      rm -f "$torch_log"
+      echo "scripts/test.sh: torch 2.13.0 could not be installed and NSYSWRAP_REQUIRE_TORCH is" \
+           "set: failing" >&2
+      exit 1
+    fi
+    echo "scripts/test.sh: torch 2.13.0 not installable here: the tests that need it will be" \
+         "skipped"
+    complete=1
   fi
-  echo "scripts/test.sh: torch 2.13.0 not installable here: the tests that need it will be" \
-       "skipped"
-fi
-rm -f "$torch_log"
-# The trace of the program's lines needs Python 3.12+ (sys.monitoring): where one is on this
-# machine, a small environment of it with the nvtx package (.venv-test312) runs the runner's
-# side end to end under nsys (tests/test_line_trace.py); without it those tests skip.
-py312=""
-for candidate in python3.12 python3.13 "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.1[2-9]*/bin/python3; do
-  if command -v "$candidate" >/dev/null 2>&1 && "$candidate" -c 'import sys; sys.monitoring' 2>/dev/null; then
-    py312=$candidate; break
+  rm -f "$torch_log"
+  # The trace of the program's lines needs Python 3.12+ (sys.monitoring): where one is on this
+  # machine, a small environment of it with the nvtx package (.venv-test312) runs the runner's
+  # side end to end under nsys (tests/test_line_trace.py); without it those tests skip.
+  py312=""
+  for candidate in python3.12 python3.13 "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.1[2-9]*/bin/python3; do
+    if command -v "$candidate" >/dev/null 2>&1 && "$candidate" -c 'import sys; sys.monitoring' 2>/dev/null; then
+      py312=$candidate; break
+    fi
+  done
+  if [ -n "$py312" ]; then
+    # Never fatal: without it the tests that need it skip.
+    if { [ -x .venv-test312/bin/python ] || "$py312" -m venv .venv-test312; } \
+        && .venv-test312/bin/python -m pip install -q nvtx; then
+      :
+    else
+      echo "scripts/test.sh: no environment of $py312 with the nvtx package: the end-to-end" \
+           "test of the trace of lines will be skipped"
+      complete=1
+    fi
   fi
-done
-if [ -n "$py312" ]; then
-  # Never fatal: without it the tests that need it skip.
-  if { [ -x .venv-test312/bin/python ] || "$py312" -m venv .venv-test312; } \
-      && .venv-test312/bin/python -m pip install -q nvtx; then
-    :
-  else
-    echo "scripts/test.sh: no environment of $py312 with the nvtx package: the end-to-end" \
-         "test of the trace of lines will be skipped"
+  return $complete
+}
+if [ -f .venv-test/installed ] && [ "$(cat .venv-test/installed)" = "$stamp" ] \
+    && .venv-test/bin/python -c 'import importlib.metadata as m, pytest, xdist; m.version("nsyswrap")' \
+      2>/dev/null; then
+  . .venv-test/bin/activate
+else
+  rm -f .venv-test/installed
+  if install; then
+    echo "$stamp" > .venv-test/installed
   fi
 fi
 # Compiled bytecode kept (in .venv-test/pycache, not beside the sources), even where the
