@@ -461,14 +461,6 @@ class CodeLines:
         `order` first, with each line's share of it."""
         return _by_line(self.trace.wheres, sums, order)
 
-    def host_lines(self, thread: int, starts, ends) -> pd.DataFrame:
-        """The lines `thread` ran within the intervals, by host time (most first): where,
-        file, line, function, text, host_ns, share."""
-        per_where = (self.trace.host_time(thread, np.asarray(starts), np.asarray(ends))
-                     if self.trace is not None else np.zeros(0, "int64"))
-        wheres = self.trace.wheres if self.trace is not None else _special_wheres()
-        return _by_line(wheres, {"host_ns": per_where}, "host_ns")
-
 
 def _special_wheres() -> pd.DataFrame:
     return pd.DataFrame([(label, 0, label, -1, "") for label in SPECIAL_LABELS],
