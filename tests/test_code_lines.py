@@ -19,6 +19,7 @@ import zlib
 from collections import Counter
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from conftest import DATA, compared, needs_browser, sql
 
@@ -187,18 +188,22 @@ def test_the_seed_windows_host_time_is_the_lines_that_ran_there():
 
 @pytest.mark.parametrize("pairs", [1, 7])
 def test_host_time_taken_in_batches_is_the_same(pairs, monkeypatch):
-    """host_time takes its (interval, trace segment) pairs a batch at a time: batches of
-    one pair (every interval its own batch) or seven give every finding's lines and
-    numbers as one batch does."""
+    """host_time takes its (interval, trace segment) pairs a batch at a time, and the line
+    table its trace entries: batches of one (every interval, every entry its own batch) or
+    seven give every finding's lines and numbers, and the table, as one batch does."""
     from nsyswrap.analysis import code_lines
 
     def lines_of(c):
         return [(f.code, f.message, f.evidence.get("lines")) for f in c.findings]
 
-    whole = lines_of(nsyswrap.compare(SEED))
-    assert any(lines for *_, lines in whole)
+    c = compared(SEED)
+    whole, table = lines_of(c), c.analysis.lines.table
+    assert any(lines for *_, lines in whole) and table["host_ns"].sum() > 0
     monkeypatch.setattr(code_lines, "PAIRS_AT_ONCE", pairs)
-    assert lines_of(nsyswrap.compare(SEED)) == whole
+    monkeypatch.setattr(code_lines, "ENTRIES_AT_ONCE", pairs)
+    batched = nsyswrap.compare(SEED)
+    assert lines_of(batched) == whole
+    pd.testing.assert_frame_equal(batched.analysis.lines.table, table)
 
 
 def test_a_report_without_a_trace_says_why():

@@ -39,7 +39,12 @@ FIRST_WHERE = len(SPECIAL_LABELS)
 MAX_THREAD_ROWS = 1 << 23
 MAX_TABLE_ROWS = 1 << 21  # codes and wheres per process
 THREAD_KEY_BITS = (1 << 48) - 1  # pid << 24 | tid, nsys's globalTid without its marker
-PAIRS_AT_ONCE = 1 << 20  # (interval, trace segment) pairs host_time holds at a time
+# (interval, trace segment) pairs host_time holds at a time: each pair takes ~80 bytes of
+# temporaries (a million, ~80 MB, were the top of the million-record report's peak).
+PAIRS_AT_ONCE = 1 << 18
+# Trace entries whose host time code_lines adds up at a time (np.diff of a whole thread's
+# trace is 8 bytes an entry, millions of entries).
+ENTRIES_AT_ONCE = 1 << 20
 # What a blocking CUDA call's name starts with (read/report.api_calls holds them).
 LINE_COLUMNS = ["where", "file", "line", "function", "text", "host_ns", "gpu_ns", "kernels",
                 "kernel_ns", "backward_kernels", "backward_ns", "copies", "copy_ns",
@@ -509,8 +514,10 @@ def code_lines(totals: LineTotals, blocking: pd.DataFrame, kernel_names: list[st
     sums = dict(totals.sums)
     host = np.zeros(n, "int64")
     for times, wheres in trace.threads.values():
-        if len(times) > 1:
-            np.add.at(host, wheres[:-1], np.diff(times))
+        # Each entry's where runs until the next entry: integer sums, in any order the same.
+        for lo in range(0, len(times) - 1, ENTRIES_AT_ONCE):
+            hi = min(lo + ENTRIES_AT_ONCE, len(times) - 1)
+            np.add.at(host, wheres[lo:hi], np.diff(times[lo:hi + 1]))
     sums["host_ns"] = host
     where = trace.where_of(blocking["thread"].to_numpy("int64"),
                            blocking["start_ns"].to_numpy("int64"), totals.autograd)
