@@ -6,7 +6,6 @@ kernels stay distinct, in every format; the kernel table has nsys's Avg and StdD
 from __future__ import annotations
 
 import csv
-import functools
 import io
 import math
 import os
@@ -16,9 +15,8 @@ import sys
 from collections import defaultdict
 
 import pytest
-from conftest import DATA, DEMO, GPU_MIX, has_table, sql
+from conftest import DATA, DEMO, GPU_MIX, compared, has_table, sql
 
-import nsyswrap
 from nsyswrap.common.names import short_names
 from nsyswrap.common.units import fmt_ns
 from nsyswrap.render import render
@@ -39,13 +37,6 @@ def cli(*args, columns: int | None = None) -> subprocess.CompletedProcess:
         env["COLUMNS"] = str(columns)
     return subprocess.run([sys.executable, "-m", "nsyswrap", *map(str, args)],
                           capture_output=True, text=True, env=env, timeout=300)
-
-
-@functools.cache
-def compared(path):
-    """nsyswrap.compare(path), once per report in this module (a worker's): the tests here
-    only render and read it, and rendering leaves a comparison as it was."""
-    return nsyswrap.compare(path)
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from statistics import median
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-from conftest import DATA, GPU_MIX, sql
+from conftest import DATA, GPU_MIX, compared, sql
 from reference import runner_rows
 
 import nsyswrap
@@ -167,17 +167,6 @@ def seed_interval_kernels() -> dict[str, list[list[tuple[int, int]]]]:
     return out
 
 
-@pytest.fixture(scope="module")
-def compared():
-    cache = {}
-
-    def get(path):
-        if path not in cache:
-            cache[path] = nsyswrap.compare(path)
-        return cache[path]
-    return get
-
-
 def _groups(c) -> dict[str, dict]:
     return {r["label"]: r for r in c.user_timings.to_dict("records")}
 
@@ -185,7 +174,7 @@ def _groups(c) -> dict[str, dict]:
 # -- the numbers ----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("path", EVENT_REPORTS, ids=lambda p: p.name)
-def test_groups_are_the_runner_records(compared, path):
+def test_groups_are_the_runner_records(path):
     """Each call-site pair's N, median and first values are its elapsed_time() results."""
     c = compared(path)
     groups = _groups(c)
@@ -215,7 +204,7 @@ def test_groups_are_the_runner_records(compared, path):
         assert g["first_values_ns"] == pytest.approx(values[:3]), label
 
 
-def test_seed_kernels_are_the_kernels_between_the_records(compared):
+def test_seed_kernels_are_the_kernels_between_the_records():
     """Their busy time: the union of the kernels' times (consecutive kernels on one stream
     may overlap a little: a programmatic dependent launch starts before the last ends)."""
     groups = _groups(compared(SEED))
@@ -233,7 +222,7 @@ def _identifiers(label: str) -> list[str]:
 
 @pytest.mark.parametrize("width", [80, 100, 120])
 @pytest.mark.parametrize("path", EVENT_REPORTS, ids=lambda p: p.name)
-def test_text_section_fits_and_never_splits_a_call_site(compared, path, width):
+def test_text_section_fits_and_never_splits_a_call_site(path, width):
     c = compared(path)
     text = render(c, "table", width=width)
     lines = text.splitlines()
@@ -258,7 +247,7 @@ def _flat(text: str) -> str:
     return " ".join(text.split())
 
 
-def test_text_lines_under_the_table(compared):
+def test_text_lines_under_the_table():
     """Cold first instances, records never measured, elapsed_time() calls that raised, and
     the hooks' cost: from the runner's records."""
     c = compared(EDGES)
@@ -294,7 +283,7 @@ def test_text_lines_under_the_table(compared):
             assert f"read {fmt_ns(values[0])}" in text
 
 
-def test_do_bench_rows_say_what_it_returned(compared):
+def test_do_bench_rows_say_what_it_returned():
     c = compared(DO_BENCH)
     text = _flat(render(c, "table", width=120))
     groups = _groups(c)
@@ -313,7 +302,7 @@ def test_do_bench_rows_say_what_it_returned(compared):
 
 
 @needs_timer
-def test_timer_rows_are_per_call(compared):
+def test_timer_rows_are_per_call():
     c = compared(TIMER)
     doc = runner_doc(TIMER)
     groups = _groups(c)
@@ -340,7 +329,7 @@ def test_timer_rows_are_per_call(compared):
     assert not any(re.search(r"\d{3,} gaps between", f.message) for f in launch)
 
 
-def test_reports_without_the_runner_records_say_how_many_event_records(compared):
+def test_reports_without_the_runner_records_say_how_many_event_records():
     c = compared(GPU_MIX)
     n = (sql(GPU_MIX, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_CUDA_EVENT")[0][0])
     assert n > 0
@@ -372,7 +361,7 @@ def _strict(text: str):
     return json.loads(text, parse_constant=refuse)
 
 
-def test_json_user_timings(compared, tmp_path):
+def test_json_user_timings(tmp_path):
     result = CliRunner().invoke(main, ["compare", str(EDGES), "--format", "json",
                                        "--instances"])
     assert result.exit_code == 0, result.output
@@ -406,7 +395,7 @@ def test_json_user_timings(compared, tmp_path):
     assert plain["user_timing_instances"] == []
 
 
-def test_csv_sections(compared):
+def test_csv_sections():
     c = compared(SEED)
     expected = event_groups(SEED)
     for section, keys, rows in (("timings", GROUP_KEYS, len(expected)),
@@ -428,7 +417,7 @@ def test_csv_sections(compared):
     assert ",\"'=HYPERLINK(" in out.splitlines()[1]
 
 
-def test_markdown_section(compared):
+def test_markdown_section():
     c = compared(SEED)
     text = render(c, "markdown")
     at = text.index("### Your CUDA-event timings")
@@ -440,7 +429,7 @@ def test_markdown_section(compared):
     assert "- Cold start: flushed at torch\\_seed\\_timings.py:87→89" in section
 
 
-def test_streamed_compare_leaves_these_reports_to_the_whole_analysis(compared):
+def test_streamed_compare_leaves_these_reports_to_the_whole_analysis():
     streamed = nsyswrap.compare(SEED, operations=False)
     pd.testing.assert_frame_equal(streamed.user_timings, compared(SEED).user_timings)
 
@@ -448,7 +437,7 @@ def test_streamed_compare_leaves_these_reports_to_the_whole_analysis(compared):
 INTERRUPTED = DATA / "h100_user_interrupt.sqlite"
 
 
-def test_an_interrupted_programs_timings_are_kept_and_reconciled(compared):
+def test_an_interrupted_programs_timings_are_kept_and_reconciled():
     """Ctrl-C in the middle of a timing loop: the runner's records reach the report (written
     as the program exits through the interrupt), every elapsed_time() up to then is
     reconciled, and the runner measured the events' floor after the loop."""
