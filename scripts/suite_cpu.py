@@ -26,10 +26,11 @@ _notes = None
 _controller = False  # xdist's controller: it sees every test's report, runs none
 
 
-def _cpu() -> float:
+def _cpu() -> tuple[float, float]:
+    """(the worker's own CPU, its waited-for children's: the programs tests start)."""
     own = resource.getrusage(resource.RUSAGE_SELF)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
 
 
 def _machine() -> tuple[int, int]:
@@ -46,7 +47,8 @@ def _note(kind: str, nodeid: str) -> None:
     if _notes is None:
         worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
         _notes = open(FOLDER / f"{worker}.txt", "a", encoding="utf-8")  # noqa: SIM115
-    _notes.write(f"{kind} {time.time():.3f} {_cpu():.3f} {nodeid}\n")
+    own, children = _cpu()
+    _notes.write(f"{kind} {time.time():.3f} {own:.3f} {children:.3f} {nodeid}\n")
     _notes.flush()
 
 
@@ -79,18 +81,19 @@ def pytest_runtest_logfinish(nodeid, location) -> None:
 
 
 def summary(folder: Path, top: int) -> None:
-    tests = {}  # (worker, test) -> (start, end, cpu)
+    tests = {}  # (worker, test) -> (start, end, cpu, children's cpu)
     for path in sorted(folder.glob("*.txt")):
         if path.name == "machine.txt":
             continue
         started = {}
         for line in path.read_text(encoding="utf-8").splitlines():
-            kind, when, cpu, test = line.split(" ", 3)
+            kind, when, own, children, test = line.split(" ", 4)
             if kind == "S":
-                started[test] = (float(when), float(cpu))
+                started[test] = (float(when), float(own), float(children))
             elif test in started:
-                t0, c0 = started.pop(test)
-                tests[(path.stem, test)] = (t0, float(when), float(cpu) - c0)
+                t0, o0, c0 = started.pop(test)
+                spent = float(children) - c0
+                tests[(path.stem, test)] = (t0, float(when), float(own) - o0 + spent, spent)
     if not tests:
         raise SystemExit(f"{folder}: no notes (run pytest with -p suite_cpu)")
     machine = folder / "machine.txt"
@@ -102,20 +105,25 @@ def summary(folder: Path, top: int) -> None:
             idle = (int(lines["end"][1]) - int(lines["start"][1])) / tick
             wall = float(lines["end"][2]) - float(lines["start"][2])
             print(f"machine: {wall:.0f} s, {busy:.0f} core-seconds busy, {idle:.0f} idle")
-    start = min(t0 for t0, _, _ in tests.values())
+    start = min(t0 for t0, *_ in tests.values())
     for worker in sorted({w for w, _ in tests}):
         mine = [v for (w, _), v in tests.items() if w == worker]
-        print(f"{worker}: {len(mine)} tests, last ended at {max(e for _, e, _ in mine) - start:.0f}"
-              f" s, {sum(c for *_, c in mine):.0f} s of CPU")
+        print(f"{worker}: {len(mine)} tests, last ended at {max(v[1] for v in mine) - start:.0f}"
+              f" s, {sum(v[2] for v in mine):.0f} s of CPU")
     by_module, by_test = collections.Counter(), collections.Counter()
-    for (_, test), (_, _, cpu) in tests.items():
-        by_module[test.split("::")[0]] += cpu
-        by_test[test.split("[")[0].split("@")[0]] += cpu
-    print(f"tests' CPU in all: {sum(by_module.values()):.0f} s")
+    children = collections.Counter()  # per module and per test function
+    for (_, test), (_, _, cpu, spent) in tests.items():
+        for name, counts in ((test.split("::")[0], by_module),
+                             (test.split("[")[0].split("@")[0], by_test)):
+            counts[name] += cpu
+            children[name] += spent
+    started = sum(v[3] for v in tests.values())
+    print(f"tests' CPU in all: {sum(by_module.values()):.0f} s, {started:.0f} s of it in the"
+          " programs they start")
     for title, counts in (("modules", by_module), ("test functions", by_test)):
-        print(f"\nheaviest {title}:")
+        print(f"\nheaviest {title} (CPU in all, in the programs they start):")
         for name, cpu in counts.most_common(top):
-            print(f"{cpu:7.1f} s  {name}")
+            print(f"{cpu:7.1f} s {children[name]:6.1f} s  {name}")
 
 
 def main() -> None:

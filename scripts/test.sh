@@ -64,12 +64,15 @@ install() {  # returns 1 where an optional part could not be installed
   python3 -m venv .venv-test || exit 1
   . .venv-test/bin/activate || exit 1
   python -m pip install -q --upgrade pip || exit 1
-  python -m pip install -q -e '.[test]' || exit 1
+  # --no-compile: pip would compile every module of every package (torch's, sympy's, dask's)
+  # to bytecode, 22 of a fresh install's 49 s; the tests import a small part of them, which
+  # Python compiles on first import (into PYTHONPYCACHEPREFIX below, under 1 s).
+  python -m pip install -q --no-compile -e '.[test]' || exit 1
   # PyTorch (CPU) for the torchrun per-rank tests, the harness's no-GPU error path and the
   # runner's Timer hook; pinned to the build this project's machines keep on disk. Without it
   # those tests skip, unless NSYSWRAP_REQUIRE_TORCH=1 (CI), which makes a failed install an error.
   torch_log=$(mktemp)
-  if ! python -m pip install -q 'torch==2.13.0' 2>"$torch_log"; then
+  if ! python -m pip install -q --no-compile 'torch==2.13.0' 2>"$torch_log"; then
     if [ -n "${NSYSWRAP_REQUIRE_TORCH:-}" ]; then
       tail -n 5 "$torch_log" >&2
       rm -f "$torch_log"
