@@ -307,7 +307,8 @@ def _intervals(events: UserEvents, labels: SiteLabels) -> tuple[pd.DataFrame, pd
                 "stream_handle"):
         values = rec[col].to_numpy("int64")
         rows[f"start_{col}"] = values[s]
-        rows[f"end_{col}"] = values[t]
+        if col not in ("thread", "tid"):  # the recording thread is the start record's
+            rows[f"end_{col}"] = values[t]
     return rows.reset_index(drop=True), unreconciled
 
 
@@ -413,6 +414,10 @@ def _event_numbers(rows: pd.DataFrame, m: pd.DataFrame, blocking: pd.DataFrame,
     rows["copies_before_bytes"] = copies_before
     rows["copies_before_gap_ns"] = np.where(copies_before > 0, t0 - copies_before_end,
                                             np.nan)
+    # Read by the engine and above only: 12 MB at half a million windows, held through the
+    # grouping otherwise.
+    for column in ("end_stream_id", "start_call_end_ns", "end_call_end_ns"):
+        del rows[column]
 
 
 def _syncs(thread: np.ndarray, t0: np.ndarray, t1: np.ndarray, blocking: pd.DataFrame
