@@ -110,6 +110,34 @@ def test_leading_outliers(values, skip):
     assert leading_outliers(np.array(values, dtype=float), 2.0, 0) == skip
 
 
+def test_leading_outliers_is_its_definition_by_median():
+    """Series with ties, cold heads of every length and both kinds of threshold: the count
+    is the one the definition gives, each step's median taken afresh with np.median."""
+    import numpy as np
+
+    def by_definition(values, factor, min_excess):
+        k = 0
+        while k < len(values) // 2:
+            rest = np.median(values[k + 1:])
+            if not (values[k] > factor * rest and values[k] - rest >= min_excess):
+                break
+            k += 1
+        return k
+
+    rng = np.random.default_rng(7)
+    seen = set()
+    for trial in range(2000):
+        n = int(rng.integers(0, 40))
+        values = rng.integers(1, 4, n).astype(float) if trial % 2 else rng.random(n) * 10
+        cold = int(rng.integers(0, n + 1))
+        values[:cold] *= rng.choice([1.0, 3.0, 10.0], cold)
+        factor, excess = float(rng.choice([1.0, 1.5, 2.0])), float(rng.choice([0, 0.5, 2]))
+        expected = by_definition(values, factor, excess)
+        assert leading_outliers(values, factor, excess) == expected, (values, factor, excess)
+        seen.add(expected)
+    assert len(seen) > 5  # cold heads of many lengths were met
+
+
 @pytest.mark.parametrize(("name", "fp32"), [
     ("sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize128x64x8_stage3_warpsize2x2x1_ffma_aligna4",
      True),
