@@ -56,6 +56,7 @@ from .reconcile import (
 from .result import Analysis
 from .summary import lookup_table, range_summary, summary_groups
 from .texts import text_where
+from .user_events import without_runner_documents
 from .user_timings import UserWindows, user_timings, user_windows
 
 
@@ -92,6 +93,8 @@ def analysis_of(report: Report, source: OperationSource, *, by_process: bool,
     bottom."""
     grouped = families(report, by_process)
     windows = user_windows(report)
+    if consume:  # decoded (windows.events): their text, 17 MB at a million records, let go
+        report.marks = without_runner_documents(report.marks)
     trace = line_trace(windows.events)
     autograd = autograd_threads(report.info.threads)
     lines = LineTotals(trace, autograd, backward_nodes(report.ranges, trace, autograd))

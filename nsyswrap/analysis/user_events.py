@@ -107,6 +107,14 @@ class UserEvents:
 _DOCUMENT_SCHEMAS = (USER_EVENTS_SCHEMA, USER_EVENTS_SCHEMA_1)
 
 
+def without_runner_documents(marks: pd.DataFrame) -> pd.DataFrame:
+    """`marks` without the runner's documents (those runner_documents reads)."""
+    if not len(marks):
+        return marks
+    mine = marks["text"].astype(str).str.startswith(USER_EVENTS_MARK_PREFIX).to_numpy(bool)
+    return marks[~mine].reset_index(drop=True) if mine.any() else marks
+
+
 def runner_documents(marks: pd.DataFrame, notes: list[str]) -> list[dict]:
     """The runner's JSON documents in the report's marks, parts joined; what cannot be read
     is said in `notes` and left out."""
