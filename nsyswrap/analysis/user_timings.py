@@ -97,6 +97,10 @@ class UserWindows:
     rows: pd.DataFrame = field(default_factory=pd.DataFrame)
     timers: pd.DataFrame = field(default_factory=pd.DataFrame)
     unreconciled: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # Record call sites no elapsed_time() measured (_unmeasured), and how many
+    # elapsed_time() calls the runner saw.
+    unmeasured: pd.DataFrame = field(default_factory=pd.DataFrame)
+    measured: int = 0
 
     def unknown_streams(self) -> bool:
         """Whether a record's stream is not in the trace (no CUDA event trace: nsys 2022.4,
@@ -175,11 +179,16 @@ def user_windows(report: Report) -> UserWindows:
         return out
     out.labels = SiteLabels(events)
     out.rows, out.unreconciled = _intervals(events, out.labels)
-    # The windows' rows hold what each window needs of its records now; the rest of each
-    # record is 48 bytes, held till the end otherwise.
-    events.records = events.records[[c for c in events.records.columns
-                                     if c not in _MOVED_TO_ROWS]]
     out.timers = _timer_measurements(events, out.labels)
+    out.unmeasured = _unmeasured(events, out.labels)
+    out.measured = int(sum(len(p.elapsed) for p in events.processes))
+    # The windows' rows hold what each window needs of its records now, and of the records
+    # only their contexts are left to read (timing_keys.identify); the elapsed_time() rows
+    # are counted. 56 bytes a record and 40 an elapsed_time(), held through the engine
+    # and the grouping otherwise.
+    events.records = events.records[[c for c in events.records.columns if c == "context"]]
+    for p in events.processes:
+        p.elapsed = p.elapsed.iloc[:0].copy()
     return out
 
 
@@ -200,7 +209,7 @@ def user_timings(report: Report, windows: UserWindows, numbers: pd.DataFrame | N
     if not events:
         return out
     out.records = int(sum(p.record_count for p in events.processes))
-    out.measured = int(sum(len(p.elapsed) for p in events.processes))
+    out.measured = windows.measured
     costs = [p.hook_cost_ns for p in events.processes if p.hook_cost_ns is not None]
     out.hook_cost_ns = float(np.median(costs)) if costs else None
     measured = numbers is not None and report.info.has_gpu_activity
@@ -211,7 +220,7 @@ def user_timings(report: Report, windows: UserWindows, numbers: pd.DataFrame | N
     rows, timers = windows.rows, windows.timers
     # Copies of no rows: a view of none would keep the whole columns alive.
     windows.rows, windows.timers = rows.iloc[:0].copy(), timers.iloc[:0].copy()
-    out.unmeasured = _unmeasured(events, labels)
+    out.unmeasured = windows.unmeasured
     out.unreconciled = windows.unreconciled
     if measured:
         n = len(rows)
@@ -250,9 +259,6 @@ def _last_waits(rows: pd.DataFrame, stream: np.ndarray, end_stream: np.ndarray,
     return out
 
 
-# The record columns _intervals copies into the windows' rows (start_* and end_*), which no
-# later step reads from the records.
-_MOVED_TO_ROWS = ("thread", "tid", "stream_id", "time_ns", "call_end_ns", "stream_handle")
 
 
 def _intervals(events: UserEvents, labels: SiteLabels) -> tuple[pd.DataFrame, pd.DataFrame]:
