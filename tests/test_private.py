@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import needs_nsys, sql
+from conftest import needs_nsys, run_retried, sql
 
 import nsyswrap
 from nsyswrap.capture.profile import find_importer
@@ -59,9 +59,11 @@ def secret_run(tmp_path_factory):
     env = {**os.environ, "NSYSWRAP_IMPORTER": str(spy), "MY_API_TOKEN": ENV_SECRET,
            "PROGRAM_FILE": str(folder / "program.txt")}
     out = folder / "run"
-    proc = _nsyswrap("run", "-o", out, "--trace", "nvtx", "--format", "markdown", script,
-                     f"--hf-token={HF_TOKEN}", "--password", PASSWORD, "--tokens", "128",
-                     "--key-dim", "64", env=env)
+    proc = run_retried(
+        lambda: _nsyswrap("run", "-o", out, "--trace", "nvtx", "--format", "markdown", script,
+                          f"--hf-token={HF_TOKEN}", "--password", PASSWORD, "--tokens", "128",
+                          "--key-dim", "64", env=env),
+        out, before_each=lambda: (folder / "modes").unlink(missing_ok=True))
     assert proc.returncode == 0, proc.stderr
     return folder, out, proc
 
