@@ -59,7 +59,22 @@ fi
 stamp=$( { cat scripts/test.sh pyproject.toml; echo "$PWD"; python3 --version; } | sha256sum \
   | cut -d' ' -f1)
 install() {  # returns 1 where an optional part could not be installed
-  local complete=0
+  local complete=0 py312_job=""
+  # The trace of the program's lines needs Python 3.12+ (sys.monitoring): where one is on this
+  # machine, a small environment of it with the nvtx package (.venv-test312) runs the runner's
+  # side end to end under nsys (tests/test_line_trace.py); without it those tests skip. Made
+  # on its own meanwhile (~5 s; a venv apart, so no pip shares its files with the others).
+  py312=""
+  for candidate in python3.12 python3.13 "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.1[2-9]*/bin/python3; do
+    if command -v "$candidate" >/dev/null 2>&1 && "$candidate" -c 'import sys; sys.monitoring' 2>/dev/null; then
+      py312=$candidate; break
+    fi
+  done
+  if [ -n "$py312" ]; then
+    { { [ -x .venv-test312/bin/python ] || "$py312" -m venv .venv-test312; } \
+        && .venv-test312/bin/python -m pip install -q nvtx; } &
+    py312_job=$!
+  fi
   # Called as a condition, where `set -e` does not apply: each step stops the script itself.
   python3 -m venv .venv-test || exit 1
   . .venv-test/bin/activate || exit 1
@@ -85,25 +100,11 @@ install() {  # returns 1 where an optional part could not be installed
     complete=1
   fi
   rm -f "$torch_log"
-  # The trace of the program's lines needs Python 3.12+ (sys.monitoring): where one is on this
-  # machine, a small environment of it with the nvtx package (.venv-test312) runs the runner's
-  # side end to end under nsys (tests/test_line_trace.py); without it those tests skip.
-  py312=""
-  for candidate in python3.12 python3.13 "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.1[2-9]*/bin/python3; do
-    if command -v "$candidate" >/dev/null 2>&1 && "$candidate" -c 'import sys; sys.monitoring' 2>/dev/null; then
-      py312=$candidate; break
-    fi
-  done
-  if [ -n "$py312" ]; then
-    # Never fatal: without it the tests that need it skip.
-    if { [ -x .venv-test312/bin/python ] || "$py312" -m venv .venv-test312; } \
-        && .venv-test312/bin/python -m pip install -q nvtx; then
-      :
-    else
-      echo "scripts/test.sh: no environment of $py312 with the nvtx package: the end-to-end" \
-           "test of the trace of lines will be skipped"
-      complete=1
-    fi
+  # Never fatal: without it the tests that need it skip.
+  if [ -n "$py312_job" ] && ! wait "$py312_job"; then
+    echo "scripts/test.sh: no environment of $py312 with the nvtx package: the end-to-end" \
+         "test of the trace of lines will be skipped"
+    complete=1
   fi
   return $complete
 }
