@@ -26,6 +26,7 @@ import pandas as pd
 import pytest
 from conftest import needs_nsys
 
+from nsyswrap.analysis import user_events
 from nsyswrap.analysis.user_events import clock_offset, decode, match_records, runner_documents
 from nsyswrap.instrument.schema import CLOCK_SCHEMA, USER_EVENTS_PART_SCHEMA, USER_EVENTS_SCHEMA
 from nsyswrap.read.report import EVENT_CALL_COLUMNS, MARK_COLUMNS, Report, ReportInfo, empty
@@ -121,10 +122,17 @@ def _nsys_side(runner, calls, internal_between=True):
         rows.append((start + OFFSET_NS, end + OFFSET_NS, TID, "mine"))
         rows.append((start + OFFSET_NS, end + OFFSET_NS + 10, OTHER_TID, "other thread"))
     if internal_between:
-        # torch's own records from C++: between the program's, outside their brackets.
-        for (_s0, e0), (s1, _e1) in zip(calls, calls[1:], strict=False):
-            mid = (e0 + s1) // 2
-            if e0 < mid < s1:
+        # torch's own records from C++: between the program's, outside their brackets (the
+        # runner's clock reads around each record(): between the base calls was not enough,
+        # as a thread paused between the first read and the call leaves that gap inside the
+        # next bracket, where the runner rightly may take torch's record).
+        brackets = [(before, before + took) for before, took, *_ in
+                    struct.iter_unpack(doc["record_format"],
+                                       zlib.decompress(base64.b64decode(doc["records"])))]
+        assert len(brackets) == len(calls)
+        for (_b0, a0), (b1, _a1) in zip(brackets, brackets[1:], strict=False):
+            mid = (a0 + b1) // 2
+            if a0 < mid < b1:
                 rows.append((mid + OFFSET_NS, mid + OFFSET_NS + 1, TID, "torch"))
     rows.sort()
     frame = pd.DataFrame({
@@ -143,7 +151,13 @@ def runner(monkeypatch):
     return module
 
 
-def test_each_record_is_matched_to_its_own_call_whatever_else_is_recorded(runner):
+@pytest.mark.parametrize("slice_rows", [None, 3], ids=["at once", "in slices on threads"])
+def test_each_record_is_matched_to_its_own_call_whatever_else_is_recorded(runner, monkeypatch,
+                                                                          slice_rows):
+    """Matched at once, and in slices of 3 records on 8 threads (as half a million are)."""
+    if slice_rows is not None:
+        monkeypatch.setattr(user_events, "MATCH_SLICE_ROWS", slice_rows)
+        monkeypatch.setattr(user_events, "cores", lambda: 8)
     Event, calls = _hooked_event_class(runner)
     _record_program(runner, Event)
     marks, event_calls, whose = _nsys_side(runner, calls)
