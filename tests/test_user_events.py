@@ -26,7 +26,6 @@ import pandas as pd
 import pytest
 from conftest import needs_nsys
 
-from nsyswrap.analysis import user_events
 from nsyswrap.analysis.user_events import clock_offset, decode, match_records, runner_documents
 from nsyswrap.instrument.schema import CLOCK_SCHEMA, USER_EVENTS_PART_SCHEMA, USER_EVENTS_SCHEMA
 from nsyswrap.read.report import EVENT_CALL_COLUMNS, MARK_COLUMNS, Report, ReportInfo, empty
@@ -151,13 +150,7 @@ def runner(monkeypatch):
     return module
 
 
-@pytest.mark.parametrize("slice_rows", [None, 3], ids=["at once", "in slices on threads"])
-def test_each_record_is_matched_to_its_own_call_whatever_else_is_recorded(runner, monkeypatch,
-                                                                          slice_rows):
-    """Matched at once, and in slices of 3 records on 8 threads (as half a million are)."""
-    if slice_rows is not None:
-        monkeypatch.setattr(user_events, "MATCH_SLICE_ROWS", slice_rows)
-        monkeypatch.setattr(user_events, "cores", lambda: 8)
+def test_each_record_is_matched_to_its_own_call_whatever_else_is_recorded(runner):
     Event, calls = _hooked_event_class(runner)
     _record_program(runner, Event)
     marks, event_calls, whose = _nsys_side(runner, calls)

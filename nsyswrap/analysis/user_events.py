@@ -16,7 +16,6 @@ from __future__ import annotations
 import base64
 import struct
 import zlib
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -44,7 +43,6 @@ from ..instrument.schema import (
     USER_RECORD_FORMAT,
     USER_RECORD_FORMAT_1,
 )
-from ..read.chunks import cores
 from ..read.json_input import MarkParts, all_of, finite, is_text, parse, real, whole
 from ..read.report import Report, empty, thread_ids
 
@@ -53,10 +51,6 @@ from ..read.report import Report, empty, thread_ids
 MATCH_TOLERANCE_NS = 2_000
 # Calls of the thread looked at per record, from the first inside its widened bracket.
 CANDIDATES = 4
-# Records matched per thread at once (_matched): slices of at least this many, on up to
-# MATCH_THREADS threads.
-MATCH_SLICE_ROWS = 65_536
-MATCH_THREADS = 8
 
 
 @dataclass
@@ -562,19 +556,8 @@ def _matched(runner: RunnerRecords, calls: pd.DataFrame) -> pd.DataFrame:
         ends = these["end_ns"].to_numpy("int64")
         if not len(starts):
             continue
-        # Slices of the thread's records matched on threads of their own: numpy's searches
-        # let go of the GIL (half a million records: 1.1 s on one core of the H200 host).
-        slices = np.array_split(rows, max(1, min(cores(), MATCH_THREADS,
-                                                 len(rows) // MATCH_SLICE_ROWS)))
-        def match(part: np.ndarray, starts=starts, ends=ends) -> np.ndarray:
-            return _bracketed(starts, ends, low[part], high[part], exact_low[part],
-                              exact_high[part])
-
-        if len(slices) == 1:
-            best = match(rows)
-        else:
-            with ThreadPoolExecutor(max_workers=len(slices)) as pool:
-                best = np.concatenate(list(pool.map(match, slices)))
+        best = _bracketed(starts, ends, low[rows], high[rows], exact_low[rows],
+                          exact_high[rows])
         got = best >= 0
         call[rows[got]] = these.index.to_numpy()[best[got]]
     found = call >= 0
