@@ -13,6 +13,7 @@ import shutil
 import sqlite3
 import struct
 import subprocess
+import sys
 import zlib
 from pathlib import Path
 
@@ -226,23 +227,49 @@ def names_session_failure(text: str) -> bool:
     return any(line in text for line in NSYS_SESSION_FAILED)
 
 
-def run_retried(run, folder: Path, before_each=None) -> subprocess.CompletedProcess:
-    """`run()`, an `nsyswrap run -o folder` made by a module-scoped fixture, made once more
-    (`folder` removed, `before_each()` called again) where nsys failed the session on its
-    own: a line of NSYS_SESSION_FAILED in what it printed or in folder/nsys.log. The retry
-    of pytest_runtest_protocol cannot do it for such a fixture: pytest keeps the fixture's
-    error for the module and raises it again in every test of it."""
-    for attempt in (1, 2):
-        if before_each is not None:
-            before_each()
-        proc = run()
-        log = folder / "nsys.log"
-        said = proc.stdout + proc.stderr + (log.read_text(errors="replace") if log.is_file()
-                                            else "")
-        if proc.returncode == 0 or attempt == 2 or not names_session_failure(said):
-            return proc
+def once_more_if_nsys_failed(once, folder: Path) -> subprocess.CompletedProcess:
+    """`once()`, a run whose output folder is `folder` (`nsyswrap run -o folder ...`), made
+    once more where nsys failed the session on its own (a line of NSYS_SESSION_FAILED in
+    what it printed or in an nsys.log it added), after what it added to `folder` is
+    removed. Module-scoped fixtures that run nsys need it: pytest keeps a fixture's error
+    for the module, so pytest_runtest_protocol's retry of the test cannot make it again."""
+    before = _names_in(folder)
+    proc = once()
+    if proc.returncode != 0 and _run_session_failed(proc, folder, before):
+        _remove_added(folder, before)
+        print(f"nsys failed on its own ({' or '.join(NSYS_SESSION_FAILED)}); running once "
+              f"more: {proc.args}", file=sys.stderr)
+        proc = once()
+    return proc
+
+
+def _names_in(folder: Path) -> set[str] | None:
+    return {p.name for p in folder.iterdir()} if folder.is_dir() else None
+
+
+def _run_session_failed(proc, folder: Path, before: set[str] | None) -> bool:
+    """A line of NSYS_SESSION_FAILED in what the run printed or in an nsys.log it added."""
+    if names_session_failure(proc.stdout + proc.stderr):
+        return True
+    if not folder.is_dir():
+        return False
+    added = [p for p in folder.iterdir() if before is None or p.name not in before]
+    logs = [p for p in added if p.name == "nsys.log"]
+    logs += [log for p in added if p.is_dir() for log in p.glob("nsys.log")]
+    return any(names_session_failure(log.read_text(errors="replace")) for log in logs)
+
+
+def _remove_added(folder: Path, before: set[str] | None) -> None:
+    """Back to as the failed run found it: gone if it made the folder, else what it added."""
+    if before is None:
         shutil.rmtree(folder, ignore_errors=True)
-    raise AssertionError("unreachable")
+        return
+    for p in folder.iterdir():
+        if p.name not in before:
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                p.unlink()
 
 
 @pytest.fixture(autouse=True)

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import NSYS_SESSION_FAILED, names_session_failure, needs_nsys, needs_torch, sql
+from conftest import needs_nsys, needs_torch, once_more_if_nsys_failed, sql
 
 pytestmark = [pytest.mark.nsys, needs_nsys]
 WORKLOAD = Path(__file__).parent / "workloads" / "annotated.py"
@@ -43,16 +43,7 @@ def nsyswrap(*args, env=None, cwd=None, timeout=180):
                               timeout=timeout)
 
     folder = _output_folder(args, cwd)
-    if folder is None:
-        return once()
-    before = _names_in(folder)
-    proc = once()
-    if proc.returncode != 0 and _session_failed(proc, folder, before):
-        _remove_added(folder, before)
-        print(f"nsys failed on its own ({' or '.join(NSYS_SESSION_FAILED)}); running once "
-              f"more: nsyswrap {args}", file=sys.stderr)
-        proc = once()
-    return proc
+    return once() if folder is None else once_more_if_nsys_failed(once, folder)
 
 
 def _output_folder(args, cwd) -> Path | None:
@@ -63,35 +54,6 @@ def _output_folder(args, cwd) -> Path | None:
         return None
     folder = Path(options[options.index("-o") + 1])
     return folder if folder.is_absolute() else Path(cwd or os.getcwd()) / folder
-
-
-def _names_in(folder: Path) -> set[str] | None:
-    return {p.name for p in folder.iterdir()} if folder.is_dir() else None
-
-
-def _session_failed(proc, folder: Path, before: set[str] | None) -> bool:
-    """A line of NSYS_SESSION_FAILED in what the run printed or in an nsys.log it added."""
-    if names_session_failure(proc.stdout + proc.stderr):
-        return True
-    if not folder.is_dir():
-        return False
-    added = [p for p in folder.iterdir() if before is None or p.name not in before]
-    logs = [p for p in added if p.name == "nsys.log"]
-    logs += [log for p in added if p.is_dir() for log in p.glob("nsys.log")]
-    return any(names_session_failure(log.read_text(errors="replace")) for log in logs)
-
-
-def _remove_added(folder: Path, before: set[str] | None) -> None:
-    """Back to as the failed run found it: gone if it made the folder, else what it added."""
-    if before is None:
-        shutil.rmtree(folder, ignore_errors=True)
-        return
-    for p in folder.iterdir():
-        if p.name not in before:
-            if p.is_dir() and not p.is_symlink():
-                shutil.rmtree(p, ignore_errors=True)
-            else:
-                p.unlink()
 
 
 def test_run_python_script_end_to_end(default_traces_run):
