@@ -107,11 +107,16 @@ class UserEvents:
 _DOCUMENT_SCHEMAS = (USER_EVENTS_SCHEMA, USER_EVENTS_SCHEMA_1)
 
 
+def _runner_marks(marks: pd.DataFrame) -> np.ndarray:
+    """Which of `marks` are the runner's documents (or their parts)."""
+    return marks["text"].astype(str).str.startswith(USER_EVENTS_MARK_PREFIX).to_numpy(bool)
+
+
 def without_runner_documents(marks: pd.DataFrame) -> pd.DataFrame:
     """`marks` without the runner's documents (those runner_documents reads)."""
     if not len(marks):
         return marks
-    mine = marks["text"].astype(str).str.startswith(USER_EVENTS_MARK_PREFIX).to_numpy(bool)
+    mine = _runner_marks(marks)
     return marks[~mine].reset_index(drop=True) if mine.any() else marks
 
 
@@ -120,10 +125,8 @@ def runner_documents(marks: pd.DataFrame, notes: list[str]) -> list[dict]:
     is said in `notes` and left out."""
     if not len(marks):
         return []
-    texts = marks["text"].astype(str)
-    mine = texts.str.startswith(USER_EVENTS_MARK_PREFIX)
     docs, parts = [], MarkParts()
-    for text in texts[mine]:
+    for text in marks["text"][_runner_marks(marks)].astype(str):
         try:
             doc = parse(text)
         except ValueError:
@@ -363,8 +366,8 @@ def decode(doc: dict) -> RunnerRecords:
     # per row was 0.1 s and 4 MB at half a million.
     texts, codes = {"": 0}, np.zeros(len(elapsed), "int32")
     for k, v in errors.items():
-        if int(k) < len(elapsed):
-            codes[int(k)] = texts.setdefault(v, len(texts))
+        if (row := int(k)) < len(elapsed):
+            codes[row] = texts.setdefault(v, len(texts))
     elapsed["error"] = pd.Categorical.from_codes(codes, list(texts))
     scopes = _optional(doc, "scopes", [])
     _check(isinstance(scopes, list), "scopes is not a list")

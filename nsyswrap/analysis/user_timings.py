@@ -259,8 +259,6 @@ def _last_waits(rows: pd.DataFrame, stream: np.ndarray, end_stream: np.ndarray,
     return out
 
 
-
-
 def _intervals(events: UserEvents, labels: SiteLabels) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One row per elapsed_time() whose two records were matched; the others, counted by
     reason, in the second frame."""
