@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from nsyswrap.analysis.user_events import match_records
 from nsyswrap.analysis.user_timings import user_windows
 from nsyswrap.read.loader import load
 
@@ -55,7 +56,9 @@ def template(source: Path) -> dict:
             "begin": int(r["start_time_ns"]),
             "end": max(kernel_end, int(r["end_call_end_ns"])) + 1,
             "start_record": int(r["start_record"]), "end_record": int(r["end_record"]),
-            "elapsed_row": int(r["elapsed_row"]), "records": windows.events.records}
+            "elapsed_row": int(r["elapsed_row"]),
+            # user_windows keeps only the records' contexts: matched again, whole.
+            "records": match_records(report).records}
 
 
 def columns(db: sqlite3.Connection, table: str) -> list[str]:
