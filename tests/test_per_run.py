@@ -16,6 +16,7 @@ import pytest
 from conftest import sql
 
 import nsyswrap
+from nsyswrap.analysis import per_run
 from nsyswrap.analysis.grouped import median
 from nsyswrap.analysis.per_run import PerRun
 from nsyswrap.analysis.reconcile import BENCHMARK_COLUMNS, benchmark_summary
@@ -55,7 +56,11 @@ def _run_by_run(windows: pd.DataFrame):
     return windows.groupby(["benchmark", "run"], sort=False, observed=True)
 
 
-def test_per_run_statistics_are_pandas_run_by_run():
+@pytest.mark.parametrize("few_runs", [0, 64], ids=["grouped passes", "run by run"])
+def test_per_run_statistics_are_pandas_run_by_run(few_runs, monkeypatch):
+    # Both ways a median and quartiles are taken: in grouped passes over all runs (many
+    # runs), and by selection in each run's values (up to FEW_RUNS runs).
+    monkeypatch.setattr(per_run, "FEW_RUNS", few_runs)
     w = _windows()
     per = PerRun(w)
     groups = list(_run_by_run(w))
@@ -76,6 +81,16 @@ def test_per_run_statistics_are_pandas_run_by_run():
             x = x[~np.isnan(x)]
             iqr = float(np.quantile(x, 0.75) - np.quantile(x, 0.25)) if len(x) > 1 else 0.0
             assert iqrs[k] == iqr
+    if few_runs:  # the same arrays as the grouped passes give, dtypes included
+        statistics = [(column, how) for column in ("event_ns", "gpu_busy_ns", "host_ns", "syncs")
+                      for how in ("median", "maximum", "minimum", "total", "iqr")]
+        mine = [getattr(per, how)(w[column].to_numpy()) for column, how in statistics]
+        monkeypatch.setattr(per_run, "FEW_RUNS", 0)
+        theirs = [getattr(per, how)(w[column].to_numpy()) for column, how in statistics]
+        monkeypatch.setattr(per_run, "FEW_RUNS", few_runs)
+        for what, a, b in zip(statistics, mine, theirs, strict=True):
+            assert a.dtype == b.dtype, what
+            np.testing.assert_array_equal(a, b)
     synced = per.any_count(w["syncs"].to_numpy() > 0)
     totals = per.total(w["syncs"].to_numpy())
     for k, (_, g) in enumerate(groups):

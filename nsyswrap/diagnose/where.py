@@ -35,12 +35,18 @@ def with_lines(findings: list[Finding], a: Analysis) -> list[Finding]:
     if lines.trace is None:
         return findings
     intervals = None  # every window and range instance, labelled: made once, if needed
+    # The lines of each set of labels, found once: a place's findings (a sync and a
+    # transfer in the same windows) name the same windows, half a million of them.
+    host_found: dict[frozenset, pd.DataFrame | None] = {}
     out = []
     for f in findings:
         if f.code in HOST_CODES:
             if intervals is None:
                 intervals = _labelled_intervals(a)
-            found = _host_lines(f, intervals, lines)
+            labels = frozenset(f.ranges or ([f.range] if f.range else []))
+            if labels not in host_found:
+                host_found[labels] = _host_lines(labels, intervals, lines)
+            found = host_found[labels]
         elif f.code in KERNEL_CODES:
             found = _kernel_lines(f, lines)
         else:
@@ -91,10 +97,10 @@ def _labelled_intervals(a: Analysis) -> list[pd.DataFrame]:
     return parts
 
 
-def _host_lines(f: Finding, intervals: list[pd.DataFrame], lines: CodeLines
+def _host_lines(labels: frozenset, intervals: list[pd.DataFrame], lines: CodeLines
                 ) -> pd.DataFrame | None:
-    """The program's lines its threads ran inside the finding's windows or ranges."""
-    labels = set(f.ranges or ([f.range] if f.range else []))
+    """The program's lines its threads ran inside the windows or ranges of `labels` (a
+    finding's)."""
     if not labels:
         return None
     mine = [part[part["label"].isin(labels)] for part in intervals]
