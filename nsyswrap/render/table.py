@@ -8,6 +8,7 @@ import io
 from functools import cache
 
 from rich.console import Console
+from rich.control import strip_control_codes
 from rich.text import Text
 
 from ..common.names import printable
@@ -55,8 +56,7 @@ def terminal_console(color: bool, width: int) -> tuple[Console, io.StringIO]:
 
 def print_grid(console: Console, grid: Grid, width: int) -> None:
     console.print()
-    for line in grid_lines(grid, width):
-        console.print(line, no_wrap=True, overflow="ignore", crop=False)
+    _print_lines(console, grid_lines(grid, width))
 
 
 class TableRenderer(Renderer):
@@ -174,5 +174,20 @@ def print_findings(console: Console, c: Comparison, width: int) -> None:
 
 
 def _print_lines(console: Console, lines) -> None:
+    """Lines laid out already (Text, or plain text), printed as they are: the styled ones
+    by rich, a run of plain ones written at once (rich's print of a line costs ~25 µs,
+    ~1 s at 44 k lines), without the control characters rich would strip."""
+    plain: list[str] = []
     for line in lines:
+        if isinstance(line, str):
+            plain.append(line)
+            continue
+        _write_plain(console, plain)
+        plain = []
         console.print(line, no_wrap=True, overflow="ignore", crop=False)
+    _write_plain(console, plain)
+
+
+def _write_plain(console: Console, lines: list[str]) -> None:
+    if lines:
+        console.file.write(strip_control_codes("\n".join(lines)) + "\n")
