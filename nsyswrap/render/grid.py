@@ -6,7 +6,7 @@ beside the others; optional columns are left out before that fails."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,29 +60,28 @@ class _Layout:
     left_out: list[str] = field(default_factory=list)  # columns no width could hold
 
 
-def grid_lines(g: Grid, width: int) -> list[Text | str]:
-    """`g` as lines of at most `width` cells (all but a number wider than the terminal):
-    the styled ones (title, header, caption) as Text, the rows as plain text (a Text a
-    line cost ~4 µs each in rich's checks of its text, whose control characters
+def grid_lines(g: Grid, width: int) -> Iterator[Text | str]:
+    """`g` as lines of at most `width` cells (all but a number wider than the terminal), as
+    they are made: the styled ones (title, header, caption) as Text, the rows as plain text
+    (a Text a line cost ~4 µs each in rich's checks of its text, whose control characters
     `printable` escaped already)."""
     lead = g.columns[0] if g.columns and not g.columns[0].numeric else None
     cells = {id(c): [printable(c.cell(r)) for r in g.rows]
              for c in [*g.columns, *([g.detail] if g.detail else [])]}
     layout = _lay_out(g, lead, cells, width)
-    out = [Text(line, style="bold") for line in _wrap(g.title, width)]
-    out += _header(g, lead, layout, width)
+    yield from (Text(line, style="bold") for line in _wrap(g.title, width))
+    yield from _header(g, lead, layout, width)
     for i in range(len(g.rows)):
-        out += _row(lead, layout, cells, i)
+        yield from _row(lead, layout, cells, i)
         if layout.detail_under and g.detail is not None:
-            out += wrapped(f"→ {cells[id(g.detail)][i]}", width, 2, 2)
+            yield from wrapped(f"→ {cells[id(g.detail)][i]}", width, 2, 2)
     caption = legend(layout.columns)
     if layout.detail_under and g.detail is not None:
         caption = " · ".join(x for x in (caption, f"→: {g.detail.long_header.lower()}") if x)
     if layout.left_out:
         caption = " · ".join(x for x in (caption, "not shown at this width: "
                                          + ", ".join(layout.left_out)) if x)
-    out += [Text(line, style="dim") for line in _wrap(caption, width)]
-    return out
+    yield from (Text(line, style="dim") for line in _wrap(caption, width))
 
 
 def _lay_out(g: Grid, lead: Column | None, cells: dict[int, list[str]], width: int) -> _Layout:

@@ -38,6 +38,7 @@ from .views import (
 )
 
 SEVERITY_STYLE = {"warning": "bold yellow", "info": "cyan"}
+PLAIN_AT_ONCE = 4096  # plain lines written in one piece, at most
 DEFAULT_WIDTH = 120
 
 
@@ -181,6 +182,9 @@ def _print_lines(console: Console, lines) -> None:
     for line in lines:
         if isinstance(line, str):
             plain.append(line)
+            if len(plain) == PLAIN_AT_ONCE:  # a table of 222 k rows is ~40 MB of text
+                _write_plain(console, plain)
+                plain = []
             continue
         _write_plain(console, plain)
         plain = []
