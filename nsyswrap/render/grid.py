@@ -6,7 +6,7 @@ beside the others; optional columns are left out before that fails."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +31,7 @@ def cell_len(text: str) -> int:
 class Grid:
     title: str
     columns: list[Column]  # the first, where it is text, names the row
-    rows: list[dict[str, Any]]
+    rows: Iterable[dict[str, Any]]  # read once
     # A last column where each of its cells fits on one line beside the others, else a line
     # under each row after '→'.
     detail: Column | None = None
@@ -66,12 +66,24 @@ def grid_lines(g: Grid, width: int) -> Iterator[Text | str]:
     (a Text a line cost ~4 µs each in rich's checks of its text, whose control characters
     `printable` escaped already)."""
     lead = g.columns[0] if g.columns and not g.columns[0].numeric else None
-    cells = {id(c): [printable(c.cell(r)) for r in g.rows]
-             for c in [*g.columns, *([g.detail] if g.detail else [])]}
+    # The rows read once, as they come (a table of 222 k harness runs need not be held as
+    # dicts: ~270 MB), each row's cells kept; equal cells share one text (numbers of three
+    # digits and a unit, names and verdicts repeat over the rows).
+    shown = [*g.columns, *([g.detail] if g.detail else [])]
+    columns: list[list[str]] = [[] for _ in shown]
+    shared: dict[str, str] = {}
+    count = 0
+    for r in g.rows:
+        count += 1
+        for column, c in zip(columns, shown, strict=True):
+            text = printable(c.cell(r))
+            column.append(shared.setdefault(text, text))
+    del shared
+    cells = {id(c): column for c, column in zip(shown, columns, strict=True)}
     layout = _lay_out(g, lead, cells, width)
     yield from (Text(line, style="bold") for line in _wrap(g.title, width))
     yield from _header(g, lead, layout, width)
-    for i in range(len(g.rows)):
+    for i in range(count):
         yield from _row(lead, layout, cells, i)
         if layout.detail_under and g.detail is not None:
             yield from wrapped(f"→ {cells[id(g.detail)][i]}", width, 2, 2)
