@@ -219,7 +219,8 @@ def chromium():
 # its lines then (docs/nsys-quirks.md). The same run made again passes.
 NSYS_SESSION_FAILED = ("Local Endpoint is not available",
                        "[boost::errinfo_api_function_*] = sem_open",
-                       "Connection reset by peer", "End of file")
+                       "Connection reset by peer", "End of file",
+                       "Connection to the Agent lost.")
 
 
 def names_session_failure(text: str) -> bool:
