@@ -591,6 +591,35 @@ def test_records_and_measurements_of_nsyswraps_own_code_are_counted_not_kept(run
     assert all(c[0][0] == __file__ for c in r.contexts)
 
 
+def test_each_threads_records_carry_that_threads_id(runner, monkeypatch):
+    """Records made on two threads (the main one before and after a worker's) are each
+    packed with the OS thread id of the thread that made them, in the order made; the
+    hot path keeps a thread's state where that thread alone reads it."""
+    ids: dict[int, int] = {}  # an id of each thread (the fixture's is one for all)
+
+    def native_id():
+        return ids.setdefault(threading.get_ident(), 100 + len(ids))
+
+    monkeypatch.setattr(runner.threading, "get_native_id", native_id)
+    Event, _ = _hooked_event_class(runner)
+    stream, made = _Stream(1), []
+
+    def record(n):
+        event = Event()
+        for _ in range(n):
+            event.record(stream)
+            made.append(native_id())
+
+    record(2)
+    worker = threading.Thread(target=record, args=(3,))
+    worker.start()
+    worker.join()
+    record(1)
+    r = decode(runner.RECORDER.document())
+    assert [r.threads[t] for t in r.records["thread"]] == made
+    assert len(set(made)) == 2
+
+
 def test_past_the_limits_sites_and_contexts_share_an_overflow_entry(runner, monkeypatch):
     """Generated code: 70 000 functions each recording once (more contexts than the
     runner names, and than 16 bits hold); nothing raises in elapsed_time() or at exit, and
