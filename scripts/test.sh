@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The test command (README): installs what the tests need, then runs them (3.5 to 4.5 min
+# The test command (README): installs what the tests need, then runs them (3 to 4.5 min
 # of tests on 2 cores, after the installs).
 #   bash scripts/test.sh [pytest args...]
 # - Debian's Nsight Systems 2022.4 (non-free) for the real end-to-end tests of `nsyswrap run`
