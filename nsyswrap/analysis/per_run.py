@@ -78,13 +78,12 @@ class PerRun:
         """Each run's values (at rows where `where`), NaN left out: copies of their own, in
         one gather of the rows in run order."""
         grouped = values[self._order]
-        if where is not None:
-            kept = where[self._order]
+        kept = None if where is None else where[self._order]
         if grouped.dtype.kind == "f":
             present = ~np.isnan(grouped)
-            kept = present if where is None else kept & present
+            kept = present if kept is None else kept & present
         spans = zip(self._bounds[:-1].tolist(), self._bounds[1:].tolist(), strict=True)
-        if where is None and grouped.dtype.kind != "f":
+        if kept is None:
             return [grouped[a:b] for a, b in spans]
         return [grouped[a:b][kept[a:b]] for a, b in spans]
 
