@@ -319,17 +319,19 @@ def test_two_analysis_json_diff_as_their_reports(tmp_path):
 @pytest.mark.nsys
 @needs_nsys
 def test_two_runs_of_different_lengths_diff_from_their_analysis_json(tmp_path):
-    """`nsyswrap run` twice under nsys 2022.4 (CPU): 8 steps, then 9 with `compute` ten
-    times as long. Their analysis.json files diff with verdicts, as the reports do. Eight
-    samples a side, not four: with four, one sleep stretched past 40 ms by a loaded machine
-    is the bootstrap median in 5% of the resamples and pulls the interval across 0 (CI saw
-    "no significant change"); with eight it takes two such outliers on one side."""
+    """`nsyswrap run` twice under nsys 2022.4 (CPU): 12 steps, then 13 with `compute` ten
+    times as long. Their analysis.json files diff with verdicts, as the reports do. Twelve
+    samples a side: a loaded machine now and then stretches a 4 ms sleep past 40 ms, and
+    such outliers in the base pull the bootstrap interval across 0 ("no significant
+    change") once the resamples' median is one in 2.5% of them: with four samples one
+    outlier did, with eight two (a CI run: 218 and 63 ms among eight); with twelve, two
+    are a median in 0.8% of the resamples."""
     import subprocess
     import sys
 
     workload = Path(__file__).parent / "workloads" / "steps.py"
     runs = {}
-    for name, args in (("a", ["8"]), ("b", ["9", "--slow"])):
+    for name, args in (("a", ["12"]), ("b", ["13", "--slow"])):
         proc = subprocess.run([sys.executable, "-m", "nsyswrap", "run", "-o", tmp_path / name,
                                "--format", "json", "--trace", "nvtx", workload, *args],
                               capture_output=True, text=True, timeout=180)
@@ -337,7 +339,7 @@ def test_two_runs_of_different_lengths_diff_from_their_analysis_json(tmp_path):
         runs[name] = tmp_path / name
     d = diff_reports(runs["a"] / "analysis.json", runs["b"] / "analysis.json", jobs=1)
     r = d.rows.set_index("name")
-    assert r["base_count"].tolist() == [8] * 3 and r["new_count"].tolist() == [9] * 3
+    assert r["base_count"].tolist() == [12] * 3 and r["new_count"].tolist() == [13] * 3
     assert "inconclusive" not in set(r["verdict"])
     for name in ("compute", "load"):
         lengths = {k: [e - s for s, e in sql(runs[k] / "steps.sqlite",
